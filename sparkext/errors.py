@@ -1,0 +1,66 @@
+"""One exception tree for everything sparkext reports to a user.
+
+Every message is one sentence that quotes the bad value and, where possible, suggests a fix.
+Java and Spark exceptions are translated to this tree in exactly one place:
+:func:`sparkext.iceberg.errors.translate`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SparkextError(Exception):
+    """Root of every error sparkext raises on purpose."""
+
+
+class EnvironmentSetupError(SparkextError, RuntimeError):
+    """The machine lacks something sparkext needs (Java 17, the Iceberg jar, a conf file)."""
+
+
+class SqlParseError(SparkextError, ValueError):
+    """A statement does not parse; the message gives line and column."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class UnknownRoutineError(SparkextError, LookupError):
+    """`CALL sparkext.x` or `FROM sparkext.x(...)` names nothing in the registry."""
+
+
+class ProcedureArgumentError(SparkextError, ValueError):
+    """An argument is unknown, missing, duplicated, mixed, or of the wrong type."""
+
+
+class OptionError(ProcedureArgumentError):
+    """An `options => map(...)` key is unknown or its value is invalid."""
+
+
+class TableNotFoundError(SparkextError, LookupError):
+    """A table argument names no table."""
+
+
+class NotAnIcebergTableError(SparkextError, ValueError):
+    """A table argument names a table that is not an Iceberg table."""
+
+
+class CommitConflictError(SparkextError, RuntimeError):
+    """Another writer changed the table between plan and commit and retries ran out."""
+
+
+class SparkError(SparkextError, RuntimeError):
+    """A statement passed through to Spark failed; the message is Spark's own first line."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""`` when none is close.
+
+    >>> did_you_mean("tabel_health", ["table_health", "help"])
+    "; did you mean 'table_health'?"
+    """
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else ""

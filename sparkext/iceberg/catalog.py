@@ -1,0 +1,90 @@
+"""Resolve table names to Iceberg tables and read table-level metadata through the Java API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkext.errors import NotAnIcebergTableError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes default
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """An existing Iceberg table, by name, with the facts planners need (no JavaObjects)."""
+
+    name: str  # as the user wrote it, e.g. "lake.db.orders"
+    parts: tuple[str, ...]
+    format_version: int
+    partitioned: bool
+    properties: tuple[tuple[str, str], ...]
+    snapshot_count: int
+    current_snapshot_id: int | None
+
+    def prop(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.properties).get(key, default)
+
+    @property
+    def target_file_size_bytes(self) -> int:
+        value = self.prop("write.target-file-size-bytes")
+        return int(value) if value else _DEFAULT_TARGET_FILE_SIZE
+
+    def metadata_table(self, name: str) -> str:
+        """The multipart name of an Iceberg metadata table, e.g. ``lake.db.t.files``."""
+        return ".".join(f"`{p.replace('`', '``')}`" for p in (*self.parts, name))
+
+
+def _split(spark: SparkSession, name: str) -> tuple[str, ...]:
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    parts = parser.parseMultipartIdentifier(name)
+    return tuple(str(parts.apply(i)) for i in range(parts.size()))
+
+
+def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, name
+    )
+
+
+def resolve_table(spark: SparkSession, name: str) -> TableRef:
+    """Return the Iceberg table called ``name`` or raise one clear error."""
+    from sparkext.iceberg.errors import spark_message
+
+    try:
+        parts = _split(spark, name)
+    except Exception as error:
+        raise TableNotFoundError(
+            f"'{name}' is not a valid table name ({spark_message(error)}); "
+            "write catalog.namespace.table, e.g. 'lake.db.orders'."
+        ) from None
+    if not spark.catalog.tableExists(name):
+        namespace = ".".join(parts[:-1]) or "the current namespace"
+        raise TableNotFoundError(
+            f"Table '{name}' does not exist; check the name with SHOW TABLES IN {namespace}."
+        )
+    try:
+        table = _java_table(spark, name)
+    except Exception as error:
+        message = spark_message(error) or str(error)
+        if "not an Iceberg table" in message or "Cannot find" in message or "ClassCast" in message:
+            raise NotAnIcebergTableError(
+                f"Table '{name}' is not an Iceberg table; sparkext works on tables of an "
+                "Iceberg catalog such as 'lake'."
+            ) from None
+        raise
+    metadata = table.operations().current()
+    current = table.currentSnapshot()
+    properties = {str(k): str(v) for k, v in table.properties().items()}
+    return TableRef(
+        name=name,
+        parts=parts,
+        format_version=int(metadata.formatVersion()),
+        partitioned=not table.spec().isUnpartitioned(),
+        properties=tuple(sorted(properties.items())),
+        snapshot_count=int(metadata.snapshots().size()),
+        current_snapshot_id=int(current.snapshotId()) if current is not None else None,
+    )

@@ -1,0 +1,1 @@
+"""Procedures and table functions: one module each, declared as data, listed in registry.py."""

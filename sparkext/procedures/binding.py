@@ -1,0 +1,182 @@
+"""Bind written arguments to a routine's declared parameters, with one clear error per mistake.
+
+Order matters for users: name checks (unknown, duplicate, mixed, missing, too many) run before
+anything touches Spark, so a misspelt call fails fast and changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from sparkext.errors import OptionError, ProcedureArgumentError, did_you_mean
+from sparkext.procedures.base import BoundArgs, Param, ParamType, Routine, describe, type_label
+from sparkext.routing.invocations import RawArg
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def label(routine: Routine) -> str:
+    return f"sparkext.{routine.name}"
+
+
+def match(routine: Routine, args: Sequence[RawArg]) -> dict[str, RawArg]:
+    """Map each written argument to its parameter name; pure, no Spark."""
+    named = [a for a in args if a.name is not None]
+    if named and len(named) != len(args):
+        raise ProcedureArgumentError(
+            f"Named and positional arguments cannot be mixed in {label(routine)}(...); "
+            "write every argument as name => value, or none."
+        )
+    names = [p.name for p in routine.params]
+    matched: dict[str, RawArg] = {}
+    if named:
+        for arg in args:
+            assert arg.name is not None
+            if routine.param(arg.name) is None:
+                valid = ", ".join(names) or "none"
+                raise ProcedureArgumentError(
+                    f"{label(routine)} has no parameter '{arg.name}'"
+                    f"{did_you_mean(arg.name, names)} (parameters: {valid})."
+                )
+            if arg.name in matched:
+                raise ProcedureArgumentError(
+                    f"Parameter '{arg.name}' is given more than once in {label(routine)}(...); "
+                    "keep one."
+                )
+            matched[arg.name] = arg
+    else:
+        if len(args) > len(routine.params):
+            raise ProcedureArgumentError(
+                f"{label(routine)} takes at most {len(routine.params)} argument(s) "
+                f"({', '.join(names) or 'none'}) but {len(args)} were given."
+            )
+        matched = {p.name: a for p, a in zip(routine.params, args, strict=False)}
+    missing = [p.name for p in routine.params if p.required and p.name not in matched]
+    if missing:
+        raise ProcedureArgumentError(
+            f"Missing required parameter(s) {', '.join(repr(m) for m in missing)} for "
+            f"{label(routine)}; see CALL sparkext.help('{routine.name}')."
+        )
+    return matched
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _coerce(routine: Routine, param: Param, value: Any) -> Any:
+    expected = param.type
+    where = f"Parameter '{param.name}' of {label(routine)}"
+    ok: bool
+    if value is None:
+        if param.required:
+            raise ProcedureArgumentError(f"{where} is required and cannot be NULL.")
+        return param.default
+    if expected in (ParamType.STRING, ParamType.TABLE):
+        ok = isinstance(value, str)
+    elif expected == ParamType.LONG:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, Decimal) and value == value.to_integral_value():
+            value, ok = int(value), True
+    elif expected == ParamType.DOUBLE:
+        ok = isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif expected == ParamType.BOOLEAN:
+        ok = isinstance(value, bool)
+    elif expected == ParamType.TIMESTAMP:
+        ok = isinstance(value, dt.datetime)
+    elif expected == ParamType.INTERVAL:
+        ok = isinstance(value, dt.timedelta)
+    elif expected == ParamType.STRING_MAP:
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        if ok:
+            value = {k: _option_text(v) for k, v in value.items()}
+    elif expected == ParamType.STRING_ARRAY:
+        ok = isinstance(value, list)
+        value = [str(v) for v in value] if ok else value
+    else:  # pragma: no cover - every ParamType is handled above
+        raise AssertionError(expected)
+    if not ok:
+        hint = {
+            ParamType.TIMESTAMP: " (write TIMESTAMP '2026-11-21 00:00:00')",
+            ParamType.INTERVAL: " (write INTERVAL '1' DAY)",
+            ParamType.STRING_MAP: " (write map('key', 'value', ...))",
+            ParamType.TABLE: " (write the table name as a string, e.g. 'lake.db.t')",
+        }.get(expected, "")
+        raise ProcedureArgumentError(
+            f"{where} expects a {expected.value}, got {describe(value)} "
+            f"({type_label(value)}){hint}."
+        )
+    return value
+
+
+def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str, Any]:
+    """Validate ``options => map(...)`` keys against the routine's declared options."""
+    declared = {o.key: o for o in routine.options}
+    result = {key: option.parse(option.default) for key, option in declared.items()}
+    for key, raw in (given or {}).items():
+        option = declared.get(key)
+        if option is None:
+            valid = ", ".join(sorted(declared)) or "none"
+            raise OptionError(
+                f"Unknown option '{key}' for {label(routine)}{did_you_mean(key, declared)}; "
+                f"valid options: {valid}."
+            )
+        try:
+            result[key] = option.parse(raw)
+        except (TypeError, ValueError) as error:
+            raise OptionError(
+                f"Option '{key}' of {label(routine)} has an invalid value '{raw}': {error}."
+            ) from None
+    return result
+
+
+def bind(
+    routine: Routine,
+    args: Sequence[RawArg],
+    evaluate: Callable[[list], list[Any]],
+    resolve_table: Callable[[str], Any],
+) -> BoundArgs:
+    """Bind ``args`` to ``routine``: match names, evaluate values, check types, resolve tables."""
+    from sparkext.routing.constants import check_constant
+
+    matched = match(routine, args)
+    for name, arg in matched.items():
+        check_constant(arg.expression, f"Parameter '{name}' of {label(routine)}")
+    names = list(matched)
+    values = evaluate([matched[n].expression for n in names]) if names else []
+    bound: dict[str, Any] = {p.name: p.default for p in routine.params}
+    for name, value in zip(names, values, strict=True):
+        param = routine.param(name)
+        assert param is not None
+        bound[name] = _coerce(routine, param, value)
+    for param in routine.params:
+        if param.type == ParamType.TABLE and bound[param.name] is not None:
+            bound[param.name] = resolve_table(bound[param.name])
+    options = bind_options(routine, bound.get("options")) if routine.options else {}
+    return BoundArgs(bound, options)
+
+
+def evaluator(spark: SparkSession, routine: Routine) -> Callable[[list], list[Any]]:
+    """An ``evaluate`` for :func:`bind` that runs on ``spark`` and names the routine on failure."""
+    from sparkext.iceberg.errors import spark_message
+    from sparkext.routing.constants import evaluate
+
+    def run(expressions: list) -> list[Any]:
+        try:
+            return evaluate(spark, expressions)
+        except Exception as error:
+            message = spark_message(error)
+            if message is None:
+                raise
+            raise ProcedureArgumentError(
+                f"Cannot evaluate the arguments of {label(routine)}: {message}"
+            ) from None
+
+    return run

@@ -1,0 +1,61 @@
+"""CALL sparkext.help(['name']): list routines, or one routine's parameters, options and output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkext.errors import UnknownRoutineError, did_you_mean
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Kind,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+    describe,
+)
+
+
+def _rows_for(routine: Routine) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = [(routine.kind_label, routine.name, None, None, None, routine.doc)]
+    for p in routine.params:
+        default = None if p.required else describe(p.default)
+        rows.append(("parameter", p.name, p.type.value, p.required, default, p.doc))
+    for o in routine.options:
+        rows.append(("option", o.key, "string", False, describe(o.default), o.doc))
+    for c in routine.output:
+        rows.append(("output", c.name, c.type, None, None, c.doc))
+    return rows
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.procedures.registry import ROUTINES
+
+    name = args["name"]
+    if name is None:
+        return [(r.kind_label, r.name, None, None, None, r.doc) for r in ROUTINES.values()]
+    routine = ROUTINES.get(name.lower().removeprefix("sparkext."))
+    if routine is None:
+        raise UnknownRoutineError(
+            f"Unknown procedure or function '{name}'{did_you_mean(name, ROUTINES)}; "
+            "CALL sparkext.help() lists them."
+        )
+    return _rows_for(routine)
+
+
+ROUTINE = Routine(
+    name="help",
+    doc="List sparkext procedures and functions, or describe one: help('table_health').",
+    kind=Kind.PROCEDURE | Kind.FUNCTION,
+    params=(Param("name", ParamType.STRING, "procedure or function to describe"),),
+    output=(
+        OutputColumn("section", "string", "procedure / table function / parameter / option / output"),
+        OutputColumn("name", "string", "routine, parameter, option or column name"),
+        OutputColumn("type", "string", "SQL type"),
+        OutputColumn("required", "boolean", "whether a parameter must be given"),
+        OutputColumn("default", "string", "value used when the parameter is omitted"),
+        OutputColumn("description", "string", "one-line description"),
+    ),
+    run=run,
+)

@@ -1,0 +1,14 @@
+"""The one explicit map from SQL name to routine. A new procedure is a module plus a line here."""
+
+from __future__ import annotations
+
+from sparkext.procedures import help, table_health
+from sparkext.procedures.base import Routine
+
+ROUTINES: dict[str, Routine] = {
+    r.name: r
+    for r in (
+        help.ROUTINE,
+        table_health.ROUTINE,
+    )
+}

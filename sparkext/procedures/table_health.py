@@ -1,0 +1,135 @@
+"""CALL sparkext.table_health(table => 'lake.db.t'): per-partition file and delete health.
+
+Bilibili Magnus' optimisation view: for each partition, how many files and bytes, how many of
+them small, how many delete files of each kind, and a 0–100 score (sparkext.planning.health).
+Reads Iceberg metadata tables only (manifests), never data files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkext.iceberg.files import partition_files
+from sparkext.planning.health import (
+    PartitionLoad,
+    partition_score,
+    small_file_threshold,
+    table_score,
+)
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Kind,
+    Option,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+)
+
+SMALL_FILE_THRESHOLD_BYTES = "small-file-threshold-bytes"
+SMALL_FILE_THRESHOLD_BYTES_DEFAULT = ""  # empty: 75% of write.target-file-size-bytes
+
+
+def _positive_int_or_empty(text: str) -> int | None:
+    if text == "":
+        return None
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a positive number of bytes")
+    return value
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    table = args.table()
+    target = table.target_file_size_bytes
+    threshold = args.options[SMALL_FILE_THRESHOLD_BYTES] or small_file_threshold(target)
+    context.progress(f"reading file metadata of {table.name}")
+    partitions = partition_files(context.spark, table, threshold)
+    if not partitions and not table.partitioned:
+        partitions = [_empty_unpartitioned()]
+    scored = []
+    for p in partitions:
+        load = PartitionLoad(
+            data_files=p.data_files,
+            data_bytes=p.data_bytes,
+            data_records=p.data_records,
+            small_files=p.small_files,
+            small_bytes=p.small_bytes,
+            position_delete_files=p.position_delete_files + p.deletion_vectors,
+            deleted_records=p.position_delete_records + p.deletion_vector_records,
+            equality_delete_files=p.equality_delete_files,
+        )
+        scored.append((p, partition_score(load, target)))
+    overall = table_score([(s, p.data_bytes) for p, s in scored], table.snapshot_count)
+    return [
+        (
+            p.partition,
+            p.data_files,
+            p.data_bytes,
+            p.small_files,
+            p.position_delete_files,
+            p.position_delete_records,
+            p.equality_delete_files,
+            p.equality_delete_records,
+            p.deletion_vectors,
+            p.deletion_vector_records,
+            p.delete_bytes,
+            p.data_records,
+            p.data_records - p.position_delete_records - p.deletion_vector_records,
+            p.last_commit_time,
+            score,
+            table.snapshot_count,
+            overall,
+        )
+        for p, score in scored
+    ]
+
+
+def _empty_unpartitioned():
+    from sparkext.iceberg.files import PartitionFiles
+
+    return PartitionFiles(None, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, None)
+
+
+ROUTINE = Routine(
+    name="table_health",
+    doc="Per-partition file counts, sizes, small files, delete files and a 0-100 health score.",
+    kind=Kind.PROCEDURE | Kind.FUNCTION,
+    params=(
+        Param("table", ParamType.TABLE, "Iceberg table to inspect, e.g. 'lake.db.t'", True),
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+    ),
+    options=(
+        Option(
+            SMALL_FILE_THRESHOLD_BYTES,
+            SMALL_FILE_THRESHOLD_BYTES_DEFAULT,
+            "data files below this size are small (default: 75% of write.target-file-size-bytes)",
+            _positive_int_or_empty,
+        ),
+    ),
+    output=(
+        OutputColumn("partition", "string", "partition values as JSON; NULL when unpartitioned"),
+        OutputColumn("data_files", "bigint", "live data files"),
+        OutputColumn("data_bytes", "bigint", "bytes in live data files"),
+        OutputColumn("small_files", "bigint", "data files below the small-file threshold"),
+        OutputColumn("position_delete_files", "bigint", "position-delete files (not DVs)"),
+        OutputColumn("position_delete_records", "bigint", "rows deleted by position-delete files"),
+        OutputColumn("equality_delete_files", "bigint", "equality-delete files"),
+        OutputColumn("equality_delete_records", "bigint", "rows in equality-delete files"),
+        OutputColumn("deletion_vectors", "bigint", "deletion vectors (format v3)"),
+        OutputColumn("deletion_vector_records", "bigint", "rows deleted by deletion vectors"),
+        OutputColumn("delete_bytes", "bigint", "bytes of all delete files and DVs"),
+        OutputColumn("data_records", "bigint", "rows in data files, deleted ones included"),
+        OutputColumn(
+            "live_rows",
+            "bigint",
+            "data rows minus position/DV-deleted rows (equality deletes are not subtracted)",
+        ),
+        OutputColumn("last_commit_time", "timestamp", "last commit that touched the partition"),
+        OutputColumn("health_score", "int", "0-100 partition score (README: table_health)"),
+        OutputColumn("snapshot_count", "bigint", "snapshots the table retains"),
+        OutputColumn("table_health_score", "int", "0-100 score of the whole table"),
+    ),
+    run=run,
+)

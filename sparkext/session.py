@@ -1,0 +1,128 @@
+"""Build or attach a SparkSession with the Iceberg runtime and conf/spark-defaults.conf."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkext.conf import load_defaults
+from sparkext.errors import EnvironmentSetupError
+from sparkext.resources import resource_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+ICEBERG_JAR_ENV = "SPARKEXT_ICEBERG_JAR"
+SUPPORTED_JAVA = (17, 21)
+_SHORTCUTS = {
+    "master": "spark.master",
+    "app_name": "spark.app.name",
+    "warehouse": "spark.sql.catalog.lake.warehouse",
+}
+
+
+def java_version(java: str) -> int:
+    """Return the major version of the ``java`` executable (8 for 1.8)."""
+    output = subprocess.run(
+        [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+    ).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
+    if not match:
+        raise EnvironmentSetupError(
+            f"Cannot tell the Java version of '{java}' (it printed {output.strip()[:80]!r}); "
+            "install Java 17 and set JAVA_HOME to it."
+        )
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> str:
+    """Return the java executable Spark will use, or raise one actionable sentence."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        where = f"JAVA_HOME ({home})" if home else "PATH"
+        raise EnvironmentSetupError(
+            f"sparkext needs Java 17 but found no java on {where}; install it "
+            "(e.g. apt-get install -y openjdk-17-jre-headless) and set JAVA_HOME."
+        )
+    version = java_version(java)
+    if version not in SUPPORTED_JAVA:
+        raise EnvironmentSetupError(
+            f"sparkext needs Java 17 but '{java}' is Java {version}; install Java 17 "
+            "(e.g. apt-get install -y openjdk-17-jre-headless) and set JAVA_HOME to it."
+        )
+    return java
+
+
+def iceberg_jars(conf: dict[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Add the Iceberg runtime: the user's Maven package, else $SPARKEXT_ICEBERG_JAR, else ours."""
+    environ = dict(os.environ) if environ is None else environ
+    out = dict(conf)
+    if "iceberg-spark-runtime" in conf.get("spark.jars.packages", ""):
+        return out
+    jar = environ.get(ICEBERG_JAR_ENV)
+    if jar:
+        if not Path(jar).is_file():
+            raise EnvironmentSetupError(
+                f"{ICEBERG_JAR_ENV} is '{jar}' but no such file exists; point it at an "
+                "iceberg-spark-runtime-3.5_2.12 jar or unset it to use the bundled one."
+            )
+    else:
+        try:
+            from snowpark_connect_deps_iceberg import get_jar_path
+        except ImportError as error:
+            raise EnvironmentSetupError(
+                "The bundled Iceberg runtime is missing; run pip install "
+                "'snowpark-connect-deps-iceberg==1.0.2' or set SPARKEXT_ICEBERG_JAR."
+            ) from error
+        jar = str(get_jar_path(ICEBERG_JAR))
+    existing = [j for j in out.get("spark.jars", "").split(",") if j]
+    out["spark.jars"] = ",".join([*existing, jar])
+    return out
+
+
+def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
+    """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse)."""
+    conf = load_defaults(resource_dir("conf"))
+    for key, value in overrides.items():
+        spark_key = _SHORTCUTS.get(key, key)
+        if "." not in spark_key:
+            raise EnvironmentSetupError(
+                f"Unknown session override '{key}'; pass Spark keys such as "
+                "**{'spark.sql.shuffle.partitions': '8'} or one of master, app_name, warehouse."
+            )
+        if spark_key.endswith(".warehouse"):
+            value = str(Path(str(value)).resolve()) if "://" not in str(value) else value
+        conf[spark_key] = "true" if value is True else "false" if value is False else str(value)
+    return iceberg_jars(conf)
+
+
+def session(**overrides: Any) -> SparkSession:
+    """Return a SparkSession configured from conf/ plus ``overrides``, with Iceberg available.
+
+    If a session is already running it is returned as is (Spark cannot change static settings of
+    a running session); runtime settings among ``overrides`` are applied to it.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in overrides.items():
+            spark_key = _SHORTCUTS.get(key, key)
+            if spark_key.startswith("spark.sql.") and not spark_key.startswith("spark.sql.catalog"):
+                active.conf.set(spark_key, str(value))
+        return active
+    conf = build_conf(overrides)
+    check_java()
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SPARKEXT_LOG_LEVEL", "ERROR"))
+    return spark
