@@ -57,10 +57,10 @@ class SparkError(SparkextError, RuntimeError):
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return ``"; did you mean 'x'?"`` for the closest choice, or ``""`` when none is close.
+    """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""`` when none is close.
 
     >>> did_you_mean("tabel_health", ["table_health", "help"])
-    "; did you mean 'table_health'?"
+    " (did you mean 'table_health'?)"
     """
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{match[0]}'?" if match else ""
+    return f" (did you mean '{match[0]}'?)" if match else ""

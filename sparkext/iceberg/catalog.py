@@ -69,13 +69,13 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
     try:
         table = _java_table(spark, name)
     except Exception as error:
-        message = spark_message(error) or str(error)
-        if "not an Iceberg table" in message or "Cannot find" in message or "ClassCast" in message:
-            raise NotAnIcebergTableError(
-                f"Table '{name}' is not an Iceberg table; sparkext works on tables of an "
-                "Iceberg catalog such as 'lake'."
-            ) from None
-        raise
+        if spark_message(error) is None:
+            raise
+        # It exists for Spark (a view, a session-catalog table) but Iceberg cannot load it.
+        raise NotAnIcebergTableError(
+            f"Table '{name}' is not an Iceberg table; sparkext works on tables of an "
+            "Iceberg catalog such as 'lake'."
+        ) from None
     metadata = table.operations().current()
     current = table.currentSnapshot()
     properties = {str(k): str(v) for k, v in table.properties().items()}

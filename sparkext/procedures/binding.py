@@ -40,7 +40,7 @@ def match(routine: Routine, args: Sequence[RawArg]) -> dict[str, RawArg]:
                 valid = ", ".join(names) or "none"
                 raise ProcedureArgumentError(
                     f"{label(routine)} has no parameter '{arg.name}'"
-                    f"{did_you_mean(arg.name, names)} (parameters: {valid})."
+                    f"{did_you_mean(arg.name, names)}; parameters: {valid}."
                 )
             if arg.name in matched:
                 raise ProcedureArgumentError(

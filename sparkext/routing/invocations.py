@@ -88,6 +88,8 @@ def _parse_args(tokens: tuple[Token, ...], name_index: int, close: int, source: 
         detail = error.errors[0] if error.errors else {}
         line, column = detail.get("line"), detail.get("col")
         what = detail.get("description", str(error)).rstrip(".")
+        if "<class" in what:  # sqlglot's internal wording: say what the user sees instead
+            what = f"unexpected '{detail.get('highlight', '')}'"
         raise SqlParseError(
             f"Cannot parse the arguments at line {line}, column {column}: {what}; write "
             "arguments as name => value or as values in parameter order.",
@@ -97,8 +99,8 @@ def _parse_args(tokens: tuple[Token, ...], name_index: int, close: int, source: 
     except (IndexError, KeyError, TypeError, ValueError, AttributeError):
         line, column = line_col(source, first.start)
         raise SqlParseError(
-            f"Cannot parse the arguments of the call at line {line}, column {column}; check "
-            "each function's arguments, e.g. map('key', 'value').",
+            f"Cannot parse the arguments of sparkext.{first.text.lower()} at line {line}, "
+            f"column {column}; check each function's arguments, e.g. map('key', 'value').",
             line,
             column,
         ) from None

@@ -1,0 +1,162 @@
+"""Every user-facing error: one sentence, the exact text, no Java stack trace, nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+
+import sparkext
+from sparkext.errors import (
+    OptionError,
+    ProcedureArgumentError,
+    SqlParseError,
+    TableNotFoundError,
+    UnknownRoutineError,
+)
+
+
+@pytest.fixture
+def table(spark, table_name):
+    sparkext.sql(
+        f"CREATE TABLE {table_name} (id BIGINT, d STRING) USING iceberg PARTITIONED BY (d);"
+        f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')"
+    )
+    return table_name
+
+
+def state(spark, name):
+    snapshots = spark.table(f"{name}.snapshots").count()
+    rows = sorted(tuple(r) for r in spark.table(name).collect())
+    return snapshots, rows
+
+
+CASES = [
+    (
+        "CALL sparkext.tabel_health(table => '{t}')",
+        UnknownRoutineError,
+        "Unknown procedure 'sparkext.tabel_health' at line 1, column 6 (did you mean "
+        "'table_health'?); CALL sparkext.help() lists them.",
+    ),
+    (
+        "SELECT * FROM sparkext.tabel_health('{t}')",
+        UnknownRoutineError,
+        "Unknown table function 'sparkext.tabel_health' at line 1, column 15 (did you mean "
+        "'table_health'?); CALL sparkext.help() lists them.",
+    ),
+    (
+        "CALL sparkext.table_health(tabel => '{t}')",
+        ProcedureArgumentError,
+        "sparkext.table_health has no parameter 'tabel' (did you mean 'table'?); "
+        "parameters: table, options.",
+    ),
+    (
+        "CALL sparkext.table_health()",
+        ProcedureArgumentError,
+        "Missing required parameter(s) 'table' for sparkext.table_health; "
+        "see CALL sparkext.help('table_health').",
+    ),
+    (
+        "CALL sparkext.table_health(table => '{t}', table => '{t}')",
+        ProcedureArgumentError,
+        "Parameter 'table' is given more than once in sparkext.table_health(...); keep one.",
+    ),
+    (
+        "CALL sparkext.table_health('{t}', options => map())",
+        ProcedureArgumentError,
+        "Named and positional arguments cannot be mixed in sparkext.table_health(...); "
+        "write every argument as name => value, or none.",
+    ),
+    (
+        "CALL sparkext.table_health(table => 42)",
+        ProcedureArgumentError,
+        "Parameter 'table' of sparkext.table_health expects a table, got 42 (bigint) "
+        "(write the table name as a string, e.g. 'lake.db.t').",
+    ),
+    (
+        "CALL sparkext.table_health(table => '{t}', options => array('a'))",
+        ProcedureArgumentError,
+        "Parameter 'options' of sparkext.table_health expects a map<string,string>, got "
+        "array('a') (array) (write map('key', 'value', ...)).",
+    ),
+    (
+        "CALL sparkext.table_health(table => 'lake.test.no_such_table')",
+        TableNotFoundError,
+        "Table 'lake.test.no_such_table' does not exist; check the name with "
+        "SHOW TABLES IN lake.test.",
+    ),
+    (
+        "CALL sparkext.table_health(table => '{t}', options => map('small-files', '1'))",
+        OptionError,
+        "Unknown option 'small-files' for sparkext.table_health; "
+        "valid options: small-file-threshold-bytes.",
+    ),
+    (
+        "CALL sparkext.table_health(table => '{t}', "
+        "options => map('small-file-threshold-bytes', '-5'))",
+        OptionError,
+        "Option 'small-file-threshold-bytes' of sparkext.table_health has an invalid value "
+        "'-5': expected a positive number of bytes.",
+    ),
+    (
+        "CALL sparkext.table_health(table => '{t}', options => map('a'))",
+        SqlParseError,
+        "Cannot parse the arguments of sparkext.table_health at line 1, column 15; check each "
+        "function's arguments, e.g. map('key', 'value').",
+    ),
+    (
+        "CALL sparkext.help(name => 1 +)",
+        SqlParseError,
+        "Cannot parse the arguments at line 1, column 31: unexpected ')'; write arguments as "
+        "name => value or as values in parameter order.",
+    ),
+    (
+        "SELECT 1;\nINSERT INTO {t} VALUES (3, 'c');\nSELEC 2",
+        SqlParseError,
+        "Cannot parse the SQL at line 3, column 1: [PARSE_SYNTAX_ERROR] Syntax error at or "
+        "near 'SELEC'.",
+    ),
+    (
+        "SELECT * FROM lake.test.no_such_table",
+        TableNotFoundError,
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `lake`.`test`.`no_such_table` cannot be "
+        "found. Verify the spelling and correctness of the schema and catalog.",
+    ),
+    (
+        "CALL sparkext.help(name => 'nope')",
+        UnknownRoutineError,
+        "Unknown procedure or function 'nope'; CALL sparkext.help() lists them.",
+    ),
+    (
+        "SELECT * FROM sparkext.table_health(table => '{t}', extra => 1)",
+        ProcedureArgumentError,
+        "sparkext.table_health has no parameter 'extra'; parameters: table, options.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("template", "kind", "message"), CASES)
+def test_bad_input_gets_one_sentence_and_changes_nothing(spark, table, template, kind, message):
+    before = state(spark, table)
+    with pytest.raises(kind) as caught:
+        sparkext.sql(template.format(t=table))
+    text = str(caught.value)
+    assert text == message
+    assert "\n" not in text and "\tat " not in text and "java." not in text
+    if "INSERT" not in template:
+        assert state(spark, table) == before
+
+
+def test_statements_before_an_error_have_run(spark, table):
+    # spark-sql semantics: statements run in order; the failing one stops the rest
+    with pytest.raises(SqlParseError):
+        sparkext.sql(f"INSERT INTO {table} VALUES (3, 'c'); SELEC 1; INSERT INTO {table} VALUES (4, 'd')")
+    assert sorted(r.id for r in spark.table(table).collect()) == [1, 2, 3]
+
+
+def test_a_non_iceberg_table_is_named(spark):
+    spark.range(3).createOrReplaceTempView("plain_view")
+    with pytest.raises(sparkext.SparkextError) as caught:
+        sparkext.sql("CALL sparkext.table_health(table => 'plain_view')")
+    assert str(caught.value) == (
+        "Table 'plain_view' is not an Iceberg table; sparkext works on tables of an Iceberg "
+        "catalog such as 'lake'."
+    )
