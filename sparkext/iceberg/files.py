@@ -71,11 +71,7 @@ def partition_files(
         sum_if(content == EQUALITY_DELETES, records).alias("equality_delete_records"),
         sum_if(content != DATA, delete_size).alias("delete_bytes"),
     )
-    partitions = spark.table(table.metadata_table("partitions"))
-    pkey = F.to_json("partition") if "partition" in partitions.columns else F.lit(None)
-    last = partitions.groupBy(pkey.cast("string").alias("partition")).agg(
-        F.max(F.unix_micros("last_updated_at")).alias("last_commit_micros")
-    )
+    last = _last_commit_micros(spark, table, partitioned)
     joined = stats.join(last, stats["partition"].eqNullSafe(last["partition"]), "left").select(
         stats["*"], "last_commit_micros"
     )
@@ -90,3 +86,39 @@ def partition_files(
         )
         result.append(PartitionFiles(**values, last_commit_time=when))
     return result
+
+
+def _last_commit_micros(spark: SparkSession, table: TableRef, partitioned: bool):
+    """Per partition, the newest commit that added or removed a file there, as far as known.
+
+    Iceberg's ``partitions`` table dates a partition by its data files only (a merge-on-read
+    DELETE does not move it). The current manifests' entries name the snapshot that added each
+    live file and, for files removed by the commits whose manifests are still current (status
+    DELETED), the snapshot that removed it. Where a snapshot has expired, the ``partitions``
+    table's date is used instead.
+    """
+    from pyspark.sql import functions as F
+
+    entries = spark.table(table.metadata_table("entries"))
+    key = F.to_json("data_file.partition") if partitioned else F.lit(None).cast("string")
+    snapshots = spark.table(table.metadata_table("snapshots")).select(
+        "snapshot_id", F.unix_micros("committed_at").alias("micros")
+    )
+    by_entries = (
+        entries.select(key.alias("partition"), "snapshot_id")
+        .join(snapshots, "snapshot_id", "left")
+        .groupBy("partition")
+        .agg(F.max("micros").alias("by_entries"))
+    )
+    partitions = spark.table(table.metadata_table("partitions"))
+    pkey = F.to_json("partition") if partitioned else F.lit(None).cast("string")
+    by_partitions = partitions.groupBy(pkey.alias("partition")).agg(
+        F.max(F.unix_micros("last_updated_at")).alias("by_partitions")
+    )
+    both = by_entries.join(
+        by_partitions, by_entries["partition"].eqNullSafe(by_partitions["partition"]), "full"
+    )
+    return both.select(
+        F.coalesce(by_entries["partition"], by_partitions["partition"]).alias("partition"),
+        F.greatest("by_entries", "by_partitions").alias("last_commit_micros"),
+    )

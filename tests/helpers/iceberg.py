@@ -42,8 +42,7 @@ def add_equality_deletes(
     for row in rows:
         record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
         for column, value in zip(columns, row, strict=True):
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = jvm.java.lang.Long.valueOf(str(value))
+            # py4j passes small Python ints as java.lang.Integer: keep keys strings or ints
             record.setField(column, value)
         writer.write(record)
     writer.close()
