@@ -111,7 +111,7 @@ class Shell:
             return False
         return True
 
-    def interactive(self) -> None:
+    def interactive(self, input=None, output=None) -> None:  # noqa: A002 - prompt_toolkit names
         """Read statements ended by ';' with line editing and history until quit/exit/Ctrl-D."""
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
@@ -135,6 +135,8 @@ class Shell:
             multiline=True,
             key_bindings=bindings,
             prompt_continuation=CONTINUATION,
+            input=input,
+            output=output,
         )
         while True:
             try:

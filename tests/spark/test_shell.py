@@ -1,0 +1,139 @@
+"""sparkext-sql: in-process runs on the shared session, plus one real process end to end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from sparkext.cli.shell import Shell, cli
+
+
+def run(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(cli, list(args), input=stdin)
+
+
+def test_help_lists_table_health_as_an_aligned_table(spark):
+    result = run("-e", "CALL sparkext.help()")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("+-") and any("| table_health" in line for line in lines)
+    assert len({len(line) for line in lines}) == 1
+    assert "Time taken:" in result.stderr and "Fetched 2 row(s)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("CALL sparkext.tabel_health()", "Unknown procedure 'sparkext.tabel_health'"),
+        ("CALL sparkext.table_health(x => 1)", "has no parameter 'x'"),
+        ("CALL sparkext.table_health()", "Missing required parameter(s) 'table'"),
+        ("CALL sparkext.help(name => 'a', name => 'b')", "is given more than once"),
+        ("CALL sparkext.help('a', name => 'b')", "cannot be mixed"),
+        ("CALL sparkext.table_health(table => true)", "expects a table, got true"),
+        ("CALL sparkext.table_health(table => 'lake.test.none')", "does not exist"),
+        ("SELECT * FROM lake.test.none", "TABLE_OR_VIEW_NOT_FOUND"),
+        ("SELECT 1;\nSELEC 2", "Cannot parse the SQL at line 2, column 1"),
+        ("SELECT 'unterminated", "an unterminated string"),
+    ],
+)
+def test_bad_input_exits_1_with_one_sentence(spark, sql, message):
+    result = run("-e", sql)
+    assert result.exit_code == 1
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("Time taken")]
+    assert len(errors) == 1 and errors[0].startswith("Error: ") and message in errors[0]
+    assert "Traceback" not in result.stderr and "\tat " not in result.stderr
+
+
+def test_unknown_option_key_lists_valid_keys(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT) USING iceberg")
+    result = run("-e", f"CALL sparkext.table_health('{table_name}', map('bogus', '1'))")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: Unknown option 'bogus' for sparkext.table_health; "
+        "valid options: small-file-threshold-bytes."
+    )
+
+
+def test_verbose_shows_the_stack_trace(spark):
+    result = run("--verbose", "-e", "SELECT * FROM lake.test.none")
+    assert result.exit_code == 1
+    assert "Traceback" in result.stderr
+
+
+def test_file_init_database_and_formats(spark, tmp_path, table_name):
+    short = table_name.split(".")[-1]
+    init = tmp_path / "init.sql"
+    init.write_text(f"CREATE TABLE {table_name} (id BIGINT, s STRING) USING iceberg;")
+    script = tmp_path / "job.sql"
+    script.write_text(
+        f"INSERT INTO {short} VALUES (1, 'a,b'), (2, NULL);\n"
+        f"SELECT * FROM {short} ORDER BY id;"
+    )
+    result = run("-i", str(init), "--database", "lake.test", "-f", str(script),
+                 "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"id": 1, "s": "a,b"},
+        {"id": 2, "s": None},
+    ]
+    result = run("--output-format", "csv", "-e", f"SELECT * FROM {table_name} ORDER BY id")
+    assert list(csv.reader(io.StringIO(result.stdout))) == [["id", "s"], ["1", "a,b"], ["2", ""]]
+
+
+def test_conf_and_stdin(spark):
+    result = run("--conf", "spark.sql.shuffle.partitions=3",
+                 stdin="SET spark.sql.shuffle.partitions;")
+    assert result.exit_code == 0, result.stderr
+    assert "| spark.sql.shuffle.partitions | 3" in result.stdout
+
+
+def test_missing_file_and_bad_conf(spark, tmp_path):
+    result = run("-f", str(tmp_path / "nope.sql"))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot read")
+    result = run("--conf", "novalue", "-e", "SELECT 1")
+    assert result.exit_code == 2 and "'novalue' is not key=value" in result.stderr
+
+
+def test_interactive_multiline_statements_and_quit(spark, tmp_path, monkeypatch):
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    import sparkext.cli.shell as shell_module
+
+    monkeypatch.setattr(shell_module, "HISTORY_FILE", tmp_path / "history")
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(spark, out=out, err=err)
+    with create_pipe_input() as pipe:
+        pipe.send_text("SELECT 40\r  + 2 AS answer\r;\rSELEC 1;\rSELECT 'after error' AS s;\rquit\r")
+        shell.interactive(input=pipe, output=DummyOutput())
+    assert "| 42" in out.getvalue()
+    assert "| after error" in out.getvalue()  # an error does not end an interactive session
+    assert "Error: Cannot parse the SQL" in err.getvalue()
+    assert "+SELECT 40\n+  + 2 AS answer\n+;\n" in (tmp_path / "history").read_text()
+
+
+@pytest.mark.slow
+def test_real_process_end_to_end(tmp_path):
+    """A fresh process: its own JVM, the installed entry point, exit statuses as a shell sees."""
+    env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
+    exe = os.path.join(os.path.dirname(sys.executable), "sparkext-sql")
+    ok = subprocess.run([exe, "-e", "CALL sparkext.help()"], capture_output=True, text=True,
+                        env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "table_health" in ok.stdout
+    assert [line for line in ok.stderr.splitlines() if not line.startswith("Time taken")] == []
+    bad = subprocess.run([exe, "-e", "CALL sparkext.nope()"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        "Error: Unknown procedure 'sparkext.nope' at line 1, column 6; "
+        "CALL sparkext.help() lists them."
+    )
