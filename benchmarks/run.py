@@ -1,7 +1,7 @@
 """Run benchmarks and print each figure beside its baseline, with the ratio; save JSON.
 
-    python3 -m benchmarks.run                    # all
-    python3 -m benchmarks.run routing_overhead   # some
+python3 -m benchmarks.run                    # all
+python3 -m benchmarks.run routing_overhead   # some
 """
 
 from __future__ import annotations
@@ -33,19 +33,46 @@ def main(argv: list[str] | None = None) -> None:
         module = importlib.import_module(f"benchmarks.{name}")
         results.extend(module.run(spark))
     rows = [
-        [r.benchmark, r.metric, f"{r.ours:.3f}", r.baseline_name, f"{r.baseline:.3f}",
-         f"{r.ratio:.3f}", r.goal, "yes" if r.met else "NO", r.notes]
+        [
+            r.benchmark,
+            r.metric,
+            f"{r.ours:.3f}",
+            r.baseline_name,
+            f"{r.baseline:.3f}",
+            f"{r.ratio:.3f}",
+            r.goal,
+            "yes" if r.met else "NO",
+            r.notes,
+        ]
         for r in results
     ]
-    headers = ["benchmark", "metric", "ours", "baseline", "baseline figure", "ratio", "goal",
-               "met", "notes"]
+    headers = [
+        "benchmark",
+        "metric",
+        "ours",
+        "baseline",
+        "baseline figure",
+        "ratio",
+        "goal",
+        "met",
+        "notes",
+    ]
     print(tabulate(rows, headers=headers, tablefmt="psql", disable_numparse=True))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-        "results": [r.as_dict() for r in results],
-    }, indent=2) + "\n")
+    args.json.write_text(
+        json.dumps(
+            {
+                "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "machine": {
+                    "python": platform.python_version(),
+                    "cpus": __import__("os").cpu_count(),
+                },
+                "results": [r.as_dict() for r in results],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"results written to {args.json}")
 
 

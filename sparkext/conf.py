@@ -43,8 +43,7 @@ def parse_defaults(text: str, env: Mapping[str, str]) -> dict[str, str]:
         match = re.match(r"^(\S+?)(?:\s*=\s*|\s+)(.*)$", line)
         if not match:
             raise EnvironmentSetupError(
-                f"Line {number} of spark-defaults.conf, '{line}', has no value; "
-                "write 'key value'."
+                f"Line {number} of spark-defaults.conf, '{line}', has no value; write 'key value'."
             )
         result[match.group(1)] = expand(match.group(2).strip(), env)
     return result

@@ -49,9 +49,7 @@ def cell(value: Any) -> str:
     return str(plain)
 
 
-def write(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO
-) -> int:
+def write(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO) -> int:
     """Write ``rows`` in ``fmt`` to ``out``; return the number of rows written."""
     count = 0
     if fmt == "json":

@@ -111,7 +111,7 @@ class Shell:
             return False
         return True
 
-    def interactive(self, input=None, output=None) -> None:  # noqa: A002 - prompt_toolkit names
+    def interactive(self, input=None, output=None) -> None:
         """Read statements ended by ';' with line editing and history until quit/exit/Ctrl-D."""
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory

@@ -18,7 +18,9 @@ from sparkext.procedures.base import (
 
 
 def _rows_for(routine: Routine) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = [(routine.kind_label, routine.name, None, None, None, routine.doc)]
+    rows: list[tuple[Any, ...]] = [
+        (routine.kind_label, routine.name, None, None, None, routine.doc)
+    ]
     for p in routine.params:
         default = None if p.required else describe(p.default)
         rows.append(("parameter", p.name, p.type.value, p.required, default, p.doc))
@@ -50,7 +52,9 @@ ROUTINE = Routine(
     kind=Kind.PROCEDURE | Kind.FUNCTION,
     params=(Param("name", ParamType.STRING, "procedure or function to describe"),),
     output=(
-        OutputColumn("section", "string", "procedure / table function / parameter / option / output"),
+        OutputColumn(
+            "section", "string", "procedure / table function / parameter / option / output"
+        ),
         OutputColumn("name", "string", "routine, parameter, option or column name"),
         OutputColumn("type", "string", "SQL type"),
         OutputColumn("required", "boolean", "whether a parameter must be given"),

@@ -1,1 +1,4 @@
-"""Statement splitting, sparkext invocation parsing and routing (named so: sparkext.sql is the API)."""
+"""Statement splitting, sparkext invocation parsing and routing.
+
+Named ``routing`` rather than ``sql`` because ``sparkext.sql`` is the API function.
+"""

@@ -1,4 +1,4 @@
-"""Route each statement: CALL sparkext.* to a procedure, sparkext.*() tables expanded, the rest to Spark.
+"""Route each statement: our CALLs to procedures, sparkext.*() tables expanded, the rest to Spark.
 
 A statement that is not ours reaches ``spark.sql`` byte for byte as the user wrote it (Iceberg's own
 ``CALL lake.system.*`` included); routing costs one tokenization of the text.
@@ -39,9 +39,7 @@ def _routine(invocation: Invocation, kind: Kind) -> Routine:
             if kind == Kind.PROCEDURE
             else f"CALL sparkext.{routine.name}(...)"
         )
-        raise UnknownRoutineError(
-            f"sparkext.{routine.name} is not a {what}; use it as {usage}."
-        )
+        raise UnknownRoutineError(f"sparkext.{routine.name} is not a {what}; use it as {usage}.")
     return routine
 
 
@@ -113,9 +111,7 @@ def _expand_and_run(
             spark.catalog.dropTempView(view)
 
 
-def run_text(
-    spark: SparkSession, text: str, progress: Callable[[str], None] = _quiet
-) -> DataFrame:
+def run_text(spark: SparkSession, text: str, progress: Callable[[str], None] = _quiet) -> DataFrame:
     """Split ``text`` and run every statement in order; return the last result."""
     statements = split_statements(text)
     if not statements:

@@ -8,6 +8,7 @@ the next ``;`` even inside a comment; sparkext tokenizes them like any other sta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import TokenError
@@ -17,8 +18,10 @@ from sparkext.errors import SqlParseError
 
 
 class _Tokenizer(Spark.Tokenizer):
-    KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "CALL"}
-    COMMANDS: set[TokenType] = set()
+    KEYWORDS: ClassVar[dict[str, TokenType]] = {
+        k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "CALL"
+    }
+    COMMANDS: ClassVar[set[TokenType]] = set()
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,9 @@ def pyiceberg_file_stats(spark, name: str, small_threshold: int) -> dict[str | N
 
 def _extension(module) -> str:
     base = os.path.dirname(module.__file__)
-    return glob.glob(os.path.join(base, "extensions", "**", "*.duckdb_extension"), recursive=True)[0]
+    return glob.glob(os.path.join(base, "extensions", "**", "*.duckdb_extension"), recursive=True)[
+        0
+    ]
 
 
 def duckdb_query(spark, name: str, sql_with_table: str) -> list[tuple]:

@@ -28,7 +28,7 @@ def test_environment_overrides_warehouse(monkeypatch):
 def test_expand_and_parse():
     assert expand("${NOPE:-d}-${X}", {"X": "x"}) == "d-x"
     assert parse_defaults("a.b  1 2\n#c\nc.d=3", {}) == {"a.b": "1 2", "c.d": "3"}
-    with pytest.raises(EnvironmentSetupError, match="Line 1 of spark-defaults.conf"):
+    with pytest.raises(EnvironmentSetupError, match=r"Line 1 of spark-defaults\.conf"):
         parse_defaults("lonely", {})
 
 
@@ -65,7 +65,7 @@ def test_overrides_accept_spark_keys_and_shortcuts(tmp_path):
 
 def test_conf_dir_override_must_hold_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("SPARKEXT_CONF_DIR", str(tmp_path))
-    with pytest.raises(EnvironmentSetupError, match="holds no spark-defaults.conf"):
+    with pytest.raises(EnvironmentSetupError, match=r"holds no spark-defaults\.conf"):
         resource_dir("conf")
 
 

@@ -13,7 +13,9 @@ def one(sql: str):
 
 
 def test_parse_call_with_named_arguments():
-    call = parse_call(one("CALL sparkext.table_health(table => 'lake.db.t', options => map('a', '1'))"))
+    call = parse_call(
+        one("CALL sparkext.table_health(table => 'lake.db.t', options => map('a', '1'))")
+    )
     assert call is not None and call.name == "table_health"
     assert [a.name for a in call.args] == ["table", "options"]
     assert isinstance(call.args[0].expression, exp.Literal)

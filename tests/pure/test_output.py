@@ -22,7 +22,10 @@ def test_json_lines_and_csv():
     out = io.StringIO()
     write(["i", "d", "t", "m"], rows, "json", out)
     assert json.loads(out.getvalue()) == {
-        "i": 1, "d": "2.50", "t": "2026-01-02 03:04:05", "m": {"k": [1]}
+        "i": 1,
+        "d": "2.50",
+        "t": "2026-01-02 03:04:05",
+        "m": {"k": [1]},
     }
     out = io.StringIO()
     write(["i", "s"], [(1, "a,b"), (2, None)], "csv", out)

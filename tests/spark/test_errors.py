@@ -148,7 +148,9 @@ def test_bad_input_gets_one_sentence_and_changes_nothing(spark, table, template,
 def test_statements_before_an_error_have_run(spark, table):
     # spark-sql semantics: statements run in order; the failing one stops the rest
     with pytest.raises(SqlParseError):
-        sparkext.sql(f"INSERT INTO {table} VALUES (3, 'c'); SELEC 1; INSERT INTO {table} VALUES (4, 'd')")
+        sparkext.sql(
+            f"INSERT INTO {table} VALUES (3, 'c'); SELEC 1; INSERT INTO {table} VALUES (4, 'd')"
+        )
     assert sorted(r.id for r in spark.table(table).collect()) == [1, 2, 3]
 
 

@@ -73,11 +73,11 @@ def test_file_init_database_and_formats(spark, tmp_path, table_name):
     init.write_text(f"CREATE TABLE {table_name} (id BIGINT, s STRING) USING iceberg;")
     script = tmp_path / "job.sql"
     script.write_text(
-        f"INSERT INTO {short} VALUES (1, 'a,b'), (2, NULL);\n"
-        f"SELECT * FROM {short} ORDER BY id;"
+        f"INSERT INTO {short} VALUES (1, 'a,b'), (2, NULL);\nSELECT * FROM {short} ORDER BY id;"
     )
-    result = run("-i", str(init), "--database", "lake.test", "-f", str(script),
-                 "--output-format", "json")
+    result = run(
+        "-i", str(init), "--database", "lake.test", "-f", str(script), "--output-format", "json"
+    )
     assert result.exit_code == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == [
         {"id": 1, "s": "a,b"},
@@ -88,8 +88,9 @@ def test_file_init_database_and_formats(spark, tmp_path, table_name):
 
 
 def test_conf_and_stdin(spark):
-    result = run("--conf", "spark.sql.shuffle.partitions=3",
-                 stdin="SET spark.sql.shuffle.partitions;")
+    result = run(
+        "--conf", "spark.sql.shuffle.partitions=3", stdin="SET spark.sql.shuffle.partitions;"
+    )
     assert result.exit_code == 0, result.stderr
     assert "| spark.sql.shuffle.partitions | 3" in result.stdout
 
@@ -112,7 +113,9 @@ def test_interactive_multiline_statements_and_quit(spark, tmp_path, monkeypatch)
     out, err = io.StringIO(), io.StringIO()
     shell = Shell(spark, out=out, err=err)
     with create_pipe_input() as pipe:
-        pipe.send_text("SELECT 40\r  + 2 AS answer\r;\rSELEC 1;\rSELECT 'after error' AS s;\rquit\r")
+        pipe.send_text(
+            "SELECT 40\r  + 2 AS answer\r;\rSELEC 1;\rSELECT 'after error' AS s;\rquit\r"
+        )
         shell.interactive(input=pipe, output=DummyOutput())
     assert "| 42" in out.getvalue()
     assert "| after error" in out.getvalue()  # an error does not end an interactive session
@@ -125,13 +128,15 @@ def test_real_process_end_to_end(tmp_path):
     """A fresh process: its own JVM, the installed entry point, exit statuses as a shell sees."""
     env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
     exe = os.path.join(os.path.dirname(sys.executable), "sparkext-sql")
-    ok = subprocess.run([exe, "-e", "CALL sparkext.help()"], capture_output=True, text=True,
-                        env=env, timeout=300)
+    ok = subprocess.run(
+        [exe, "-e", "CALL sparkext.help()"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert ok.returncode == 0, ok.stderr
     assert "table_health" in ok.stdout
     assert [line for line in ok.stderr.splitlines() if not line.startswith("Time taken")] == []
-    bad = subprocess.run([exe, "-e", "CALL sparkext.nope()"], capture_output=True, text=True,
-                         env=env, timeout=300)
+    bad = subprocess.run(
+        [exe, "-e", "CALL sparkext.nope()"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert bad.returncode == 1
     assert bad.stderr.strip() == (
         "Error: Unknown procedure 'sparkext.nope' at line 1, column 6; "
