@@ -1,0 +1,1 @@
+"""CDC ingestion: Debezium change events into Iceberg merge-on-read tables (equality deletes)."""
