@@ -64,3 +64,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+class SchemaChangeError(SparkextError, ValueError):
+    """A source column changed type in a way Iceberg cannot follow."""
+
+
+class IngestError(SparkextError, RuntimeError):
+    """CDC ingestion cannot go on (missing key, no table and create => false, ...)."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from sparkext.procedures import help, table_health
+from sparkext.procedures import help, ingest_cdc, table_health
 from sparkext.procedures.base import Routine
 
 ROUTINES: dict[str, Routine] = {
     r.name: r
     for r in (
         help.ROUTINE,
+        ingest_cdc.ROUTINE,
         table_health.ROUTINE,
     )
 }

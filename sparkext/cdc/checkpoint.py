@@ -1,0 +1,47 @@
+"""Small file operations on the checkpoint directory (local, HDFS or object store, via pyarrow)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_BATCH = re.compile(r"batch=(\d+)$")
+
+
+def _fs(path: str):
+    from pyarrow import fs
+
+    return fs.FileSystem.from_uri(path)
+
+
+def read_or_create_id(checkpoint: str, make: Callable[[], str]) -> str:
+    """The checkpoint's id (a UUID kept in ``<checkpoint>/id``), created on first use."""
+    filesystem, base = _fs(checkpoint)
+    path = f"{base.rstrip('/')}/id"
+    filesystem.create_dir(base, recursive=True)
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return stream.read().decode().strip()
+    except (FileNotFoundError, OSError):
+        value = make()
+        with filesystem.open_output_stream(path) as stream:
+            stream.write(value.encode())
+        return value
+
+
+def remove_batches_before(directory: str, first_kept: int) -> int:
+    """Delete ``batch=N`` sub-directories with N < first_kept; return how many went."""
+    from pyarrow import fs
+
+    filesystem, base = _fs(directory)
+    try:
+        entries = filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True))
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for entry in entries:
+        match = _BATCH.search(entry.path)
+        if match and int(match.group(1)) < first_kept and entry.type == fs.FileType.Directory:
+            filesystem.delete_dir(entry.path)
+            removed += 1
+    return removed

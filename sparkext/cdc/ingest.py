@@ -1,0 +1,646 @@
+"""The CDC pipeline: a Structured Streaming file source whose micro-batches become Iceberg commits.
+
+Per micro-batch (``Ingestor.process``), all data work on executors:
+
+1. decode JSON lines (``mapInArrow``); rejects go to ``<checkpoint>/rejected/``;
+2. type the rows (Connect schema, or JSON inference) and evolve the table schema if needed;
+3. keep the last change per key by source position (Liulishuo's row_number dedup);
+4. compare keys that may be out of order (position at or below the table's high-water mark) with
+   their current version: the key cache first (keys of recent batches), then the table; late and
+   duplicate events are recorded in ``<checkpoint>/late/`` and not applied (Yanxuan);
+5. write data files (after-images) and equality-delete files (key + full before-image, Bilibili)
+   on executors, and commit them on the driver as ONE transaction with the source progress in the
+   snapshot summary. A batch whose id the table already records is skipped (replay safety).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkext.cdc.decode import DECODED_DDL, decode_lines
+from sparkext.cdc.files import DATA, EQUALITY_DELETES, FILE_SCHEMA_DDL, KIND, WrittenFile
+from sparkext.cdc.files import file_writer
+from sparkext.errors import IngestError
+from sparkext.planning.cdc_schema import plan_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from sparkext.iceberg.cdc_table import CdcTable
+
+OP, EVENT_TIME, POSITION = "_cdc_op", "_cdc_event_time", "_cdc_position"
+SYSTEM_COLUMNS = ((OP, "string"), (EVENT_TIME, "timestamp"), (POSITION, "string"))
+SYSTEM_NAMES = {name for name, _ in SYSTEM_COLUMNS}
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+    "sparkext.event-time-column": EVENT_TIME,
+}
+CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
+
+
+@dataclass
+class Metrics:
+    """Totals over all micro-batches of one ingest_cdc call."""
+
+    events: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    duplicates: int = 0
+    late: int = 0
+    rejected: int = 0
+    commits: int = 0
+    batches_replayed: int = 0
+    truncates: int = 0
+    min_event_time_ms: int | None = None
+    max_event_time_ms: int | None = None
+    lookups_made: int = 0
+    lookups_avoided: int = 0
+    snapshot_ids: list[int] = field(default_factory=list)
+
+    def add_times(self, low: int | None, high: int | None) -> None:
+        if low is not None:
+            self.min_event_time_ms = (
+                low if self.min_event_time_ms is None else min(self.min_event_time_ms, low)
+            )
+        if high is not None:
+            self.max_event_time_ms = (
+                high if self.max_event_time_ms is None else max(self.max_event_time_ms, high)
+            )
+
+
+@dataclass(frozen=True)
+class Settings:
+    table: str
+    checkpoint: str
+    primary_key: tuple[str, ...]
+    create: bool
+    source_table: str | None
+    fail_on_reject: bool
+    key_cache_batches: int
+    lookup_in_list_max: int
+
+
+def _crash_point(name: str) -> None:
+    import os
+
+    if os.environ.get(CRASH_ENV) == name:
+        os._exit(97)
+
+
+class Ingestor:
+    """Processes micro-batches for one table and one checkpoint; keeps running totals."""
+
+    def __init__(self, spark: SparkSession, settings: Settings, progress: Callable[[str], None]):
+        self.spark = spark
+        self.settings = settings
+        self.progress = progress
+        self.metrics = Metrics()
+        self.error: BaseException | None = None
+        self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
+
+    # ---- entry point for foreachBatch ------------------------------------------------------
+    def process(self, lines: DataFrame, batch_id: int) -> None:
+        try:
+            self._process(lines, batch_id)
+        except BaseException as error:  # kept so the caller can raise it, not Spark's wrapper
+            self.error = error
+            raise
+
+    def _process(self, lines: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        self.progress(f"batch {batch_id}: decoding")
+        table = self._load_table()
+        if table is not None and table.progress().batches.get(self.checkpoint_id, -1) >= batch_id:
+            self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
+            return
+        decoded = lines.mapInArrow(decode_lines, DECODED_DDL).persist()
+        try:
+            valid, rejects = self._split_rejects(decoded)
+            schema_json = [
+                r.value_schema
+                for r in decoded.where(F.col("value_schema").isNotNull())
+                .select("value_schema")
+                .distinct()
+                .limit(2)
+                .collect()
+            ]
+            batch_types, logical, exact = self._batch_types(valid, schema_json)
+            if table is None:
+                if not batch_types:
+                    self._record_rejects(rejects, batch_id)
+                    return
+                table = self._create(valid, batch_types)
+            key = table.key()
+            if not key:
+                raise IngestError(
+                    f"Table '{self.settings.table}' has no identifier fields (primary key); "
+                    "set them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
+                )
+            table_types = {c.name: c.type for c in table.columns() if c.name not in SYSTEM_NAMES}
+            plan = plan_schema(table_types, batch_types, exact)
+            commit = table.begin()
+            commit.evolve(plan.additions, plan.widenings)
+            field_ids = commit.field_ids()
+            columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
+            typed, missing_key = self._typed(valid, columns, logical, key)
+            rejects = rejects.unionByName(missing_key)
+            self._record_rejects(rejects, batch_id)
+            self._apply(table, commit, typed, columns, key, field_ids, batch_id)
+        finally:
+            decoded.unpersist()
+
+    # ---- steps -------------------------------------------------------------------------------
+    def _load_table(self) -> CdcTable | None:
+        from sparkext.iceberg.cdc_table import CdcTable
+
+        if not self.spark.catalog.tableExists(self.settings.table):
+            if not self.settings.create:
+                raise IngestError(
+                    f"Table '{self.settings.table}' does not exist; pass create => true to "
+                    "create it from the first events."
+                )
+            return None
+        table = CdcTable(self.spark, self.settings.table)
+        if table.is_partitioned():
+            raise IngestError(
+                f"Table '{self.settings.table}' is partitioned; ingest_cdc writes unpartitioned "
+                "tables for now (create => true makes one)."
+            )
+        return table
+
+    def _split_rejects(self, decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
+        from pyspark.sql import functions as F
+
+        reason = F.col("reject")
+        wanted = self.settings.source_table
+        if wanted:
+            db, _, name = wanted.rpartition(".")
+            other = (F.col("source_table") != F.lit(name)) | (
+                F.lit(bool(db)) & (F.col("source_db") != F.lit(db))
+            )
+            reason = F.coalesce(
+                reason,
+                F.when(
+                    other & F.col("source_table").isNotNull(),
+                    F.concat(
+                        F.lit("event of another table: "),
+                        F.concat_ws(".", "source_db", "source_table"),
+                        F.lit(f", expected {wanted}"),
+                    ),
+                ),
+            )
+        marked = decoded.withColumn("reject", reason)
+        rejects = marked.where(F.col("reject").isNotNull()).select(
+            "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
+        )
+        return marked.where(F.col("reject").isNull()), rejects
+
+    def _batch_types(
+        self, valid: DataFrame, schema_json: Sequence[str]
+    ) -> tuple[dict[str, str], dict[str, str], bool]:
+        """Column -> Spark type of the batch's rows; logical Debezium types; exact or inferred."""
+        from pyspark.sql import functions as F
+
+        from sparkext.cdc.debezium import connect_columns
+
+        if schema_json:
+            columns = connect_columns(json.loads(schema_json[-1]))
+            types = {name: spark_type for name, spark_type, _ in columns}
+            logical = {name: lt for name, _, lt in columns if lt}
+            return types, logical, True
+        images = valid.select(F.explode(F.array("after_json", "before_json")).alias("j")).where(
+            F.col("j").isNotNull()
+        )
+        if images.isEmpty():
+            return {}, {}, False
+        inferred = self.spark.read.json(
+            images.select(F.col("j").alias("value")).rdd.map(lambda r: r.value)
+        )
+        types = {}
+        for f in inferred.schema.fields:
+            name = f.dataType.simpleString()
+            # nested objects and arrays are kept as their JSON text
+            types[f.name] = name if name in ("bigint", "double", "boolean", "string") else "string"
+        return types, {}, False
+
+    def _create(self, valid: DataFrame, batch_types: Mapping[str, str]) -> CdcTable:
+        from pyspark.sql import functions as F
+
+        from sparkext.iceberg.cdc_table import create_table
+
+        key = list(self.settings.primary_key)
+        if not key:
+            first = valid.where(F.col("key_json").isNotNull()).select("key_json").limit(1).collect()
+            key = list(json.loads(first[0].key_json)) if first else []
+        if not key:
+            raise IngestError(
+                "ingest_cdc needs the primary key to create the table: pass "
+                "primary_key => 'id' (comma-separated for several columns), or land records "
+                "with their Kafka key."
+            )
+        unknown = [k for k in key if k not in batch_types]
+        if unknown:
+            raise IngestError(
+                f"Primary key column(s) {', '.join(unknown)} are not in the events' rows; "
+                f"columns seen: {', '.join(batch_types)}."
+            )
+        columns = [*batch_types.items(), *SYSTEM_COLUMNS]
+        properties = dict(TABLE_PROPERTIES)
+        if self.settings.source_table:
+            properties["sparkext.cdc.source-table"] = self.settings.source_table
+        self.progress(f"creating {self.settings.table}")
+        return create_table(self.spark, self.settings.table, columns, key, properties)
+
+    def _typed(
+        self,
+        valid: DataFrame,
+        columns: Mapping[str, str],
+        logical: Mapping[str, str],
+        key: Sequence[str],
+    ) -> tuple[DataFrame, DataFrame]:
+        """Rows with typed ``after``/``before`` structs and key columns; missing-key rejects."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+        raw_type = {
+            "io.debezium.time.Date": "int",
+            "org.apache.kafka.connect.data.Date": "int",
+            "io.debezium.time.Timestamp": "bigint",
+            "org.apache.kafka.connect.data.Timestamp": "bigint",
+            "io.debezium.time.MicroTimestamp": "bigint",
+            "io.debezium.time.NanoTimestamp": "bigint",
+        }
+        json_schema = StructType(
+            [
+                StructField(name, _parse_datatype_string(raw_type.get(logical.get(name, ""), t)))
+                for name, t in columns.items()
+            ]
+        )
+
+        def convert(image: str, name: str) -> Column:
+            value = F.col(f"{image}.{name}")
+            kind = logical.get(name)
+            if kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
+                value = F.date_from_unix_date(value)
+            elif kind in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
+                value = F.timestamp_millis(value)
+            elif kind == "io.debezium.time.MicroTimestamp":
+                value = F.timestamp_micros(value)
+            elif kind == "io.debezium.time.NanoTimestamp":
+                value = F.timestamp_micros(F.floor(value / 1000))
+            return value.cast(columns[name]).alias(name)
+
+        parsed = valid.select(
+            "*",
+            F.from_json("after_json", json_schema).alias("a"),
+            F.from_json("before_json", json_schema).alias("b"),
+        )
+        typed = parsed.select(
+            "op",
+            "position",
+            "event_time_ms",
+            "ts_ms",
+            "source_partition",
+            "after_json",
+            "before_json",
+            F.struct(*(convert("a", n) for n in columns)).alias("after"),
+            F.struct(*(convert("b", n) for n in columns)).alias("before"),
+            *(
+                F.when(F.col("op") == "d", F.col(f"b.{k}")).otherwise(F.col(f"a.{k}")).alias(k)
+                for k in key
+            ),
+        )
+        missing = F.lit(False)
+        for k in key:
+            missing = missing | F.col(k).isNull()
+        missing = missing & (F.col("op") != "t")
+        rejects = typed.where(missing).select(
+            F.lit(f"missing key column(s) {', '.join(key)}").alias("reject"),
+            F.coalesce("after_json", "before_json").alias("raw"),
+            F.lit(None).cast("string").alias("source_file"),
+        )
+        return typed.where(~missing).persist(), rejects
+
+    def _record_rejects(self, rejects: DataFrame, batch_id: int) -> None:
+        path = f"{self.settings.checkpoint}/rejected/batch={batch_id}"
+        count = rejects.count()
+        self.metrics.rejected += count
+        if count:
+            rejects.coalesce(1).write.mode("overwrite").json(path)
+            if self.settings.fail_on_reject:
+                raise IngestError(
+                    f"{count} event(s) were rejected and fail-on-reject is set; see {path}."
+                )
+
+    def _apply(
+        self,
+        table: CdcTable,
+        commit: Any,
+        typed: DataFrame,
+        columns: Mapping[str, str],
+        key: Sequence[str],
+        field_ids: Mapping[str, int],
+        batch_id: int,
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        self.progress(f"batch {batch_id}: deduplicating")
+        progress = table.progress()
+        typed = typed.persist()
+        self.metrics.events += typed.count()
+        truncate_row = typed.where(F.col("op") == "t").agg(F.max("position").alias("p")).first()
+        truncate_position = truncate_row.p if truncate_row else None
+        changes = typed.where(F.col("op") != "t")
+        if truncate_position is not None:
+            self.metrics.truncates += 1
+            changes = changes.where(F.col("position") > F.lit(truncate_position))
+        order = F.struct("position", "ts_ms")
+        grouped = changes.groupBy(*key).agg(
+            F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
+            F.min_by("before", order).alias("first_before"),
+            F.count(F.lit(1)).alias("events"),
+            F.countDistinct("position").alias("positions"),
+            F.min("event_time_ms").alias("min_time"),
+            F.max("event_time_ms").alias("max_time"),
+        )
+        known = _max_position(progress.max_position, progress.truncate_position)
+        decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
+        decided = decided.persist()
+        try:
+            self._commit(
+                table,
+                commit,
+                typed,
+                decided,
+                columns,
+                key,
+                field_ids,
+                batch_id,
+                truncate_position,
+                progress,
+            )
+        finally:
+            decided.unpersist()
+            typed.unpersist()
+
+    def _decide(
+        self,
+        grouped: DataFrame,
+        key: Sequence[str],
+        known: str | None,
+        truncate_position: str | None,
+        batch_id: int,
+    ) -> DataFrame:
+        """Add ``status``: apply / late / duplicate, looking up only keys that may be out of order."""
+        from pyspark.sql import functions as F
+
+        position = F.col("last.position")
+        if known is None:
+            return grouped.withColumn("status", F.lit("apply")).withColumn(
+                "looked_up", F.lit(False)
+            )
+        suspicious = grouped.where(position <= F.lit(known))
+        safe = grouped.where(position > F.lit(known)).withColumn("version", F.lit(None))
+        version = self._versions(suspicious, key, batch_id)
+        if truncate_position is not None:
+            version = version.withColumn(
+                "version", F.greatest(F.col("version"), F.lit(truncate_position))
+            )
+        combined = safe.withColumn("looked_up", F.lit(False)).unionByName(version)
+        status = (
+            F.when(F.col("version").isNull() | (position > F.col("version")), "apply")
+            .when(position == F.col("version"), "duplicate")
+            .otherwise("late")
+        )
+        return combined.withColumn("status", status)
+
+    def _versions(self, suspicious: DataFrame, key: Sequence[str], batch_id: int) -> DataFrame:
+        """Suspicious keys with ``version``: the key cache first, then the table's rows/deletes."""
+        from pyspark.sql import functions as F
+
+        cache = self._key_cache(key, batch_id)
+        keys = suspicious.select(*key)
+        if cache is not None:
+            cached = keys.join(cache, list(key), "inner")
+            unresolved = keys.join(cache.select(*key), list(key), "left_anti")
+        else:
+            cached = None
+            unresolved = keys
+        current = self.spark.table(self.settings.table).select(*key, F.col(POSITION).alias("v"))
+        tombstones = self._tombstones(key)
+        versions = current if tombstones is None else current.unionByName(tombstones)
+        unresolved = unresolved.persist()
+        count = unresolved.count()
+        if len(key) == 1 and count <= self.settings.lookup_in_list_max:
+            # a short IN list lets Iceberg skip files by their key bounds
+            values = [r[0] for r in unresolved.collect()]  # keys only, at most lookup-in-list-max
+            versions = versions.where(F.col(key[0]).isin(values))
+        looked_up = (
+            unresolved.join(versions, list(key), "left")
+            .groupBy(*key)
+            .agg(F.max("v").alias("version"))
+            .withColumn("looked_up", F.lit(True))
+        )
+        if cached is not None:
+            looked_up = looked_up.unionByName(
+                cached.withColumnRenamed("v", "version").withColumn("looked_up", F.lit(False))
+            )
+        return suspicious.join(looked_up, list(key), "left").withColumn(
+            "looked_up", F.coalesce("looked_up", F.lit(False))
+        )
+
+    def _tombstones(self, key: Sequence[str]) -> DataFrame | None:
+        """Keys deleted by live equality-delete files, with the deleting event's position."""
+        from pyspark.sql import functions as F
+
+        paths = [
+            r.file_path
+            for r in self.spark.table(f"{self.settings.table}.delete_files")
+            .where(F.col("content") == 2)
+            .select("file_path")
+            .collect()  # file paths: metadata, not rows
+        ]
+        if not paths:
+            return None
+        deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
+        if POSITION not in deletes.columns:
+            return None
+        return deletes.select(*key, F.col(POSITION).alias("v"))
+
+    def _key_cache(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
+        from pyspark.sql import functions as F
+
+        path = f"{self.settings.checkpoint}/key-cache"
+        try:
+            cache = self.spark.read.parquet(path)
+        except Exception:  # no cache yet
+            return None
+        keep_from = batch_id - self.settings.key_cache_batches
+        return (
+            cache.where((F.col("batch") < batch_id) & (F.col("batch") >= keep_from))
+            .groupBy(*key)
+            .agg(F.max("position").alias("v"))
+        )
+
+    def _commit(
+        self,
+        table: CdcTable,
+        commit: Any,
+        typed: DataFrame,
+        decided: DataFrame,
+        columns: Mapping[str, str],
+        key: Sequence[str],
+        field_ids: Mapping[str, int],
+        batch_id: int,
+        truncate_position: str | None,
+        progress: Any,
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        stats = decided.agg(
+            F.sum(
+                F.when((F.col("status") == "apply") & F.col("last.op").isin("c", "r"), 1).otherwise(
+                    0
+                )
+            ).alias("inserted"),
+            F.sum(
+                F.when((F.col("status") == "apply") & (F.col("last.op") == "u"), 1).otherwise(0)
+            ).alias("updated"),
+            F.sum(
+                F.when((F.col("status") == "apply") & (F.col("last.op") == "d"), 1).otherwise(0)
+            ).alias("deleted"),
+            F.sum(F.when(F.col("status") == "late", 1).otherwise(0)).alias("late"),
+            F.sum(F.when(F.col("status") == "duplicate", 1).otherwise(0)).alias("dup_keys"),
+            F.sum(F.col("events") - F.col("positions")).alias("dup_in_batch"),
+            F.sum(F.when(F.col("looked_up"), 1).otherwise(0)).alias("lookups"),
+            F.count(F.lit(1)).alias("keys"),
+            F.min(F.when(F.col("status") == "apply", F.col("min_time"))).alias("min_time"),
+            F.max(F.when(F.col("status") == "apply", F.col("max_time"))).alias("max_time"),
+            F.max(F.col("last.position")).alias("max_position"),
+        ).first()
+        per_partition = {
+            r.source_partition: r.p
+            for r in typed.groupBy("source_partition").agg(F.max("position").alias("p")).collect()
+        }  # one row per source partition
+        m = self.metrics
+        m.inserted += stats.inserted or 0
+        m.updated += stats.updated or 0
+        m.deleted += stats.deleted or 0
+        m.late += stats.late or 0
+        m.duplicates += (stats.dup_keys or 0) + (stats.dup_in_batch or 0)
+        m.lookups_made += stats.lookups or 0
+        m.lookups_avoided += (stats.keys or 0) - (stats.lookups or 0)
+        m.add_times(stats.min_time, stats.max_time)
+
+        skipped = decided.where(F.col("status") != "apply")
+        if stats.late or stats.dup_keys:
+            skipped.select(
+                *key,
+                "status",
+                "last.op",
+                "last.position",
+                "last.event_time_ms",
+                F.to_json("last.after").alias("after"),
+            ).coalesce(1).write.mode("overwrite").parquet(
+                f"{self.settings.checkpoint}/late/batch={batch_id}"
+            )
+        applied = decided.where(F.col("status") == "apply")
+        self._write_key_cache(applied, key, batch_id)
+
+        self.progress(f"batch {batch_id}: writing files")
+        rows = self._rows(applied, columns, key)
+        directory = table.data_directory()
+        prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}"
+        written = rows.mapInArrow(file_writer(directory, field_ids, prefix), FILE_SCHEMA_DDL)
+        files = [WrittenFile(r.path, r.kind, r.records, r.bytes) for r in written.collect()]
+        _crash_point("after-write")
+
+        new_position = _max_position(progress.max_position, stats.max_position, truncate_position)
+        merged = dict(progress.source_progress)
+        for partition, pos in per_partition.items():
+            if pos is not None:
+                merged[partition] = _max_position(merged.get(partition), pos) or pos
+        from sparkext.iceberg import cdc_table as keys
+
+        summary = {
+            keys.CHECKPOINT_ID: self.checkpoint_id,
+            keys.BATCH_ID: str(batch_id),
+            keys.SOURCE_PROGRESS: json.dumps(merged, sort_keys=True),
+        }
+        if new_position is not None:
+            summary[keys.MAX_POSITION] = new_position
+        truncate_mark = _max_position(progress.truncate_position, truncate_position)
+        if truncate_mark is not None:
+            summary[keys.TRUNCATE_POSITION] = truncate_mark
+        if stats.min_time is not None:
+            summary[keys.EVENT_TIME_MIN] = str(stats.min_time)
+            summary[keys.EVENT_TIME_MAX] = str(stats.max_time)
+        if not files and truncate_position is None and not (stats.late or stats.dup_keys):
+            if stats.keys == 0:
+                return
+        self.progress(f"batch {batch_id}: committing {len(files)} file(s)")
+        snapshot = commit.commit(files, key, summary, truncate=truncate_position is not None)
+        m.commits += 1
+        m.snapshot_ids.append(snapshot)
+        _crash_point("after-commit")
+        self._prune_key_cache(batch_id)
+
+    def _rows(
+        self, applied: DataFrame, columns: Mapping[str, str], key: Sequence[str]
+    ) -> DataFrame:
+        """Data rows (after-images) and equality-delete rows (key + before-image) with __kind."""
+        from pyspark.sql import functions as F
+
+        system = [
+            F.col("last.op").alias(OP),
+            F.timestamp_millis(F.col("last.event_time_ms")).alias(EVENT_TIME),
+            F.col("last.position").alias(POSITION),
+        ]
+        data = applied.where(F.col("last.op") != "d").select(
+            F.lit(DATA).alias(KIND),
+            *(F.col(f"last.after.{c}").alias(c) for c in columns),
+            *system,
+        )
+        deletes = applied.select(
+            F.lit(EQUALITY_DELETES).alias(KIND),
+            *((F.col(c) if c in key else F.col(f"first_before.{c}")).alias(c) for c in columns),
+            *system,
+        )
+        both = data.unionByName(deletes)
+        return both.repartition(
+            max(1, self.spark.sparkContext.defaultParallelism // 2), *key
+        ).sortWithinPartitions(*key)
+
+    def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        applied.select(
+            *key, F.col("last.position").alias("position"), F.lit(batch_id).alias("batch")
+        ).write.mode("overwrite").parquet(f"{self.settings.checkpoint}/key-cache/batch={batch_id}")
+
+    def _prune_key_cache(self, batch_id: int) -> None:
+        from sparkext.cdc.checkpoint import remove_batches_before
+
+        remove_batches_before(
+            f"{self.settings.checkpoint}/key-cache", batch_id - self.settings.key_cache_batches
+        )
+
+
+def _max_position(*positions: str | None) -> str | None:
+    present = [p for p in positions if p is not None]
+    return max(present) if present else None
+
+
+def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:
+    from sparkext.cdc.checkpoint import read_or_create_id
+
+    return read_or_create_id(checkpoint, lambda: str(uuid.uuid4()))

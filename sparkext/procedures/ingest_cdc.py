@@ -1,0 +1,164 @@
+"""CALL sparkext.ingest_cdc(table, source, checkpoint [, primary_key, create, options]).
+
+Debezium change events in a file landing zone become equality-delete upserts into an Iceberg
+merge-on-read table, one atomic commit per micro-batch (see sparkext.cdc.ingest).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Option,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+)
+
+SOURCE_TABLE = "source-table"
+SOURCE_TABLE_DEFAULT = ""
+FAIL_ON_REJECT = "fail-on-reject"
+FAIL_ON_REJECT_DEFAULT = "false"
+MAX_FILES_PER_BATCH = "max-files-per-batch"
+MAX_FILES_PER_BATCH_DEFAULT = "1000"
+KEY_CACHE_BATCHES = "key-cache-batches"
+KEY_CACHE_BATCHES_DEFAULT = "100"
+LOOKUP_IN_LIST_MAX = "lookup-in-list-max"
+LOOKUP_IN_LIST_MAX_DEFAULT = "10000"
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return text.lower() == "true"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
+def _absolute(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def settings_from(args: BoundArgs) -> Any:
+    from sparkext.cdc.ingest import Settings
+
+    key = tuple(k.strip() for k in (args["primary_key"] or "").split(",") if k.strip())
+    return Settings(
+        table=args["table"],
+        checkpoint=_absolute(args["checkpoint"]),
+        primary_key=key,
+        create=args["create"],
+        source_table=args.options[SOURCE_TABLE] or None,
+        fail_on_reject=args.options[FAIL_ON_REJECT],
+        key_cache_batches=args.options[KEY_CACHE_BATCHES],
+        lookup_in_list_max=args.options[LOOKUP_IN_LIST_MAX],
+    )
+
+
+def _time(ms: int | None) -> dt.datetime | None:
+    if ms is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.cdc.stream import ingest
+
+    source = args["source"]
+    metrics = ingest(
+        context.spark,
+        settings_from(args),
+        source if "://" in source else os.path.abspath(source),
+        max_files=args.options[MAX_FILES_PER_BATCH],
+        progress=context.progress,
+    )
+    return [
+        (
+            metrics.events,
+            metrics.inserted,
+            metrics.updated,
+            metrics.deleted,
+            metrics.duplicates,
+            metrics.late,
+            metrics.rejected,
+            metrics.commits,
+            _time(metrics.min_event_time_ms),
+            _time(metrics.max_event_time_ms),
+            metrics.lookups_made,
+            metrics.lookups_avoided,
+            metrics.batches_replayed,
+        )
+    ]
+
+
+ROUTINE = Routine(
+    name="ingest_cdc",
+    doc="Ingest Debezium change files into an Iceberg merge-on-read table (equality deletes).",
+    params=(
+        Param("table", ParamType.STRING, "target Iceberg table, e.g. 'lake.db.orders'", True),
+        Param("source", ParamType.STRING, "directory or glob of Debezium JSON-lines files", True),
+        Param(
+            "checkpoint", ParamType.STRING, "directory for progress, rejects and key cache", True
+        ),
+        Param("primary_key", ParamType.STRING, "key column(s), comma-separated"),
+        Param("create", ParamType.BOOLEAN, "create the table from the first events", default=False),
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+    ),
+    options=(
+        Option(
+            SOURCE_TABLE,
+            SOURCE_TABLE_DEFAULT,
+            "only events of this source db.table; others are rejected (default: any)",
+        ),
+        Option(
+            FAIL_ON_REJECT,
+            FAIL_ON_REJECT_DEFAULT,
+            "stop (commit nothing of the batch) when an event is rejected",
+            _boolean,
+        ),
+        Option(
+            MAX_FILES_PER_BATCH,
+            MAX_FILES_PER_BATCH_DEFAULT,
+            "input files per micro-batch (one commit each)",
+            _positive,
+        ),
+        Option(
+            KEY_CACHE_BATCHES,
+            KEY_CACHE_BATCHES_DEFAULT,
+            "batches whose keys the key->version cache keeps",
+            _positive,
+        ),
+        Option(
+            LOOKUP_IN_LIST_MAX,
+            LOOKUP_IN_LIST_MAX_DEFAULT,
+            "up to this many keys, a table lookup filters by an IN list",
+            _positive,
+        ),
+    ),
+    output=(
+        OutputColumn("events", "bigint", "change events read (tombstones excluded)"),
+        OutputColumn("inserted", "bigint", "keys whose last change was c or r"),
+        OutputColumn("updated", "bigint", "keys whose last change was u"),
+        OutputColumn("deleted", "bigint", "keys whose last change was d"),
+        OutputColumn("duplicates", "bigint", "events skipped: same key and source position"),
+        OutputColumn("late", "bigint", "events older than the key's current version"),
+        OutputColumn("rejected", "bigint", "events written to <checkpoint>/rejected"),
+        OutputColumn("commits", "bigint", "Iceberg commits (one per micro-batch)"),
+        OutputColumn("min_event_time", "timestamp", "earliest source.ts_ms applied"),
+        OutputColumn("max_event_time", "timestamp", "latest source.ts_ms applied"),
+        OutputColumn("lookups", "bigint", "keys looked up in the table"),
+        OutputColumn("lookups_avoided", "bigint", "keys resolved without reading the table"),
+        OutputColumn("batches_replayed", "bigint", "batches found already committed (restart)"),
+    ),
+    run=run,
+)
