@@ -145,8 +145,8 @@ _LOGICAL_TYPES = {
 def connect_columns(row_schema: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     """(column, Spark type, Debezium logical type) for each field of a Connect row schema.
 
-    >>> connect_columns({"fields": [{"field": "id", "type": "int32"},
-    ...                             {"field": "d", "type": "int32", "name": "io.debezium.time.Date"}]})
+    >>> date = {"field": "d", "type": "int32", "name": "io.debezium.time.Date"}
+    >>> connect_columns({"fields": [{"field": "id", "type": "int32"}, date]})
     [('id', 'int', None), ('d', 'date', 'io.debezium.time.Date')]
     """
     columns = []

@@ -22,8 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.cdc.decode import DECODED_DDL, decode_lines
-from sparkext.cdc.files import DATA, EQUALITY_DELETES, FILE_SCHEMA_DDL, KIND, WrittenFile
-from sparkext.cdc.files import file_writer
+from sparkext.cdc.files import (
+    DATA,
+    EQUALITY_DELETES,
+    FILE_SCHEMA_DDL,
+    KIND,
+    WrittenFile,
+    file_writer,
+)
 from sparkext.errors import IngestError
 from sparkext.planning.cdc_schema import plan_schema
 
@@ -357,18 +363,30 @@ class Ingestor:
         progress = table.progress()
         typed = typed.persist()
         self.metrics.events += typed.count()
-        truncate_row = typed.where(F.col("op") == "t").agg(F.max("position").alias("p")).first()
-        truncate_position = truncate_row.p if truncate_row else None
+        truncate_row = (
+            typed.where(F.col("op") == "t")
+            .agg(F.max("position").alias("p"), F.max_by("event_time_ms", "position").alias("t"))
+            .first()
+        )
+        truncate = Truncate.plan(
+            truncate_row.p if truncate_row else None,
+            truncate_row.t if truncate_row else None,
+            progress.truncate_position,
+            progress.max_position,
+        )
+        if truncate_row and truncate_row.p is not None and truncate is None:
+            self.metrics.duplicates += 1  # a truncate already applied, delivered again
         changes = typed.where(F.col("op") != "t")
-        if truncate_position is not None:
+        if truncate is not None:
             self.metrics.truncates += 1
-            changes = changes.where(F.col("position") > F.lit(truncate_position))
+            changes = changes.where(F.col("position") > F.lit(truncate.position))
         order = F.struct("position", "ts_ms")
         grouped = changes.groupBy(*key).agg(
             F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
             F.min_by("before", order).alias("first_before"),
             F.count(F.lit(1)).alias("events"),
             F.countDistinct("position").alias("positions"),
+            F.array_distinct(F.collect_list("position")).alias("all_positions"),
             F.min("event_time_ms").alias("min_time"),
             F.max("event_time_ms").alias("max_time"),
         )
@@ -385,7 +403,7 @@ class Ingestor:
                 key,
                 field_ids,
                 batch_id,
-                truncate_position,
+                truncate,
                 progress,
             )
         finally:
@@ -400,16 +418,20 @@ class Ingestor:
         truncate_position: str | None,
         batch_id: int,
     ) -> DataFrame:
-        """Add ``status``: apply / late / duplicate, looking up only keys that may be out of order."""
+        """Add ``status`` (apply / late / duplicate); look up only keys that may be out of order."""
         from pyspark.sql import functions as F
 
         position = F.col("last.position")
         if known is None:
-            return grouped.withColumn("status", F.lit("apply")).withColumn(
-                "looked_up", F.lit(False)
+            return (
+                grouped.withColumn("status", F.lit("apply"))
+                .withColumn("looked_up", F.lit(False))
+                .withColumn("version", F.lit(None).cast("string"))
             )
         suspicious = grouped.where(position <= F.lit(known))
-        safe = grouped.where(position > F.lit(known)).withColumn("version", F.lit(None))
+        safe = grouped.where(position > F.lit(known)).withColumn(
+            "version", F.lit(None).cast("string")
+        )
         version = self._versions(suspicious, key, batch_id)
         if truncate_position is not None:
             version = version.withColumn(
@@ -501,7 +523,7 @@ class Ingestor:
         key: Sequence[str],
         field_ids: Mapping[str, int],
         batch_id: int,
-        truncate_position: str | None,
+        truncate: Truncate | None,
         progress: Any,
     ) -> None:
         from pyspark.sql import functions as F
@@ -518,8 +540,10 @@ class Ingestor:
             F.sum(
                 F.when((F.col("status") == "apply") & (F.col("last.op") == "d"), 1).otherwise(0)
             ).alias("deleted"),
-            F.sum(F.when(F.col("status") == "late", 1).otherwise(0)).alias("late"),
-            F.sum(F.when(F.col("status") == "duplicate", 1).otherwise(0)).alias("dup_keys"),
+            F.sum(F.size(F.filter("all_positions", lambda p: p < F.col("version")))).alias("late"),
+            F.sum(F.size(F.filter("all_positions", lambda p: p == F.col("version")))).alias(
+                "dup_keys"
+            ),
             F.sum(F.col("events") - F.col("positions")).alias("dup_in_batch"),
             F.sum(F.when(F.col("looked_up"), 1).otherwise(0)).alias("lookups"),
             F.count(F.lit(1)).alias("keys"),
@@ -541,15 +565,21 @@ class Ingestor:
         m.lookups_avoided += (stats.keys or 0) - (stats.lookups or 0)
         m.add_times(stats.min_time, stats.max_time)
 
-        skipped = decided.where(F.col("status") != "apply")
         if stats.late or stats.dup_keys:
-            skipped.select(
+            # every event at or below its key's current version, with its images: kept, not lost
+            versions = decided.where(F.col("version").isNotNull()).select(*key, "version")
+            skipped = typed.where(F.col("op") != "t").join(versions, list(key))
+            skipped.where(F.col("position") <= F.col("version")).select(
                 *key,
-                "status",
-                "last.op",
-                "last.position",
-                "last.event_time_ms",
-                F.to_json("last.after").alias("after"),
+                F.when(F.col("position") == F.col("version"), "duplicate")
+                .otherwise("late")
+                .alias("status"),
+                "op",
+                "position",
+                "event_time_ms",
+                "version",
+                "before_json",
+                "after_json",
             ).coalesce(1).write.mode("overwrite").parquet(
                 f"{self.settings.checkpoint}/late/batch={batch_id}"
             )
@@ -557,13 +587,14 @@ class Ingestor:
         self._write_key_cache(applied, key, batch_id)
 
         self.progress(f"batch {batch_id}: writing files")
-        rows = self._rows(applied, columns, key)
+        rows = self._rows(applied, columns, key, self._wiped(table, columns, truncate))
         directory = table.data_directory()
         prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}"
         written = rows.mapInArrow(file_writer(directory, field_ids, prefix), FILE_SCHEMA_DDL)
         files = [WrittenFile(r.path, r.kind, r.records, r.bytes) for r in written.collect()]
         _crash_point("after-write")
 
+        truncate_position = truncate.position if truncate else None
         new_position = _max_position(progress.max_position, stats.max_position, truncate_position)
         merged = dict(progress.source_progress)
         for partition, pos in per_partition.items():
@@ -584,18 +615,40 @@ class Ingestor:
         if stats.min_time is not None:
             summary[keys.EVENT_TIME_MIN] = str(stats.min_time)
             summary[keys.EVENT_TIME_MAX] = str(stats.max_time)
-        if not files and truncate_position is None and not (stats.late or stats.dup_keys):
-            if stats.keys == 0:
-                return
+        if not files and truncate_position is None:
+            return  # nothing to change (all late or duplicate): replaying this batch is harmless
         self.progress(f"batch {batch_id}: committing {len(files)} file(s)")
-        snapshot = commit.commit(files, key, summary, truncate=truncate_position is not None)
+        snapshot = commit.commit(
+            files, key, summary, truncate=truncate is not None and truncate.all
+        )
         m.commits += 1
         m.snapshot_ids.append(snapshot)
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)
 
+    def _wiped(
+        self, table: CdcTable, columns: Mapping[str, str], truncate: Truncate | None
+    ) -> DataFrame | None:
+        """Rows a truncate removes when newer rows may exist: older than its position."""
+        from pyspark.sql import functions as F
+
+        if truncate is None or truncate.all:
+            return None
+        current = self.spark.table(self.settings.table)
+        return current.where(F.col(POSITION) < F.lit(truncate.position)).select(
+            F.lit(EQUALITY_DELETES).alias(KIND),
+            *(F.col(c) for c in columns),
+            F.lit("t").alias(OP),
+            F.timestamp_millis(F.lit(truncate.event_time_ms).cast("bigint")).alias(EVENT_TIME),
+            F.lit(truncate.position).alias(POSITION),
+        )
+
     def _rows(
-        self, applied: DataFrame, columns: Mapping[str, str], key: Sequence[str]
+        self,
+        applied: DataFrame,
+        columns: Mapping[str, str],
+        key: Sequence[str],
+        wiped: DataFrame | None,
     ) -> DataFrame:
         """Data rows (after-images) and equality-delete rows (key + before-image) with __kind."""
         from pyspark.sql import functions as F
@@ -616,6 +669,8 @@ class Ingestor:
             *system,
         )
         both = data.unionByName(deletes)
+        if wiped is not None:
+            both = both.unionByName(wiped)
         return both.repartition(
             max(1, self.spark.sparkContext.defaultParallelism // 2), *key
         ).sortWithinPartitions(*key)
@@ -632,6 +687,35 @@ class Ingestor:
 
         remove_batches_before(
             f"{self.settings.checkpoint}/key-cache", batch_id - self.settings.key_cache_batches
+        )
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """A truncate to apply in this batch: all files (metadata only) or the rows older than it."""
+
+    position: str
+    event_time_ms: int | None
+    all: bool  # True: no row can be newer than the truncate, so every data file goes
+
+    @staticmethod
+    def plan(
+        position: str | None,
+        event_time_ms: int | None,
+        applied_truncate: str | None,
+        high_water_mark: str | None,
+    ) -> Truncate | None:
+        """None when there is none, or it was applied before (a re-delivered truncate).
+
+        >>> Truncate.plan("m:5", 1, None, "m:3").all, Truncate.plan("m:5", 1, None, "m:9").all
+        (True, False)
+        >>> Truncate.plan("m:5", 1, "m:5", "m:9") is None
+        True
+        """
+        if position is None or (applied_truncate is not None and position <= applied_truncate):
+            return None
+        return Truncate(
+            position, event_time_ms, high_water_mark is None or position > high_water_mark
         )
 
 

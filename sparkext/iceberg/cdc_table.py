@@ -236,11 +236,24 @@ class CdcCommit:
         metrics = iceberg.MetricsConfig.forTable(table)
         schema = table.schema()
         key_ids = _int_array(self._spark, [schema.findField(k).fieldId() for k in key])
-        if truncate:
-            self._txn.newDelete().deleteFromRowFilter(
-                iceberg.expressions.Expressions.alwaysTrue()
-            ).commit()
         delta = self._txn.newRowDelta()
+        if truncate:  # every live file goes, in the same snapshot as the batch's new files
+            removed_deletes = set()
+            scan = self._table.newScan()  # the snapshot the batch started from
+            if self._start is not None:
+                scan = scan.useSnapshot(self._start.snapshotId())
+            tasks = scan.planFiles()
+            try:
+                iterator = tasks.iterator()
+                while iterator.hasNext():
+                    task = iterator.next()
+                    delta = delta.removeRows(task.file())
+                    for delete in task.deletes():
+                        if str(delete.location()) not in removed_deletes:
+                            removed_deletes.add(str(delete.location()))
+                            delta = delta.removeDeletes(delete)
+            finally:
+                tasks.close()
         for f in files:
             file_metrics = iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path), metrics)
             if f.kind == DATA:

@@ -1,0 +1,286 @@
+"""ingest_cdc against a simulated source database (tests/helpers/cdc_source.py is the oracle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparkext
+from sparkext.errors import IngestError, SchemaChangeError
+from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
+
+
+def ingest(table: str, landing, checkpoint, extra: str = "") -> dict:
+    row = sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
+        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true{extra})"
+    ).first()
+    return row.asDict()
+
+
+def snapshot_count(spark, table: str) -> int:
+    return len(spark.table(f"{table}.snapshots").select("snapshot_id").collect())
+
+
+def table_rows(spark, table: str, columns=COLUMNS) -> dict[int, dict]:
+    return {r.id: r.asDict() for r in spark.table(table).select(*columns).collect()}
+
+
+def test_randomized_workload_equals_the_source_after_every_batch(spark, tmp_path, table_name):
+    source = SourceTable(seed=20261122, key_space=40)
+    delivery = Delivery(tmp_path / "landing", seed=7, duplicate_rate=0.08, late_rate=0.15)
+    totals = {"late": 0, "duplicates": 0, "lookups": 0, "lookups_avoided": 0, "commits": 0}
+    for batch in range(5):
+        delivery.deliver(source.run(70), final=batch == 4)
+        result = ingest(table_name, tmp_path / "landing", tmp_path / "checkpoint")
+        for k in totals:
+            totals[k] += result[k]
+        assert table_rows(spark, table_name) == expected(delivery.delivered), f"batch {batch}"
+    assert table_rows(spark, table_name) == source.rows  # everything delivered: the source DB
+    assert totals["commits"] == 5
+    assert totals["late"] > 0  # the workload did exercise out-of-order delivery
+    assert totals["lookups_avoided"] > totals["lookups"] > 0
+    health = sparkext.sql(f"CALL sparkext.table_health('{table_name}')").first()
+    assert health.equality_delete_files >= 1
+
+
+def events(*specs) -> list[dict]:
+    """(op, id, pos, name) tuples -> Debezium events."""
+    out = []
+    for op, key, pos, name in specs:
+        row = {"id": key, "name": name}
+        out.append(
+            {
+                "op": op,
+                "before": None if op == "c" else {"id": key, "name": "old"},
+                "after": None if op == "d" else row,
+                "source": {
+                    "file": "mysql-bin.000001",
+                    "pos": pos,
+                    "row": 0,
+                    "ts_ms": pos * 1000,
+                    "db": "shop",
+                    "table": "t",
+                },
+                "ts_ms": pos * 1000 + 5,
+            }
+        )
+    return out
+
+
+def land(directory, name: str, items: list, raw_lines: list[str] = ()) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(e) for e in items] + list(raw_lines)
+    (directory / name).write_text("\n".join(lines) + "\n")
+
+
+def test_late_and_duplicate_events_never_overwrite_newer_state(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    opts = ", options => map('key-cache-batches', '1')"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("u", 1, 20, "b"), ("c", 2, 11, "x")))
+    assert ingest(table_name, landing, checkpoint, opts)["updated"] == 1
+    land(landing, "2.json", events(("u", 1, 15, "late"), ("u", 1, 20, "b"), ("d", 2, 30, None)))
+    second = ingest(table_name, landing, checkpoint, opts)
+    assert (second["late"], second["duplicates"], second["deleted"]) == (1, 1, 1)
+    land(landing, "3.json", events(("c", 3, 40, "z")))
+    ingest(table_name, landing, checkpoint, opts)  # pushes key 2's delete out of the key cache
+    land(landing, "4.json", events(("u", 2, 25, "resurrected?")))
+    fourth = ingest(table_name, landing, checkpoint, opts)
+    assert fourth["late"] == 1 and fourth["lookups"] == 1  # found through the delete file
+    assert table_rows(spark, table_name, ("id", "name")) == {
+        1: {"id": 1, "name": "b"},
+        3: {"id": 3, "name": "z"},
+    }
+    late = spark.read.parquet(str(checkpoint / "late"))
+    assert sorted(r.status for r in late.collect()) == ["duplicate", "late", "late"]
+
+
+def test_insert_then_delete_in_one_batch_leaves_nothing(spark, tmp_path, table_name):
+    land(
+        tmp_path / "in",
+        "1.json",
+        events(
+            ("c", 1, 10, "a"),
+            ("d", 1, 11, None),
+            ("c", 2, 12, "b"),
+            ("d", 2, 13, None),
+            ("c", 2, 14, "again"),
+        ),
+    )
+    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    assert table_rows(spark, table_name, ("id", "name")) == {2: {"id": 2, "name": "again"}}
+
+
+def test_bad_events_are_rejected_with_reasons_not_dropped(spark, tmp_path, table_name):
+    good = events(("c", 1, 10, "a"))
+    other = events(("c", 2, 11, "b"))
+    other[0]["source"]["table"] = "elsewhere"
+    no_key = events(("c", 3, 12, "c"))
+    del no_key[0]["after"]["id"]
+    land(tmp_path / "in", "1.json", good + other + no_key, ["{not json", '{"op": "x"}'])
+    result = ingest(
+        table_name, tmp_path / "in", tmp_path / "ck", ", options => map('source-table', 'shop.t')"
+    )
+    assert result["rejected"] == 4 and result["inserted"] == 1
+    reasons = sorted(
+        r.reject.split(":")[0] for r in spark.read.json(str(tmp_path / "ck" / "rejected")).collect()
+    )
+    assert reasons == [
+        "event of another table",
+        "malformed JSON",
+        "missing key column(s) id",
+        "not a Debezium change event",
+    ]
+
+
+def test_fail_on_reject_commits_nothing(spark, tmp_path, table_name):
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")), ["{oops"])
+    with pytest.raises(IngestError, match=r"^1 event\(s\) were rejected and fail-on-reject is set"):
+        ingest(
+            table_name,
+            tmp_path / "in",
+            tmp_path / "ck",
+            ", options => map('fail-on-reject', 'true')",
+        )
+    assert spark.table(table_name).count() == 0
+
+
+def test_truncate_and_redelivered_truncate(spark, tmp_path, table_name):
+    landing = tmp_path / "in"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    ingest(table_name, landing, tmp_path / "ck")
+    truncate = {
+        "op": "t",
+        "source": {
+            "file": "mysql-bin.000001",
+            "pos": 20,
+            "row": 0,
+            "ts_ms": 20000,
+            "db": "shop",
+            "table": "t",
+        },
+    }
+    land(landing, "2.json", [truncate, *events(("c", 3, 21, "c"))])
+    ingest(table_name, landing, tmp_path / "ck")
+    assert set(table_rows(spark, table_name, ("id",))) == {3}
+    land(landing, "3.json", [*events(("c", 4, 30, "d")), truncate, *events(("u", 2, 12, "x"))])
+    third = ingest(table_name, landing, tmp_path / "ck")
+    assert set(table_rows(spark, table_name, ("id",))) == {3, 4}
+    assert third["late"] == 1 and third["duplicates"] == 1
+
+
+def connect_event(op: str, key: int, pos: int, qty, qty_type: str, note: str | None = None):
+    fields = [
+        {"field": "id", "type": "int32", "optional": False},
+        {"field": "qty", "type": qty_type, "optional": True},
+    ]
+    row = {"id": key, "qty": qty}
+    if note is not None:
+        fields.append({"field": "note", "type": "string", "optional": True})
+        row["note"] = note
+    value_schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "fields": fields, "optional": True, "field": "before"},
+            {"type": "struct", "fields": fields, "optional": True, "field": "after"},
+        ],
+    }
+    payload = {
+        "op": op,
+        "before": None,
+        "after": row,
+        "ts_ms": pos,
+        "source": {
+            "file": "mysql-bin.000001",
+            "pos": pos,
+            "row": 0,
+            "ts_ms": pos,
+            "db": "shop",
+            "table": "t",
+        },
+    }
+    return {"schema": value_schema, "payload": payload}
+
+
+def test_schema_evolution_add_widen_and_refuse(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", [connect_event("c", 1, 10, 5, "int32")])
+    ingest(table_name, landing, checkpoint)
+    types = dict(spark.table(table_name).dtypes)
+    assert (types["id"], types["qty"]) == ("int", "int")
+    land(landing, "2.json", [connect_event("c", 2, 20, 2**40, "int64", note="new")])
+    ingest(table_name, landing, checkpoint)
+    types = dict(spark.table(table_name).dtypes)
+    assert (types["qty"], types["note"]) == ("bigint", "string")
+    assert table_rows(spark, table_name, ("id", "qty", "note")) == {
+        1: {"id": 1, "qty": 5, "note": None},
+        2: {"id": 2, "qty": 2**40, "note": "new"},
+    }
+    snapshots = snapshot_count(spark, table_name)
+    land(landing, "3.json", [connect_event("c", 3, 30, "many", "string")])
+    with pytest.raises(SchemaChangeError) as caught:
+        ingest(table_name, landing, checkpoint)
+    assert str(caught.value).startswith(
+        "Column 'qty' changed from bigint to string in the source and Iceberg cannot convert it"
+    )
+    assert snapshot_count(spark, table_name) == snapshots
+
+
+def test_duckdb_reads_the_same_rows(spark, tmp_path, table_name):
+    from tests.helpers.readers import duckdb_query
+
+    source = SourceTable(seed=3, key_space=30)
+    delivery = Delivery(tmp_path / "landing", seed=3)
+    for batch in range(2):
+        delivery.deliver(source.run(50), final=batch == 1)
+        ingest(table_name, tmp_path / "landing", tmp_path / "ck")
+    rows = duckdb_query(spark, table_name, "SELECT id, name, qty, price FROM {table}")
+    assert {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows} == source.rows
+
+
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import sys, sparkext
+    spark = sparkext.session(master="local[2]", warehouse=sys.argv[1])
+    sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{sys.argv[2]}', source => '{sys.argv[3]}', "
+        f"checkpoint => '{sys.argv[4]}', primary_key => 'id', create => true)"
+    )
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["after-write", "after-commit"])
+def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse, point):
+    table = f"lake.test.crash_{point.replace('-', '_')}"
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    source = SourceTable(seed=99, key_space=30)
+    delivery = Delivery(landing, seed=5, late_rate=0.0)
+    delivery.deliver(source.run(60))
+    ingest(table, landing, checkpoint)
+    before = snapshot_count(spark, table)
+    delivery.deliver(source.run(60), final=True)
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_SCRIPT)
+    env = {**os.environ, "SPARKEXT_TEST_CRASH_AT": point}
+    done = subprocess.run(
+        [sys.executable, str(script), str(warehouse), table, str(landing), str(checkpoint)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 97, done.stderr[-2000:]
+    spark.catalog.refreshTable(table)
+    committed = snapshot_count(spark, table)
+    assert committed == before + (1 if point == "after-commit" else 0)
+    result = ingest(table, landing, checkpoint)  # the restart
+    assert result["batches_replayed"] == (1 if point == "after-commit" else 0)
+    assert snapshot_count(spark, table) == before + 1  # applied exactly once
+    assert table_rows(spark, table) == source.rows
