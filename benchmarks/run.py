@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-BENCHMARKS = ("routing_overhead",)
+BENCHMARKS = ("routing_overhead", "cdc_ingest")
 RESULTS = Path(__file__).parent / "results"
 
 

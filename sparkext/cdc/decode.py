@@ -13,7 +13,8 @@ from sparkext.cdc.debezium import decode
 DECODED_DDL = (
     "op string, position string, event_time_ms bigint, ts_ms bigint, source_db string, "
     "source_table string, before_json string, after_json string, key_json string, "
-    "value_schema string, reject string, raw string, source_file string, source_partition string"
+    "value_schema string, row_types string, reject string, raw string, source_file string, "
+    "source_partition string"
 )
 _FIELDS = [f.split(" ")[0] for f in DECODED_DDL.split(", ")]
 _PARTITION = (re.compile(r"partition=(\d+)"), re.compile(r"\+(\d+)\+\d+\.[^/]*$"))
@@ -34,13 +35,63 @@ def source_partition(path: str | None) -> str:
     return "0"
 
 
+def _json_type(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double"
+    return "string"  # strings, and nested objects kept as JSON text
+
+
+def row_types(*images: dict | None) -> dict[str, str | None]:
+    """Spark types of a schema-less event's row images, as JSON inference would give them.
+
+    >>> row_types({"id": 1, "p": 2.5, "n": None}, {"id": 1, "n": "x"})
+    {'id': 'bigint', 'p': 'double', 'n': 'string'}
+    """
+    types: dict[str, str | None] = {}
+    for image in images:
+        for name, value in (image or {}).items():
+            found = _json_type(value)
+            if types.get(name) is None or found is not None:
+                types[name] = (
+                    found if types.get(name) in (None, found) else _wider(types[name], found)
+                )
+    return types
+
+
+def _wider(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a or b
+    if {a, b} == {"bigint", "double"}:
+        return "double"
+    return a if a == b else "string"
+
+
+def merge_types(signatures: list[dict[str, str | None]]) -> dict[str, str]:
+    """Merge per-row type signatures; a column seen only as null becomes a string.
+
+    >>> merge_types([{"a": "bigint", "b": None}, {"a": "double", "c": "boolean"}])
+    {'a': 'double', 'b': 'string', 'c': 'boolean'}
+    """
+    merged: dict[str, str | None] = {}
+    for signature in signatures:
+        for name, found in signature.items():
+            merged[name] = _wider(merged.get(name), found) if name in merged else found
+    return {name: found or "string" for name, found in merged.items()}
+
+
 def _dump(value) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
 def decode_lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: columns ``value`` and ``source_file`` in, DECODED_DDL rows out."""
-    last_schema = None
+    last_schema = last_types = None
     for batch in batches:
         out: dict[str, list] = {name: [] for name in _FIELDS}
         values = batch.column("value").to_pylist()
@@ -54,6 +105,13 @@ def decode_lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 schema = None  # only the first line of a run carries its schema
             else:
                 last_schema = schema
+            types = None
+            if event.value_schema is None and event.reject is None:
+                types = _dump(row_types(event.after, event.before))
+                if types == last_types:
+                    types = None  # only when it changes: the driver merges distinct ones
+                else:
+                    last_types = types
             row = {
                 "op": event.op,
                 "position": event.position,
@@ -65,6 +123,7 @@ def decode_lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 "after_json": _dump(event.after),
                 "key_json": _dump(event.key),
                 "value_schema": schema,
+                "row_types": types,
                 "reject": event.reject,
                 "raw": line if event.reject else None,
                 "source_file": file,

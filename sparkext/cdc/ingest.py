@@ -125,21 +125,22 @@ class Ingestor:
 
         self.progress(f"batch {batch_id}: decoding")
         table = self._load_table()
-        if table is not None and table.progress().batches.get(self.checkpoint_id, -1) >= batch_id:
+        if (
+            table is not None
+            and table.progress(self.checkpoint_id).batches.get(self.checkpoint_id, -1) >= batch_id
+        ):
             self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
             return
         decoded = lines.mapInArrow(decode_lines, DECODED_DDL).persist()
         try:
             valid, rejects = self._split_rejects(decoded)
-            schema_json = [
-                r.value_schema
-                for r in decoded.where(F.col("value_schema").isNotNull())
-                .select("value_schema")
+            facts = (
+                valid.where(F.col("value_schema").isNotNull() | F.col("row_types").isNotNull())
+                .select("value_schema", "row_types")
                 .distinct()
-                .limit(2)
-                .collect()
-            ]
-            batch_types, logical, exact = self._batch_types(valid, schema_json)
+                .collect()  # distinct schemas: a handful of small rows
+            )
+            batch_types, logical, exact = _batch_types(facts)
             if table is None:
                 if not batch_types:
                     self._record_rejects(rejects, batch_id)
@@ -209,34 +210,6 @@ class Ingestor:
             "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
         )
         return marked.where(F.col("reject").isNull()), rejects
-
-    def _batch_types(
-        self, valid: DataFrame, schema_json: Sequence[str]
-    ) -> tuple[dict[str, str], dict[str, str], bool]:
-        """Column -> Spark type of the batch's rows; logical Debezium types; exact or inferred."""
-        from pyspark.sql import functions as F
-
-        from sparkext.cdc.debezium import connect_columns
-
-        if schema_json:
-            columns = connect_columns(json.loads(schema_json[-1]))
-            types = {name: spark_type for name, spark_type, _ in columns}
-            logical = {name: lt for name, _, lt in columns if lt}
-            return types, logical, True
-        images = valid.select(F.explode(F.array("after_json", "before_json")).alias("j")).where(
-            F.col("j").isNotNull()
-        )
-        if images.isEmpty():
-            return {}, {}, False
-        inferred = self.spark.read.json(
-            images.select(F.col("j").alias("value")).rdd.map(lambda r: r.value)
-        )
-        types = {}
-        for f in inferred.schema.fields:
-            name = f.dataType.simpleString()
-            # nested objects and arrays are kept as their JSON text
-            types[f.name] = name if name in ("bigint", "double", "boolean", "string") else "string"
-        return types, {}, False
 
     def _create(self, valid: DataFrame, batch_types: Mapping[str, str]) -> CdcTable:
         from pyspark.sql import functions as F
@@ -360,14 +333,17 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         self.progress(f"batch {batch_id}: deduplicating")
-        progress = table.progress()
+        progress = table.progress(self.checkpoint_id)
         typed = typed.persist()
-        self.metrics.events += typed.count()
-        truncate_row = (
-            typed.where(F.col("op") == "t")
-            .agg(F.max("position").alias("p"), F.max_by("event_time_ms", "position").alias("t"))
-            .first()
-        )
+        is_truncate = F.col("op") == "t"
+        truncate_row = typed.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max(F.when(is_truncate, F.col("position"))).alias("p"),
+            F.max_by(
+                F.when(is_truncate, F.col("event_time_ms")), F.when(is_truncate, F.col("position"))
+            ).alias("t"),
+        ).first()
+        self.metrics.events += truncate_row.n
         truncate = Truncate.plan(
             truncate_row.p if truncate_row else None,
             truncate_row.t if truncate_row else None,
@@ -390,6 +366,7 @@ class Ingestor:
             F.min("event_time_ms").alias("min_time"),
             F.max("event_time_ms").alias("max_time"),
         )
+        grouped = grouped.persist()
         known = _max_position(progress.max_position, progress.truncate_position)
         decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
         decided = decided.persist()
@@ -408,6 +385,7 @@ class Ingestor:
             )
         finally:
             decided.unpersist()
+            grouped.unpersist()
             typed.unpersist()
 
     def _decide(
@@ -429,6 +407,12 @@ class Ingestor:
                 .withColumn("version", F.lit(None).cast("string"))
             )
         suspicious = grouped.where(position <= F.lit(known))
+        if suspicious.isEmpty():  # everything is newer than anything applied: no lookups
+            return (
+                grouped.withColumn("status", F.lit("apply"))
+                .withColumn("looked_up", F.lit(False))
+                .withColumn("version", F.lit(None).cast("string"))
+            )
         safe = grouped.where(position > F.lit(known)).withColumn(
             "version", F.lit(None).cast("string")
         )
@@ -717,6 +701,29 @@ class Truncate:
         return Truncate(
             position, event_time_ms, high_water_mark is None or position > high_water_mark
         )
+
+
+def _batch_types(facts: Sequence[Any]) -> tuple[dict[str, str], dict[str, str], bool]:
+    """Column -> Spark type of a batch's rows, Debezium logical types, and whether exact.
+
+    A Connect ``schema`` wrapper gives exact types; otherwise the per-row signatures the
+    decoder inferred from JSON values are merged.
+    """
+    from sparkext.cdc.debezium import connect_columns
+    from sparkext.cdc.decode import merge_types
+
+    schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]
+    if schemas:
+        columns: dict[str, tuple[str, str | None]] = {}
+        for schema in schemas:  # several when the source schema changed inside the batch
+            for name, spark_type, logical in connect_columns(schema):
+                old = columns.get(name)
+                if old is None or (old[0], spark_type) in (("int", "bigint"), ("float", "double")):
+                    columns[name] = (spark_type, logical)
+        types = {name: t for name, (t, _) in columns.items()}
+        return types, {name: lt for name, (_, lt) in columns.items() if lt}, True
+    signatures = [json.loads(f.row_types) for f in facts if f.row_types]
+    return merge_types(signatures), {}, False
 
 
 def _max_position(*positions: str | None) -> str | None:

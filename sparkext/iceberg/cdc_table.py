@@ -130,23 +130,30 @@ class CdcTable:
         value = self._table.properties().get(key)
         return str(value) if value is not None else None
 
-    def progress(self) -> Progress:
-        """Walk back from the current snapshot and collect what our commits recorded."""
+    def progress(self, checkpoint_id: str) -> Progress:
+        """Walk back from the current snapshot to the newest commit of ours, and of this checkpoint.
+
+        Usually both are the current snapshot, so this reads one summary.
+        """
         snapshot = self._table.currentSnapshot()
         max_position = truncate = None
         source: dict[str, str] = {}
         batches: dict[str, int] = {}
+        found_latest = False
         seen = 0
         while snapshot is not None and seen < _SCAN_BACK:
             summary = snapshot.summary()
             checkpoint = summary.get(CHECKPOINT_ID)
             if checkpoint is not None:
-                batches.setdefault(str(checkpoint), int(summary.get(BATCH_ID)))
-                if max_position is None:
+                if not found_latest:
+                    found_latest = True
                     max_position = str(summary.get(MAX_POSITION))
                     truncate = summary.get(TRUNCATE_POSITION)
                     truncate = str(truncate) if truncate is not None else None
                     source = json.loads(str(summary.get(SOURCE_PROGRESS) or "{}"))
+                if str(checkpoint) == checkpoint_id:
+                    batches[checkpoint_id] = int(summary.get(BATCH_ID))
+                    break
             parent = snapshot.parentId()
             snapshot = self._table.snapshot(parent) if parent is not None else None
             seen += 1
