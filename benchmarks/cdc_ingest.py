@@ -47,28 +47,48 @@ def _changes(rows: int, batch: int, rng: random.Random) -> list[dict]:
         pos += 1
         is_new = i >= len(keys)
         op = "c" if is_new else rng.choice("uuuuuuud")
-        after = None if op == "d" else {
-            "id": key, "name": f"n{rng.randint(0, 99)}", "qty": rng.randint(0, 999),
-            "price": round(rng.uniform(0, 100), 2),
-        }
+        after = (
+            None
+            if op == "d"
+            else {
+                "id": key,
+                "name": f"n{rng.randint(0, 99)}",
+                "qty": rng.randint(0, 999),
+                "price": round(rng.uniform(0, 100), 2),
+            }
+        )
         before = None if is_new else {"id": key, "name": "old", "qty": 0, "price": 0.0}
-        events.append({
-            "op": op, "before": before, "after": after, "ts_ms": 1_800_000_000_000 + pos,
-            "source": {"file": "mysql-bin.000009", "pos": pos, "row": 0,
-                       "ts_ms": 1_800_000_000_000 + pos, "db": "shop", "table": "orders"},
-        })
+        events.append(
+            {
+                "op": op,
+                "before": before,
+                "after": after,
+                "ts_ms": 1_800_000_000_000 + pos,
+                "source": {
+                    "file": "mysql-bin.000009",
+                    "pos": pos,
+                    "row": 0,
+                    "ts_ms": 1_800_000_000_000 + pos,
+                    "db": "shop",
+                    "table": "orders",
+                },
+            }
+        )
     return events
 
 
 def _merge(spark, table: str, events: list[dict]) -> None:
     rows = [
-        (e["op"], (e["after"] or e["before"])["id"], *(
-            (e["after"][c] for c in ("name", "qty", "price")) if e["after"] else (None,) * 3
-        ))
+        (
+            e["op"],
+            (e["after"] or e["before"])["id"],
+            *((e["after"][c] for c in ("name", "qty", "price")) if e["after"] else (None,) * 3),
+        )
         for e in events
     ]
-    changes = spark.createDataFrame(rows, "op string, id bigint, name string, qty bigint, "
-                                          "price double").cache()
+    changes = spark.createDataFrame(
+        rows, "op string, id bigint, name string, qty bigint, price double"
+    ).cache()
     changes.count()
     changes.createOrReplaceTempView("bench_changes")
     started = time.perf_counter()
@@ -88,8 +108,10 @@ def _merge(spark, table: str, events: list[dict]) -> None:
 def run(spark) -> list[Result]:
     import sparkext
 
-    sizes = [int(s) for s in os.environ.get("SPARKEXT_BENCH_SIZES",
-                                             "1000000,4000000,16000000").split(",")]
+    sizes = [
+        int(s)
+        for s in os.environ.get("SPARKEXT_BENCH_SIZES", "1000000,4000000,16000000").split(",")
+    ]
     work = Path(tempfile.mkdtemp(prefix="sparkext-bench-cdc-"))
     ours_table, peer_table = "lake.bench.cdc_ours", "lake.bench.cdc_merge"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")
@@ -97,15 +119,29 @@ def run(spark) -> list[Result]:
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
     landing, checkpoint = work / "landing", work / "checkpoint"
     landing.mkdir()
-    seed = {"op": "c", "before": None, "after": {"id": -1, "name": "x", "qty": 0, "price": 0.0},
-            "source": {"file": "mysql-bin.000001", "pos": 1, "row": 0, "ts_ms": 1, "db": "shop",
-                       "table": "orders"}}
+    seed = {
+        "op": "c",
+        "before": None,
+        "after": {"id": -1, "name": "x", "qty": 0, "price": 0.0},
+        "source": {
+            "file": "mysql-bin.000001",
+            "pos": 1,
+            "row": 0,
+            "ts_ms": 1,
+            "db": "shop",
+            "table": "orders",
+        },
+    }
     (landing / "000-seed.json").write_text(json.dumps(seed) + "\n")
-    sparkext.sql(f"CALL sparkext.ingest_cdc(table => '{ours_table}', source => '{landing}', "
-                 f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)")
-    spark.sql(f"CREATE TABLE {peer_table} USING iceberg TBLPROPERTIES ('format-version'='2', "
-              "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
-              f"'write.merge.mode'='merge-on-read') AS SELECT * FROM {ours_table}")
+    sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{ours_table}', source => '{landing}', "
+        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+    )
+    spark.sql(
+        f"CREATE TABLE {peer_table} USING iceberg TBLPROPERTIES ('format-version'='2', "
+        "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+        f"'write.merge.mode'='merge-on-read') AS SELECT * FROM {ours_table}"
+    )
     rng = random.Random(SEED)
     results, figures, rows = [], {}, 0
     for batch, size in enumerate(sizes):
@@ -126,21 +162,30 @@ def run(spark) -> list[Result]:
         peer = _merge(spark, peer_table, events)
         figures[size] = ours
         print(f"{size:,} rows: ingest_cdc {ours:.2f} s, MERGE INTO {peer:.2f} s", flush=True)
-        results.append(Result(
-            benchmark="cdc_ingest",
-            metric=f"seconds for one {CHANGES:,}-change batch at {size:,} rows",
-            ours=ours, baseline_name="MERGE INTO (merge-on-read)", baseline=peer,
-            goal=">= 5x faster than MERGE at 16M rows",
-            met=peer / ours >= 5 if size >= 16_000_000 else True,
-            notes=f"{CHANGES / ours:,.0f} changes/s ours, {CHANGES / peer:,.0f} changes/s MERGE",
-        ))
+        results.append(
+            Result(
+                benchmark="cdc_ingest",
+                metric=f"seconds for one {CHANGES:,}-change batch at {size:,} rows",
+                ours=ours,
+                baseline_name="MERGE INTO (merge-on-read)",
+                baseline=peer,
+                goal=">= 5x faster than MERGE at 16M rows",
+                met=peer / ours >= 5 if size >= 16_000_000 else True,
+                notes=f"{CHANGES / ours:,.0f} changes/s ours, {CHANGES / peer:,.0f} changes/s MERGE",
+            )
+        )
     low, high = figures[sizes[0]], figures[sizes[-1]]
-    results.append(Result(
-        benchmark="cdc_ingest_flatness",
-        metric=f"batch seconds at {sizes[-1]:,} / at {sizes[0]:,} rows",
-        ours=high, baseline_name=f"ingest_cdc at {sizes[0]:,} rows", baseline=low,
-        goal="ratio <= 1.3", met=high / low <= 1.3,
-    ))
+    results.append(
+        Result(
+            benchmark="cdc_ingest_flatness",
+            metric=f"batch seconds at {sizes[-1]:,} / at {sizes[0]:,} rows",
+            ours=high,
+            baseline_name=f"ingest_cdc at {sizes[0]:,} rows",
+            baseline=low,
+            goal="ratio <= 1.3",
+            met=high / low <= 1.3,
+        )
+    )
     for t in (ours_table, peer_table):
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
     shutil.rmtree(work, ignore_errors=True)

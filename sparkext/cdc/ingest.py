@@ -133,17 +133,30 @@ class Ingestor:
             return
         decoded = lines.mapInArrow(decode_lines, DECODED_DDL).persist()
         try:
-            valid, rejects = self._split_rejects(decoded)
-            facts = (
-                valid.where(F.col("value_schema").isNotNull() | F.col("row_types").isNotNull())
-                .select("value_schema", "row_types")
-                .distinct()
-                .collect()  # distinct schemas: a handful of small rows
+            marked = self._mark_rejects(decoded)
+            valid = marked.where(F.col("reject").isNull())
+            rejects = marked.where(F.col("reject").isNotNull()).select(
+                "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
             )
-            batch_types, logical, exact = _batch_types(facts)
+            # one pass for the small facts: schemas, rejects, progress per source partition
+            facts = (
+                marked.withColumn("bad", F.col("reject").isNotNull())
+                .groupBy("bad", "source_partition", "value_schema", "row_types")
+                .agg(F.count(F.lit(1)).alias("n"), F.max("position").alias("p"))
+                .collect()  # distinct schemas x source partitions: a handful of small rows
+            )
+            self._record_rejects(rejects, batch_id, sum(f.n for f in facts if f.bad))
+            self.metrics.events += sum(f.n for f in facts)
+            good = [f for f in facts if not f.bad]
+            per_partition: dict[str, str] = {}
+            for f in good:
+                if f.p is not None:
+                    per_partition[f.source_partition] = max(
+                        f.p, per_partition.get(f.source_partition, f.p)
+                    )
+            batch_types, logical, exact = _batch_types(good)
             if table is None:
                 if not batch_types:
-                    self._record_rejects(rejects, batch_id)
                     return
                 table = self._create(valid, batch_types)
             key = table.key()
@@ -159,9 +172,9 @@ class Ingestor:
             field_ids = commit.field_ids()
             columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
             typed, missing_key = self._typed(valid, columns, logical, key)
-            rejects = rejects.unionByName(missing_key)
-            self._record_rejects(rejects, batch_id)
-            self._apply(table, commit, typed, columns, key, field_ids, batch_id)
+            self._apply(
+                table, commit, typed, missing_key, columns, key, field_ids, batch_id, per_partition
+            )
         finally:
             decoded.unpersist()
 
@@ -184,7 +197,8 @@ class Ingestor:
             )
         return table
 
-    def _split_rejects(self, decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
+    def _mark_rejects(self, decoded: DataFrame) -> DataFrame:
+        """``reject`` also set for events of another source table, when one is configured."""
         from pyspark.sql import functions as F
 
         reason = F.col("reject")
@@ -205,11 +219,7 @@ class Ingestor:
                     ),
                 ),
             )
-        marked = decoded.withColumn("reject", reason)
-        rejects = marked.where(F.col("reject").isNotNull()).select(
-            "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
-        )
-        return marked.where(F.col("reject").isNull()), rejects
+        return decoded.withColumn("reject", reason)
 
     def _create(self, valid: DataFrame, batch_types: Mapping[str, str]) -> CdcTable:
         from pyspark.sql import functions as F
@@ -302,16 +312,18 @@ class Ingestor:
         for k in key:
             missing = missing | F.col(k).isNull()
         missing = missing & (F.col("op") != "t")
-        rejects = typed.where(missing).select(
+        typed = typed.withColumn("missing_key", missing).persist()
+        rejects = typed.where("missing_key").select(
             F.lit(f"missing key column(s) {', '.join(key)}").alias("reject"),
             F.coalesce("after_json", "before_json").alias("raw"),
             F.lit(None).cast("string").alias("source_file"),
         )
-        return typed.where(~missing).persist(), rejects
+        return typed, rejects
 
-    def _record_rejects(self, rejects: DataFrame, batch_id: int) -> None:
-        path = f"{self.settings.checkpoint}/rejected/batch={batch_id}"
-        count = rejects.count()
+    def _record_rejects(
+        self, rejects: DataFrame, batch_id: int, count: int, kind: str = ""
+    ) -> None:
+        path = f"{self.settings.checkpoint}/rejected/batch={batch_id}{kind}"
         self.metrics.rejected += count
         if count:
             rejects.coalesce(1).write.mode("overwrite").json(path)
@@ -325,25 +337,28 @@ class Ingestor:
         table: CdcTable,
         commit: Any,
         typed: DataFrame,
+        missing_key: DataFrame,
         columns: Mapping[str, str],
         key: Sequence[str],
         field_ids: Mapping[str, int],
         batch_id: int,
+        per_partition: Mapping[str, str],
     ) -> None:
         from pyspark.sql import functions as F
 
         self.progress(f"batch {batch_id}: deduplicating")
         progress = table.progress(self.checkpoint_id)
-        typed = typed.persist()
         is_truncate = F.col("op") == "t"
         truncate_row = typed.agg(
-            F.count(F.lit(1)).alias("n"),
+            F.sum(F.col("missing_key").cast("int")).alias("missing"),
             F.max(F.when(is_truncate, F.col("position"))).alias("p"),
             F.max_by(
                 F.when(is_truncate, F.col("event_time_ms")), F.when(is_truncate, F.col("position"))
             ).alias("t"),
         ).first()
-        self.metrics.events += truncate_row.n
+        if truncate_row.missing:
+            self._record_rejects(missing_key, batch_id, truncate_row.missing, "-missing-key")
+        typed = typed.where(~F.col("missing_key"))
         truncate = Truncate.plan(
             truncate_row.p if truncate_row else None,
             truncate_row.t if truncate_row else None,
@@ -382,6 +397,7 @@ class Ingestor:
                 batch_id,
                 truncate,
                 progress,
+                per_partition,
             )
         finally:
             decided.unpersist()
@@ -509,6 +525,7 @@ class Ingestor:
         batch_id: int,
         truncate: Truncate | None,
         progress: Any,
+        per_partition: Mapping[str, str],
     ) -> None:
         from pyspark.sql import functions as F
 
@@ -535,10 +552,6 @@ class Ingestor:
             F.max(F.when(F.col("status") == "apply", F.col("max_time"))).alias("max_time"),
             F.max(F.col("last.position")).alias("max_position"),
         ).first()
-        per_partition = {
-            r.source_partition: r.p
-            for r in typed.groupBy("source_partition").agg(F.max("position").alias("p")).collect()
-        }  # one row per source partition
         m = self.metrics
         m.inserted += stats.inserted or 0
         m.updated += stats.updated or 0
@@ -655,8 +668,9 @@ class Ingestor:
         both = data.unionByName(deletes)
         if wiped is not None:
             both = both.unionByName(wiped)
-        return both.repartition(
-            max(1, self.spark.sparkContext.defaultParallelism // 2), *key
+        # already hash-partitioned by key from the dedup: narrow to a few files, no new shuffle
+        return both.coalesce(
+            max(1, self.spark.sparkContext.defaultParallelism // 2)
         ).sortWithinPartitions(*key)
 
     def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:

@@ -147,7 +147,7 @@ def test_fail_on_reject_commits_nothing(spark, tmp_path, table_name):
             tmp_path / "ck",
             ", options => map('fail-on-reject', 'true')",
         )
-    assert spark.table(table_name).count() == 0
+    assert not spark.catalog.tableExists(table_name)  # nothing created, nothing committed
 
 
 def test_truncate_and_redelivered_truncate(spark, tmp_path, table_name):
@@ -284,3 +284,50 @@ def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse,
     assert result["batches_replayed"] == (1 if point == "after-commit" else 0)
     assert snapshot_count(spark, table) == before + 1  # applied exactly once
     assert table_rows(spark, table) == source.rows
+
+
+def test_user_errors_are_one_sentence(spark, tmp_path, table_name):
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
+    with pytest.raises(IngestError) as caught:
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{tmp_path / 'in'}', "
+            f"checkpoint => '{tmp_path / 'ck'}')"
+        )
+    assert str(caught.value) == (
+        f"Table '{table_name}' does not exist; pass create => true to create it from the "
+        "first events."
+    )
+    with pytest.raises(IngestError) as caught:
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{tmp_path / 'in'}', "
+            f"checkpoint => '{tmp_path / 'ck2'}', create => true)"
+        )
+    assert str(caught.value).startswith(
+        "ingest_cdc needs the primary key to create the table: pass primary_key => 'id'"
+    )
+    with pytest.raises(IngestError, match=r"^Primary key column\(s\) uid are not in the events"):
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{tmp_path / 'in'}', "
+            f"checkpoint => '{tmp_path / 'ck3'}', primary_key => 'uid', create => true)"
+        )
+    assert not spark.catalog.tableExists(table_name)
+
+
+def test_continuous_form_runs_the_same_pipeline(spark, tmp_path, table_name):
+    landing = tmp_path / "in"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    query = sparkext.ingest_cdc_stream(
+        table_name,
+        str(landing),
+        str(tmp_path / "ck"),
+        primary_key="id",
+        create=True,
+        interval="1 second",
+    )
+    try:
+        query.processAllAvailable()
+        land(landing, "2.json", events(("u", 1, 12, "a2"), ("d", 2, 13, None)))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert table_rows(spark, table_name, ("id", "name")) == {1: {"id": 1, "name": "a2"}}
