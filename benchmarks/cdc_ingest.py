@@ -105,6 +105,14 @@ def _merge(spark, table: str, events: list[dict]) -> None:
     return elapsed
 
 
+def _same_rows(spark, ours: str, peer: str) -> None:
+    """Oracle at benchmark scale: ingest_cdc and MERGE INTO must hold exactly the same rows."""
+    columns = ["id", "name", "qty", "price"]
+    a, b = spark.table(ours).select(*columns), spark.table(peer).select(*columns)
+    if not (a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()):
+        raise AssertionError(f"{ours} and {peer} differ after the same changes")
+
+
 def run(spark) -> list[Result]:
     import sparkext
 
@@ -168,6 +176,7 @@ def run(spark) -> list[Result]:
         ours = time.perf_counter() - started
         assert out.commits == 1 and out.events == CHANGES, out
         peer = _merge(spark, peer_table, events)
+        _same_rows(spark, ours_table, peer_table)
         figures[size] = ours
         print(f"{size:,} rows: ingest_cdc {ours:.2f} s, MERGE INTO {peer:.2f} s", flush=True)
         results.append(

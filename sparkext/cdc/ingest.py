@@ -110,6 +110,7 @@ class Ingestor:
         self.progress = progress
         self.metrics = Metrics()
         self.error: BaseException | None = None
+        self._batch_low: str | None = None  # lowest source position of the current batch
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
 
     # ---- entry point for foreachBatch ------------------------------------------------------
@@ -142,7 +143,11 @@ class Ingestor:
             facts = (
                 marked.withColumn("bad", F.col("reject").isNotNull())
                 .groupBy("bad", "source_partition", "value_schema", "row_types")
-                .agg(F.count(F.lit(1)).alias("n"), F.max("position").alias("p"))
+                .agg(
+                    F.count(F.lit(1)).alias("n"),
+                    F.max("position").alias("p"),
+                    F.min("position").alias("lo"),
+                )
                 .collect()  # distinct schemas x source partitions: a handful of small rows
             )
             self._record_rejects(rejects, batch_id, sum(f.n for f in facts if f.bad))
@@ -155,6 +160,7 @@ class Ingestor:
                         f.p, per_partition.get(f.source_partition, f.p)
                     )
             batch_types, logical, exact = _batch_types(good)
+            self._batch_low = min((f.lo for f in good if f.lo is not None), default=None)
             if table is None:
                 if not batch_types:
                     return
@@ -423,7 +429,9 @@ class Ingestor:
                 .withColumn("version", F.lit(None).cast("string"))
             )
         suspicious = grouped.where(position <= F.lit(known))
-        if suspicious.isEmpty():  # everything is newer than anything applied: no lookups
+        low = self._batch_low
+        if (low is not None and low > known) or suspicious.isEmpty():
+            # every change is newer than anything applied: nothing can be late, no lookups
             return (
                 grouped.withColumn("status", F.lit("apply"))
                 .withColumn("looked_up", F.lit(False))
@@ -502,9 +510,11 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         path = f"{self.settings.checkpoint}/key-cache"
+        from pyspark.errors import AnalysisException
+
         try:
-            cache = self.spark.read.parquet(path)
-        except Exception:  # no cache yet
+            cache = self.spark.read.parquet(path)  # "batch" comes from the batch=N directories
+        except AnalysisException:  # no cache yet
             return None
         keep_from = batch_id - self.settings.key_cache_batches
         return (
@@ -676,9 +686,9 @@ class Ingestor:
     def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        applied.select(
-            *key, F.col("last.position").alias("position"), F.lit(batch_id).alias("batch")
-        ).write.mode("overwrite").parquet(f"{self.settings.checkpoint}/key-cache/batch={batch_id}")
+        applied.select(*key, F.col("last.position").alias("position")).write.mode(
+            "overwrite"
+        ).parquet(f"{self.settings.checkpoint}/key-cache/batch={batch_id}")
 
     def _prune_key_cache(self, batch_id: int) -> None:
         from sparkext.cdc.checkpoint import remove_batches_before
