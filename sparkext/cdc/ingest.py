@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.cdc.decode import DECODED_DDL, decode_lines
@@ -30,6 +29,7 @@ from sparkext.cdc.files import (
     WrittenFile,
     file_writer,
 )
+from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.errors import IngestError
 from sparkext.planning.cdc_schema import plan_schema
 
@@ -49,49 +49,6 @@ TABLE_PROPERTIES = {
     "sparkext.event-time-column": EVENT_TIME,
 }
 CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
-
-
-@dataclass
-class Metrics:
-    """Totals over all micro-batches of one ingest_cdc call."""
-
-    events: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    duplicates: int = 0
-    late: int = 0
-    rejected: int = 0
-    commits: int = 0
-    batches_replayed: int = 0
-    truncates: int = 0
-    min_event_time_ms: int | None = None
-    max_event_time_ms: int | None = None
-    lookups_made: int = 0
-    lookups_avoided: int = 0
-    snapshot_ids: list[int] = field(default_factory=list)
-
-    def add_times(self, low: int | None, high: int | None) -> None:
-        if low is not None:
-            self.min_event_time_ms = (
-                low if self.min_event_time_ms is None else min(self.min_event_time_ms, low)
-            )
-        if high is not None:
-            self.max_event_time_ms = (
-                high if self.max_event_time_ms is None else max(self.max_event_time_ms, high)
-            )
-
-
-@dataclass(frozen=True)
-class Settings:
-    table: str
-    checkpoint: str
-    primary_key: tuple[str, ...]
-    create: bool
-    source_table: str | None
-    fail_on_reject: bool
-    key_cache_batches: int
-    lookup_in_list_max: int
 
 
 def _crash_point(name: str) -> None:
@@ -159,12 +116,12 @@ class Ingestor:
                     per_partition[f.source_partition] = max(
                         f.p, per_partition.get(f.source_partition, f.p)
                     )
-            batch_types, logical, exact = _batch_types(good)
+            types, logical, exact = batch_types(good)
             self._batch_low = min((f.lo for f in good if f.lo is not None), default=None)
             if table is None:
-                if not batch_types:
+                if not types:
                     return
-                table = self._create(valid, batch_types)
+                table = self._create(valid, types)
             key = table.key()
             if not key:
                 raise IngestError(
@@ -172,7 +129,7 @@ class Ingestor:
                     "set them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
                 )
             table_types = {c.name: c.type for c in table.columns() if c.name not in SYSTEM_NAMES}
-            plan = plan_schema(table_types, batch_types, exact)
+            plan = plan_schema(table_types, types, exact)
             commit = table.begin()
             commit.evolve(plan.additions, plan.widenings)
             field_ids = commit.field_ids()
@@ -388,7 +345,7 @@ class Ingestor:
             F.max("event_time_ms").alias("max_time"),
         )
         grouped = grouped.persist()
-        known = _max_position(progress.max_position, progress.truncate_position)
+        known = max_position(progress.max_position, progress.truncate_position)
         decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
         decided = decided.persist()
         try:
@@ -602,11 +559,11 @@ class Ingestor:
         _crash_point("after-write")
 
         truncate_position = truncate.position if truncate else None
-        new_position = _max_position(progress.max_position, stats.max_position, truncate_position)
+        new_position = max_position(progress.max_position, stats.max_position, truncate_position)
         merged = dict(progress.source_progress)
         for partition, pos in per_partition.items():
             if pos is not None:
-                merged[partition] = _max_position(merged.get(partition), pos) or pos
+                merged[partition] = max_position(merged.get(partition), pos) or pos
         from sparkext.iceberg import cdc_table as keys
 
         summary = {
@@ -616,7 +573,7 @@ class Ingestor:
         }
         if new_position is not None:
             summary[keys.MAX_POSITION] = new_position
-        truncate_mark = _max_position(progress.truncate_position, truncate_position)
+        truncate_mark = max_position(progress.truncate_position, truncate_position)
         if truncate_mark is not None:
             summary[keys.TRUNCATE_POSITION] = truncate_mark
         if stats.min_time is not None:
@@ -696,63 +653,6 @@ class Ingestor:
         remove_batches_before(
             f"{self.settings.checkpoint}/key-cache", batch_id - self.settings.key_cache_batches
         )
-
-
-@dataclass(frozen=True)
-class Truncate:
-    """A truncate to apply in this batch: all files (metadata only) or the rows older than it."""
-
-    position: str
-    event_time_ms: int | None
-    all: bool  # True: no row can be newer than the truncate, so every data file goes
-
-    @staticmethod
-    def plan(
-        position: str | None,
-        event_time_ms: int | None,
-        applied_truncate: str | None,
-        high_water_mark: str | None,
-    ) -> Truncate | None:
-        """None when there is none, or it was applied before (a re-delivered truncate).
-
-        >>> Truncate.plan("m:5", 1, None, "m:3").all, Truncate.plan("m:5", 1, None, "m:9").all
-        (True, False)
-        >>> Truncate.plan("m:5", 1, "m:5", "m:9") is None
-        True
-        """
-        if position is None or (applied_truncate is not None and position <= applied_truncate):
-            return None
-        return Truncate(
-            position, event_time_ms, high_water_mark is None or position > high_water_mark
-        )
-
-
-def _batch_types(facts: Sequence[Any]) -> tuple[dict[str, str], dict[str, str], bool]:
-    """Column -> Spark type of a batch's rows, Debezium logical types, and whether exact.
-
-    A Connect ``schema`` wrapper gives exact types; otherwise the per-row signatures the
-    decoder inferred from JSON values are merged.
-    """
-    from sparkext.cdc.debezium import connect_columns
-    from sparkext.cdc.decode import merge_types
-
-    schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]
-    if schemas:
-        columns: dict[str, tuple[str, str | None]] = {}
-        for schema in schemas:  # several when the source schema changed inside the batch
-            for name, spark_type, logical in connect_columns(schema):
-                old = columns.get(name)
-                if old is None or (old[0], spark_type) in (("int", "bigint"), ("float", "double")):
-                    columns[name] = (spark_type, logical)
-        types = {name: t for name, (t, _) in columns.items()}
-        return types, {name: lt for name, (_, lt) in columns.items() if lt}, True
-    signatures = [json.loads(f.row_types) for f in facts if f.row_types]
-    return merge_types(signatures), {}, False
-
-
-def _max_position(*positions: str | None) -> str | None:
-    present = [p for p in positions if p is not None]
-    return max(present) if present else None
 
 
 def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:

@@ -10,7 +10,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparkext.cdc.ingest import Ingestor, Metrics, Settings
+from sparkext.cdc.ingest import Ingestor
+from sparkext.cdc.model import Metrics, Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

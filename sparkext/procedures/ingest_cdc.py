@@ -50,7 +50,7 @@ def _absolute(path: str) -> str:
 
 
 def settings_from(args: BoundArgs) -> Any:
-    from sparkext.cdc.ingest import Settings
+    from sparkext.cdc.model import Settings
 
     key = tuple(k.strip() for k in (args["primary_key"] or "").split(",") if k.strip())
     return Settings(

@@ -1,0 +1,111 @@
+"""Plain data of the CDC pipeline: settings, running totals, truncate plans, schema facts.
+
+Pure Python: no Spark, no JVM, unit-testable in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Metrics:
+    """Totals over all micro-batches of one ingest_cdc call."""
+
+    events: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    duplicates: int = 0
+    late: int = 0
+    rejected: int = 0
+    commits: int = 0
+    batches_replayed: int = 0
+    truncates: int = 0
+    min_event_time_ms: int | None = None
+    max_event_time_ms: int | None = None
+    lookups_made: int = 0
+    lookups_avoided: int = 0
+    snapshot_ids: list[int] = field(default_factory=list)
+
+    def add_times(self, low: int | None, high: int | None) -> None:
+        if low is not None:
+            self.min_event_time_ms = (
+                low if self.min_event_time_ms is None else min(self.min_event_time_ms, low)
+            )
+        if high is not None:
+            self.max_event_time_ms = (
+                high if self.max_event_time_ms is None else max(self.max_event_time_ms, high)
+            )
+
+
+@dataclass(frozen=True)
+class Settings:
+    table: str
+    checkpoint: str
+    primary_key: tuple[str, ...]
+    create: bool
+    source_table: str | None
+    fail_on_reject: bool
+    key_cache_batches: int
+    lookup_in_list_max: int
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """A truncate to apply in this batch: all files (metadata only) or the rows older than it."""
+
+    position: str
+    event_time_ms: int | None
+    all: bool  # True: no row can be newer than the truncate, so every data file goes
+
+    @staticmethod
+    def plan(
+        position: str | None,
+        event_time_ms: int | None,
+        applied_truncate: str | None,
+        high_water_mark: str | None,
+    ) -> Truncate | None:
+        """None when there is none, or it was applied before (a re-delivered truncate).
+
+        >>> Truncate.plan("m:5", 1, None, "m:3").all, Truncate.plan("m:5", 1, None, "m:9").all
+        (True, False)
+        >>> Truncate.plan("m:5", 1, "m:5", "m:9") is None
+        True
+        """
+        if position is None or (applied_truncate is not None and position <= applied_truncate):
+            return None
+        return Truncate(
+            position, event_time_ms, high_water_mark is None or position > high_water_mark
+        )
+
+
+def batch_types(facts: Sequence[Any]) -> tuple[dict[str, str], dict[str, str], bool]:
+    """Column -> Spark type of a batch's rows, Debezium logical types, and whether exact.
+
+    A Connect ``schema`` wrapper gives exact types; otherwise the per-row signatures the
+    decoder inferred from JSON values are merged.
+    """
+    from sparkext.cdc.debezium import connect_columns
+    from sparkext.cdc.decode import merge_types
+
+    schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]
+    if schemas:
+        columns: dict[str, tuple[str, str | None]] = {}
+        for schema in schemas:  # several when the source schema changed inside the batch
+            for name, spark_type, logical in connect_columns(schema):
+                old = columns.get(name)
+                if old is None or (old[0], spark_type) in (("int", "bigint"), ("float", "double")):
+                    columns[name] = (spark_type, logical)
+        types = {name: t for name, (t, _) in columns.items()}
+        return types, {name: lt for name, (_, lt) in columns.items() if lt}, True
+    signatures = [json.loads(f.row_types) for f in facts if f.row_types]
+    return merge_types(signatures), {}, False
+
+
+def max_position(*positions: str | None) -> str | None:
+    present = [p for p in positions if p is not None]
+    return max(present) if present else None
