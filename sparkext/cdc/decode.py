@@ -89,13 +89,43 @@ def _dump(value) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def decode_lines(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def split_document(text: str) -> list[str]:
+    """One JSON document (an object, or an array of records) -> one line per record.
+
+    >>> split_document('[{"a": 1}, null]')
+    ['{"a":1}', 'null']
+    >>> split_document('{not json')
+    ['{not json']
+    """
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return [text]  # rejected by decode with the parser's reason
+    items = document if isinstance(document, list) else [document]
+    return [json.dumps(item, separators=(",", ":")) for item in items]
+
+
+def decode_documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body for whole files (``input-format`` json-files)."""
+    return decode_lines(batches, documents=True)
+
+
+def decode_lines(
+    batches: Iterator[pa.RecordBatch], documents: bool = False
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: columns ``value`` and ``source_file`` in, DECODED_DDL rows out."""
     last_schema = last_types = None
     for batch in batches:
         out: dict[str, list] = {name: [] for name in _FIELDS}
         values = batch.column("value").to_pylist()
         files = batch.column("source_file").to_pylist()
+        if documents:
+            pairs = [
+                (line, f)
+                for v, f in zip(values, files, strict=True)
+                for line in split_document(v or "")
+            ]
+            values, files = [p[0] for p in pairs], [p[1] for p in pairs]
         for line, file in zip(values, files, strict=True):
             event = decode(line or "")
             if event is None:

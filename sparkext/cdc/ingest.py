@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sparkext.cdc.decode import DECODED_DDL, decode_lines
+from sparkext.cdc.decode import DECODED_DDL, decode_documents, decode_lines
 from sparkext.cdc.files import (
     DATA,
     EQUALITY_DELETES,
@@ -89,7 +89,8 @@ class Ingestor:
         ):
             self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
             return
-        decoded = lines.mapInArrow(decode_lines, DECODED_DDL).persist()
+        decoder = decode_documents if self.settings.input_format == "json-files" else decode_lines
+        decoded = lines.mapInArrow(decoder, DECODED_DDL).persist()
         try:
             marked = self._mark_rejects(decoded)
             valid = marked.where(F.col("reject").isNull())

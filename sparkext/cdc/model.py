@@ -52,6 +52,7 @@ class Settings:
     fail_on_reject: bool
     key_cache_batches: int
     lookup_in_list_max: int
+    input_format: str = "json-lines"  # or "json-files": each file one JSON document
 
 
 @dataclass(frozen=True)

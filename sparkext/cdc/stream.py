@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 
-def _lines(spark: SparkSession, source: str, max_files: int | None) -> DataFrame:
+def _lines(spark: SparkSession, source: str, max_files: int | None, whole_files: bool) -> DataFrame:
     from pyspark.sql import functions as F
 
-    reader = spark.readStream.format("text")
+    reader = spark.readStream.format("text").option("wholetext", str(whole_files).lower())
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     has_glob = any(ch in source for ch in "*?[{")
@@ -39,7 +39,7 @@ def _query(
     trigger: dict,
 ) -> StreamingQuery:
     writer = (
-        _lines(spark, source, max_files)
+        _lines(spark, source, max_files, settings.input_format == "json-files")
         .writeStream.foreachBatch(ingestor.process)
         .option("checkpointLocation", os.path.join(settings.checkpoint, "source"))
         .queryName(f"sparkext_ingest_cdc_{settings.table}".replace(".", "_"))

@@ -30,6 +30,9 @@ KEY_CACHE_BATCHES = "key-cache-batches"
 KEY_CACHE_BATCHES_DEFAULT = "100"
 LOOKUP_IN_LIST_MAX = "lookup-in-list-max"
 LOOKUP_IN_LIST_MAX_DEFAULT = "10000"
+INPUT_FORMAT = "input-format"
+INPUT_FORMAT_DEFAULT = "json-lines"
+INPUT_FORMATS = ("json-lines", "json-files")
 
 
 def _boolean(text: str) -> bool:
@@ -43,6 +46,12 @@ def _positive(text: str) -> int:
     if value <= 0:
         raise ValueError("expected a positive number")
     return value
+
+
+def _input_format(text: str) -> str:
+    if text not in INPUT_FORMATS:
+        raise ValueError(f"expected one of {', '.join(INPUT_FORMATS)}")
+    return text
 
 
 def _absolute(path: str) -> str:
@@ -62,6 +71,7 @@ def settings_from(args: BoundArgs) -> Any:
         fail_on_reject=args.options[FAIL_ON_REJECT],
         key_cache_batches=args.options[KEY_CACHE_BATCHES],
         lookup_in_list_max=args.options[LOOKUP_IN_LIST_MAX],
+        input_format=args.options[INPUT_FORMAT],
     )
 
 
@@ -137,6 +147,12 @@ ROUTINE = Routine(
             KEY_CACHE_BATCHES_DEFAULT,
             "batches whose keys the key->version cache keeps",
             _positive,
+        ),
+        Option(
+            INPUT_FORMAT,
+            INPUT_FORMAT_DEFAULT,
+            "json-lines (one record per line) or json-files (each file one JSON document)",
+            _input_format,
         ),
         Option(
             LOOKUP_IN_LIST_MAX,

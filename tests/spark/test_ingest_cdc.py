@@ -331,3 +331,34 @@ def test_continuous_form_runs_the_same_pipeline(spark, tmp_path, table_name):
     finally:
         query.stop()
     assert table_rows(spark, table_name, ("id", "name")) == {1: {"id": 1, "name": "a2"}}
+
+
+def _sample_events(directory) -> list[dict]:
+    """The change events among the shared Debezium samples, unwrapped for the oracle."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        document = json.loads(path.read_text())
+        for item in document if isinstance(document, list) else [document]:
+            value = item.get("value", item) if isinstance(item, dict) else item
+            payload = value.get("payload", value) if isinstance(value, dict) else value
+            if isinstance(payload, dict) and payload.get("op") in ("c", "r", "u", "d", "t"):
+                found.append(payload)
+    return found
+
+
+def test_new_user_ingests_the_shared_debezium_samples(spark, tmp_path, table_name):
+    """The samples are pretty-printed JSON documents, hence input-format json-files."""
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[3] / "shared" / "data" / "debezium"
+    result = sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{samples}/*.json', "
+        f"checkpoint => '{tmp_path / 'ck'}', primary_key => 'id', create => true, "
+        "options => map('input-format', 'json-files'))"
+    ).first()
+    changes = _sample_events(samples)
+    assert result.events == result.rejected + len(changes)
+    assert result.rejected >= 3  # key-only, schema-change and flattened records, with reasons
+    columns = ("id", "first_name", "last_name", "email")
+    want = {k: {c: row.get(c) for c in columns} for k, row in expected(changes).items()}
+    assert table_rows(spark, table_name, columns) == want
