@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkext.cdc.decode import DECODED_DDL, decode_documents, decode_lines
@@ -56,6 +57,19 @@ def _crash_point(name: str) -> None:
 
     if os.environ.get(CRASH_ENV) == name:
         os._exit(97)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What every step of one micro-batch needs to know."""
+
+    table: CdcTable
+    commit: Any  # the batch's open CdcCommit
+    columns: Mapping[str, str]  # user columns -> Spark types, after schema evolution
+    key: tuple[str, ...]
+    field_ids: Mapping[str, int]
+    batch_id: int
+    per_partition: Mapping[str, str]  # source partition -> max position in this batch
 
 
 class Ingestor:
@@ -136,9 +150,8 @@ class Ingestor:
             field_ids = commit.field_ids()
             columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
             typed, missing_key = self._typed(valid, columns, logical, key)
-            self._apply(
-                table, commit, typed, missing_key, columns, key, field_ids, batch_id, per_partition
-            )
+            batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
+            self._apply(batch, typed, missing_key)
         finally:
             decoded.unpersist()
 
@@ -296,19 +309,10 @@ class Ingestor:
                     f"{count} event(s) were rejected and fail-on-reject is set; see {path}."
                 )
 
-    def _apply(
-        self,
-        table: CdcTable,
-        commit: Any,
-        typed: DataFrame,
-        missing_key: DataFrame,
-        columns: Mapping[str, str],
-        key: Sequence[str],
-        field_ids: Mapping[str, int],
-        batch_id: int,
-        per_partition: Mapping[str, str],
-    ) -> None:
+    def _apply(self, batch: _Batch, typed: DataFrame, missing_key: DataFrame) -> None:
         from pyspark.sql import functions as F
+
+        table, key, batch_id = batch.table, batch.key, batch.batch_id
 
         self.progress(f"batch {batch_id}: deduplicating")
         progress = table.progress(self.checkpoint_id)
@@ -350,19 +354,7 @@ class Ingestor:
         decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
         decided = decided.persist()
         try:
-            self._commit(
-                table,
-                commit,
-                typed,
-                decided,
-                columns,
-                key,
-                field_ids,
-                batch_id,
-                truncate,
-                progress,
-                per_partition,
-            )
+            self._commit(batch, typed, decided, truncate, progress)
         finally:
             decided.unpersist()
             grouped.unpersist()
@@ -483,19 +475,16 @@ class Ingestor:
 
     def _commit(
         self,
-        table: CdcTable,
-        commit: Any,
+        batch: _Batch,
         typed: DataFrame,
         decided: DataFrame,
-        columns: Mapping[str, str],
-        key: Sequence[str],
-        field_ids: Mapping[str, int],
-        batch_id: int,
         truncate: Truncate | None,
         progress: Any,
-        per_partition: Mapping[str, str],
     ) -> None:
         from pyspark.sql import functions as F
+
+        table, commit, columns, key = batch.table, batch.commit, batch.columns, batch.key
+        field_ids, batch_id, per_partition = batch.field_ids, batch.batch_id, batch.per_partition
 
         stats = decided.agg(
             F.sum(
