@@ -38,7 +38,7 @@ class TableRef:
         return ".".join(f"`{p.replace('`', '``')}`" for p in (*self.parts, name))
 
 
-def _split(spark: SparkSession, name: str) -> tuple[str, ...]:
+def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
     parser = spark._jsparkSession.sessionState().sqlParser()
     parts = parser.parseMultipartIdentifier(name)
     return tuple(str(parts.apply(i)) for i in range(parts.size()))
@@ -55,7 +55,7 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
     from sparkext.iceberg.errors import spark_message
 
     try:
-        parts = _split(spark, name)
+        parts = split_name(spark, name)
     except Exception as error:
         raise TableNotFoundError(
             f"'{name}' is not a valid table name ({spark_message(error)}); "

@@ -186,12 +186,19 @@ def create_table(
         if column in key:
             identifier.add(jvm.java.lang.Integer.valueOf(index))
     schema = jvm.org.apache.iceberg.Schema(fields, identifier)
-    catalog_name, *rest = name.split(".")
-    catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name)
-    identifier_parts = jvm.java.util.ArrayList()
-    for part in rest:
-        identifier_parts.add(part)
-    table_id = jvm.org.apache.iceberg.catalog.TableIdentifier.parse(".".join(rest))
+    from sparkext.iceberg.catalog import split_name
+
+    parts = split_name(spark, name)  # Spark's own parser: quoting, default catalog
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    if len(parts) > 2 and manager.isCatalogRegistered(parts[0]):
+        catalog, rest = manager.catalog(parts[0]), parts[1:]
+    else:
+        catalog, rest = manager.currentCatalog(), parts
+    levels = spark.sparkContext._gateway.new_array(jvm.String, len(rest) - 1)
+    for i, level in enumerate(rest[:-1]):
+        levels[i] = level
+    namespace = jvm.org.apache.iceberg.catalog.Namespace.of(levels)
+    table_id = jvm.org.apache.iceberg.catalog.TableIdentifier.of(namespace, rest[-1])
     props = jvm.java.util.HashMap()
     for k, v in properties.items():
         props.put(k, v)

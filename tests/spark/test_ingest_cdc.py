@@ -362,3 +362,52 @@ def test_new_user_ingests_the_shared_debezium_samples(spark, tmp_path, table_nam
     columns = ("id", "first_name", "last_name", "email")
     want = {k: {c: row.get(c) for c in columns} for k, row in expected(changes).items()}
     assert table_rows(spark, table_name, columns) == want
+
+
+def test_unqualified_table_names_use_the_current_catalog(spark, tmp_path):
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
+    ingest("test.cdc_unqualified", tmp_path / "in", tmp_path / "ck")  # default catalog: lake
+    assert table_rows(spark, "lake.test.cdc_unqualified", ("id", "name")) == {
+        1: {"id": 1, "name": "a"}
+    }
+
+
+def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
+    spark, tmp_path, table_name, monkeypatch
+):
+    """Another writer commits between plan and commit: nothing is lost, nothing papered over."""
+    from sparkext.errors import CommitConflictError
+    from sparkext.iceberg.cdc_table import CdcCommit
+
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", events(("c", 1, 10, "a")))
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", events(("u", 1, 20, "b"), ("c", 2, 21, "c")))
+    original = CdcCommit.commit
+
+    def interfering(self, *args, **kwargs):
+        spark.sql(
+            f"INSERT INTO {table_name} SELECT 99, 'other writer', 'c', "
+            "CAST(NULL AS TIMESTAMP), 'm:0000000000:00000000000000000000:0000000000'"
+        )
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CdcCommit, "commit", interfering)
+    with pytest.raises(CommitConflictError) as caught:
+        ingest(table_name, landing, checkpoint)
+    message = str(caught.value)
+    assert message.startswith("Another writer changed ")
+    assert table_name.split(".")[-1] in message
+    assert message.endswith("run ingest_cdc again: nothing of this batch was committed.")
+    assert "\n" not in message
+    assert table_rows(spark, table_name, ("id", "name")) == {
+        1: {"id": 1, "name": "a"},
+        99: {"id": 99, "name": "other writer"},
+    }
+    monkeypatch.setattr(CdcCommit, "commit", original)
+    ingest(table_name, landing, checkpoint)  # the batch was not checkpointed: it runs again
+    assert table_rows(spark, table_name, ("id", "name")) == {
+        1: {"id": 1, "name": "b"},
+        2: {"id": 2, "name": "c"},
+        99: {"id": 99, "name": "other writer"},
+    }
