@@ -114,6 +114,29 @@ class Routine:
         return "procedure" if self.kind == Kind.PROCEDURE else "table function"
 
 
+def parse_boolean(text: str) -> bool:
+    """Option parser for ``true``/``false``.
+
+    >>> parse_boolean("TRUE")
+    True
+    """
+    if text.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return text.lower() == "true"
+
+
+def parse_positive(text: str) -> int:
+    """Option parser for a positive integer.
+
+    >>> parse_positive("3")
+    3
+    """
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
 def describe(value: Any) -> str:
     """Render a bound value the way a user wrote it, for error messages.
 

@@ -18,6 +18,8 @@ from sparkext.procedures.base import (
     Param,
     ParamType,
     Routine,
+    parse_boolean,
+    parse_positive,
 )
 
 SOURCE_TABLE = "source-table"
@@ -33,19 +35,6 @@ LOOKUP_IN_LIST_MAX_DEFAULT = "10000"
 INPUT_FORMAT = "input-format"
 INPUT_FORMAT_DEFAULT = "json-lines"
 INPUT_FORMATS = ("json-lines", "json-files")
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return text.lower() == "true"
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("expected a positive number")
-    return value
 
 
 def _input_format(text: str) -> str:
@@ -134,19 +123,19 @@ ROUTINE = Routine(
             FAIL_ON_REJECT,
             FAIL_ON_REJECT_DEFAULT,
             "stop (commit nothing of the batch) when an event is rejected",
-            _boolean,
+            parse_boolean,
         ),
         Option(
             MAX_FILES_PER_BATCH,
             MAX_FILES_PER_BATCH_DEFAULT,
             "input files per micro-batch (one commit each)",
-            _positive,
+            parse_positive,
         ),
         Option(
             KEY_CACHE_BATCHES,
             KEY_CACHE_BATCHES_DEFAULT,
             "batches whose keys the key->version cache keeps",
-            _positive,
+            parse_positive,
         ),
         Option(
             INPUT_FORMAT,
@@ -158,7 +147,7 @@ ROUTINE = Routine(
             LOOKUP_IN_LIST_MAX,
             LOOKUP_IN_LIST_MAX_DEFAULT,
             "up to this many keys, a table lookup filters by an IN list",
-            _positive,
+            parse_positive,
         ),
     ),
     output=(

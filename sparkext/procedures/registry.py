@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkext.procedures import help, ingest_cdc, table_health
+from sparkext.procedures import help, ingest_cdc, rewrite_equality_deletes, table_health
 from sparkext.procedures.base import Routine
 
 ROUTINES: dict[str, Routine] = {
@@ -10,6 +10,7 @@ ROUTINES: dict[str, Routine] = {
     for r in (
         help.ROUTINE,
         ingest_cdc.ROUTINE,
+        rewrite_equality_deletes.ROUTINE,
         table_health.ROUTINE,
     )
 }

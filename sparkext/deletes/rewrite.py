@@ -1,0 +1,209 @@
+"""Run one planned round of rewrite_equality_deletes: Spark jobs on executors, then one commit.
+
+1. Keys of the equality-delete files to convert are read on executors (by field id).
+2. Rows some delete removes at the plan's snapshot (``_deleted``; key columns, ``_file``, ``_pos``
+   only) are joined to them: null-safe equality on every key column, the data file older than the
+   delete (data sequence number < the delete's), same partition unless the delete is table-wide.
+3. Positions of existing position-delete files / DVs being merged are added, minus those whose
+   data file is gone (dangling).
+4. Executors write Parquet position-delete files (v2) or one DV per data file in Puffin files
+   (v3); the driver collects one small row per written file and commits ONE RewriteFiles.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from sparkext.iceberg.delete_files import OPERATION, SUMMARY_OPERATION, NewDeleteFile
+from sparkext.planning.equality_deletes import DeleteFileFact, RoundPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparkext.iceberg.delete_files import DeleteTable
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    equality_files_removed: int
+    position_files_added: int
+    deletion_vectors_added: int
+    positions: int
+    position_files_merged: int
+    dangling_positions: int
+    bytes_added: int
+    snapshot_id: int | None
+
+
+def _equality_positions(
+    spark: SparkSession,
+    table: DeleteTable,
+    snapshot_id: int,
+    plan: RoundPlan,
+    data_files: DataFrame,
+    where: str | None,
+) -> DataFrame | None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sparkext.deletes.writers import equality_key_reader
+
+    parallelism = spark.sparkContext.defaultParallelism
+    has_global = any(f.is_global for f in plan.convert)
+    out = None
+    for ids in plan.equality_ids:
+        keys = table.key_columns(ids)
+        files = [f for f in plan.convert if f.equality_ids == ids]
+        ddl = ", ".join(
+            ["del_seq bigint", "del_pkey string"]
+            + [f"k{i} {k.spark_type}" for i, k in enumerate(keys)]
+        )
+        arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
+        descriptors = spark.createDataFrame(
+            [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files],
+            "path string, del_seq bigint, del_pkey string",
+        ).repartition(max(1, min(len(files), parallelism)))
+        delete_keys = descriptors.mapInArrow(equality_key_reader(ids, arrow), ddl)
+        rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
+        rows = rows.join(data_files, "file_path")
+        matches = reduce(
+            lambda a, b: a & b,
+            [rows[f"d{i}"].eqNullSafe(delete_keys[f"k{i}"]) for i in range(len(keys))],
+        )
+        joined = (
+            rows.join(delete_keys, matches)
+            .where(
+                (F.col("data_seq") < F.col("del_seq"))
+                & (F.col("del_pkey").isNull() | (F.col("del_pkey") == F.col("pkey")))
+            )
+            .select("file_path", "pos", "pkey")
+        )
+        out = joined if out is None else out.unionByName(joined)
+    return out
+
+
+def run_round(
+    spark: SparkSession,
+    table: DeleteTable,
+    snapshot_id: int,
+    plan: RoundPlan,
+    where: str | None,
+    target_file_size: int,
+    progress: Callable[[str], None],
+) -> RoundResult:
+    from pyspark.sql import functions as F
+
+    from sparkext.deletes.writers import (
+        WRITTEN_DDL,
+        deletion_vector_writer,
+        position_delete_writer,
+    )
+
+    v3 = table.format_version() >= 3
+    data_files = table.data_files(snapshot_id).cache()
+    progress(f"matching {len(plan.convert)} equality-delete files against data rows")
+    positions = _equality_positions(spark, table, snapshot_id, plan, data_files, where)
+    merge = list(plan.merge)
+    dangling_dvs: list[DeleteFileFact] = []
+    if v3 and merge:
+        merge, dangling_dvs = _dvs_to_merge(table, merge, positions, data_files)
+    existing = None
+    dangling_positions = 0
+    if merge:
+        progress(f"merging {len(merge)} position-delete files")
+        held = table.positions_of(merge).join(data_files, "file_path", "left")
+        live = held.where(F.col("data_seq").isNotNull() & (F.col("data_seq") <= F.col("del_seq")))
+        dangling_positions = held.where(F.col("data_seq").isNull()).count()
+        existing = live.select("file_path", "pos", "pkey")
+    parts = [p for p in (positions, existing) if p is not None]
+    written: list = []
+    if parts:
+        every = reduce(lambda a, b: a.unionByName(b), parts).distinct()
+        prefix = f"rewrite-{uuid.uuid4().hex[:8]}"
+        directory = table.data_directory()
+        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        if v3:
+            writer = deletion_vector_writer(directory, prefix, target_file_size)
+            ordered = every.repartition(shuffle, "file_path").sortWithinPartitions(
+                "file_path", "pos"
+            )
+        else:
+            writer = position_delete_writer(directory, prefix, target_file_size)
+            ordered = every.repartition(shuffle, "pkey").sortWithinPartitions(
+                "pkey", "file_path", "pos"
+            )
+        progress("writing delete files")
+        written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
+    data_files.unpersist()
+    added = [
+        NewDeleteFile(
+            path=w.path,
+            partition=w.pkey,
+            records=int(w.records),
+            file_size=int(w.file_size),
+            sequence_number=plan.sequence_number(w.pkey, table.spec_unpartitioned(w.pkey)),
+            referenced_data_file=w.referenced_data_file,
+            content_offset=None if w.content_offset is None else int(w.content_offset),
+            content_size=None if w.content_size is None else int(w.content_size),
+        )
+        for w in written
+    ]
+    removed = [*plan.convert, *merge, *dangling_dvs]
+    counts = {
+        "equality-delete-files-removed": len(plan.convert),
+        "position-delete-files-merged": len(merge) + len(dangling_dvs),
+        "delete-files-added": len(added),
+    }
+    summary = {SUMMARY_OPERATION: OPERATION, **{f"sparkext.{k}": str(v) for k, v in counts.items()}}
+    snapshot = None
+    if removed:
+        progress(f"committing: -{len(removed)} delete files, +{len(added)}")
+        snapshot = table.commit(snapshot_id, removed, added, summary)
+    return RoundResult(
+        equality_files_removed=len(plan.convert),
+        position_files_added=0 if v3 else len(added),
+        deletion_vectors_added=len(added) if v3 else 0,
+        positions=sum(a.records for a in added),
+        position_files_merged=len(merge) + len(dangling_dvs),
+        dangling_positions=int(dangling_positions),
+        bytes_added=sum({a.path: a.file_size for a in added}.values()),
+        snapshot_id=snapshot,
+    )
+
+
+def _dvs_to_merge(
+    table: DeleteTable,
+    candidates: list[DeleteFileFact],
+    positions: DataFrame | None,
+    data_files: DataFrame,
+) -> tuple[list[DeleteFileFact], list[DeleteFileFact]]:
+    """Split v3 candidates: DVs to merge (their data file gets new positions) and dangling DVs.
+
+    Legacy position-delete files are always folded in; their data files then get DVs too, so a
+    DV of such a file must be merged as well (at most one DV per data file).
+    """
+    from pyspark.sql import functions as F
+
+    legacy = [f for f in candidates if not f.is_dv]
+    dvs = [f for f in candidates if f.is_dv]
+    targets = []
+    if positions is not None:
+        targets.append(positions.select("file_path"))
+    if legacy:
+        targets.append(table.positions_of(legacy).select("file_path"))
+    hit: set[str] = set()
+    if targets:
+        union = reduce(lambda a, b: a.unionByName(b), targets).distinct()
+        hit = {r.file_path for r in union.collect()}  # data file paths: metadata-sized
+    referenced = [f.referenced_data_file for f in dvs]
+    live = {
+        r.file_path
+        for r in data_files.where(F.col("file_path").isin(referenced)).select("file_path").collect()
+    }
+    merge = legacy + [f for f in dvs if f.referenced_data_file in hit & live]
+    dangling = [f for f in dvs if f.referenced_data_file not in live]
+    return merge, dangling

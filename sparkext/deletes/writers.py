@@ -1,0 +1,241 @@
+"""Executor bodies of rewrite_equality_deletes (inside ``mapInArrow``): no JVM, no driver rows.
+
+``equality_key_reader`` reads the equality columns of equality-delete files by Iceberg field id;
+``position_delete_writer`` writes sorted (file_path, pos) rows as Parquet position-delete files,
+one or more per partition; ``deletion_vector_writer`` writes one DV per data file into Puffin files.
+Each writer yields one small row per written file or blob for the driver to commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+FILE_PATH_FIELD_ID = 2147483546  # Iceberg's MetadataColumns.DELETE_FILE_PATH
+POS_FIELD_ID = 2147483545  # Iceberg's MetadataColumns.DELETE_FILE_POS
+WRITTEN_DDL = (
+    "path string, pkey string, records bigint, file_size bigint, "
+    "referenced_data_file string, content_offset bigint, content_size bigint"
+)
+_WRITTEN = pa.schema(
+    [
+        ("path", pa.string()),
+        ("pkey", pa.string()),
+        ("records", pa.int64()),
+        ("file_size", pa.int64()),
+        ("referenced_data_file", pa.string()),
+        ("content_offset", pa.int64()),
+        ("content_size", pa.int64()),
+    ]
+)
+_POSITION_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False).with_metadata(
+            {b"PARQUET:field_id": str(FILE_PATH_FIELD_ID).encode()}
+        ),
+        pa.field("pos", pa.int64(), nullable=False).with_metadata(
+            {b"PARQUET:field_id": str(POS_FIELD_ID).encode()}
+        ),
+    ]
+)
+
+
+def _filesystem(uri: str):
+    """pyarrow's filesystem and path for an Iceberg location (``file:/x`` forms included).
+
+    >>> _filesystem("file:/tmp/x.parquet")[1], _filesystem("/tmp/x.parquet")[1]
+    ('/tmp/x.parquet', '/tmp/x.parquet')
+    """
+    from pyarrow import fs
+
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        uri = "file://" + uri[len("file:") :]
+    return fs.FileSystem.from_uri(uri)
+
+
+def _uri(directory: str, path: str) -> str:
+    from sparkext.cdc.files import _uri as uri
+
+    return uri(directory, path)
+
+
+def equality_key_reader(
+    field_ids: Sequence[int], output: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Return a ``mapInArrow`` function: (path, del_seq, del_pkey) rows in, key rows out.
+
+    ``output`` is ``del_seq, del_pkey, k0, k1, ...`` with the key columns' Arrow types.
+    """
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        for batch in batches:
+            for path, seq, pkey in zip(
+                batch.column("path").to_pylist(),
+                batch.column("del_seq").to_pylist(),
+                batch.column("del_pkey").to_pylist(),
+                strict=True,
+            ):
+                filesystem, local = _filesystem(path)
+                with filesystem.open_input_file(local) as handle:
+                    parquet = pq.ParquetFile(handle)
+                    by_id = {}
+                    for field in parquet.schema_arrow:
+                        meta = field.metadata or {}
+                        if b"PARQUET:field_id" in meta:
+                            by_id[int(meta[b"PARQUET:field_id"])] = field.name
+                    missing = [i for i in field_ids if i not in by_id]
+                    if missing:
+                        raise ValueError(
+                            f"equality-delete file {path} has no column with field id {missing[0]}"
+                        )
+                    names = [by_id[i] for i in field_ids]
+                    for chunk in parquet.iter_batches(columns=names, batch_size=65536):
+                        n = chunk.num_rows
+                        columns = [
+                            pa.array(np.full(n, seq, dtype=np.int64)),
+                            pa.array([pkey] * n, type=pa.string()),
+                        ]
+                        for i, name in enumerate(names):
+                            columns.append(chunk.column(name).cast(output.field(2 + i).type))
+                        yield pa.RecordBatch.from_arrays(columns, schema=output)
+
+    return read
+
+
+def position_delete_writer(
+    directory: str, prefix: str, target_file_size: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Return a ``mapInArrow`` function writing (pkey, file_path, pos) rows, sorted, to Parquet.
+
+    One file per partition key in the task, rolled over at ``target_file_size`` bytes.
+    """
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        filesystem, base = _filesystem(directory)
+        filesystem.create_dir(base, recursive=True)
+        done: list[tuple[str, str, int, int]] = []
+        state: dict = {"pkey": None, "writer": None}
+
+        def close() -> None:
+            if state["writer"] is not None:
+                state["writer"].close()
+                state["stream"].close()
+                size = filesystem.get_file_info(state["path"]).size
+                done.append((_uri(directory, state["path"]), state["pkey"], state["rows"], size))
+                state["writer"] = None
+
+        def open_(pkey: str) -> None:
+            path = f"{base.rstrip('/')}/{prefix}-{uuid.uuid4()}-deletes.parquet"
+            stream = filesystem.open_output_stream(path)
+            state.update(
+                pkey=pkey,
+                path=path,
+                stream=stream,
+                rows=0,
+                writer=pq.ParquetWriter(
+                    stream, _POSITION_SCHEMA, compression="zstd", write_statistics=True
+                ),
+            )
+
+        for batch in batches:
+            pkeys = batch.column("pkey")
+            for pkey in pc.unique(pkeys).to_pylist():
+                rows = batch.filter(pc.equal(pkeys, pkey))
+                if state["pkey"] != pkey or state["writer"] is None:
+                    close()
+                    open_(pkey)
+                table = pa.Table.from_arrays(
+                    [rows.column("file_path"), rows.column("pos")], schema=_POSITION_SCHEMA
+                )
+                state["writer"].write_table(table)
+                state["rows"] += rows.num_rows
+                if state["stream"].tell() >= target_file_size:
+                    close()
+        close()
+        if done:
+            yield _written([(p, k, r, s, None, None, None) for p, k, r, s in done])
+
+    return write
+
+
+def deletion_vector_writer(
+    directory: str, prefix: str, target_file_size: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Return a ``mapInArrow`` function writing one DV per data file into Puffin files.
+
+    Rows arrive sorted by file_path; each file's positions become one blob.
+    """
+    from sparkext.deletes.dv import PuffinWriter
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        filesystem, base = _filesystem(directory)
+        filesystem.create_dir(base, recursive=True)
+        rows: list[tuple] = []
+        state: dict = {"puffin": None, "file": None, "pkey": None, "parts": []}
+
+        def flush_file() -> None:
+            if state["file"] is None:
+                return
+            if state["puffin"] is None:
+                path = f"{base.rstrip('/')}/{prefix}-{uuid.uuid4()}-deletes.puffin"
+                stream = filesystem.open_output_stream(path)
+                state.update(puffin=PuffinWriter(stream), stream=stream, path=path, blobs=[])
+            entry = state["puffin"].add(state["file"], np.concatenate(state["parts"]))
+            state["blobs"].append((entry, state["pkey"]))
+            state.update(file=None, parts=[])
+            if state["puffin"].size >= target_file_size:
+                close_puffin()
+
+        def close_puffin() -> None:
+            if state["puffin"] is None:
+                return
+            size = state["puffin"].close()
+            state["stream"].close()
+            uri = _uri(directory, state["path"])
+            for entry, pkey in state["blobs"]:
+                rows.append(
+                    (
+                        uri,
+                        pkey,
+                        entry.cardinality,
+                        size,
+                        entry.referenced_data_file,
+                        entry.offset,
+                        entry.length,
+                    )
+                )
+            state["puffin"] = None
+
+        for batch in batches:
+            files = batch.column("file_path").to_numpy(zero_copy_only=False)
+            positions = batch.column("pos").to_numpy()
+            pkeys = batch.column("pkey").to_pylist()
+            starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
+            ends = np.r_[starts[1:], len(files)]
+            for start, end in zip(starts, ends, strict=True):
+                if files[start] != state["file"]:
+                    flush_file()
+                    state.update(file=str(files[start]), pkey=pkeys[start])
+                state["parts"].append(positions[start:end])
+        flush_file()
+        close_puffin()
+        if rows:
+            yield _written(rows)
+
+    return write
+
+
+def _written(rows: list[tuple]) -> pa.RecordBatch:
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), type=f.type) for c, f in zip(columns, _WRITTEN, strict=True)],
+        schema=_WRITTEN,
+    )

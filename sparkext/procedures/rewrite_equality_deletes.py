@@ -1,0 +1,215 @@
+"""CALL sparkext.rewrite_equality_deletes(table [, where, options, dry_run]).
+
+Turns equality deletes into position deletes (format v2) or deletion vectors (v3) and merges
+small position-delete files, so readers stop testing every row against every delete key
+(Yanxuan's two steps; Apache Amoro's "minor optimizing"). Each round: plan from metadata
+(sparkext.planning.equality_deletes), join on executors (sparkext.deletes.rewrite), ONE
+RewriteFiles commit validated from the planned snapshot (sparkext.iceberg.delete_files).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Option,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+    parse_boolean,
+    parse_positive,
+)
+
+MIN_EQUALITY_DELETE_FILES = "min-equality-delete-files"
+MIN_EQUALITY_DELETE_FILES_DEFAULT = "1"
+TARGET_FILE_SIZE_BYTES = "target-file-size-bytes"
+TARGET_FILE_SIZE_BYTES_DEFAULT = str(64 * 1024 * 1024)
+MAX_FILES_PER_COMMIT = "max-files-per-commit"
+MAX_FILES_PER_COMMIT_DEFAULT = "1000"
+PARTIAL_PROGRESS_ENABLED = "partial-progress.enabled"
+PARTIAL_PROGRESS_ENABLED_DEFAULT = "false"
+PARTIAL_PROGRESS_MAX_COMMITS = "partial-progress.max-commits"
+PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT = "10"
+MERGE_POSITION_DELETES = "merge-position-deletes"
+MERGE_POSITION_DELETES_DEFAULT = "true"
+MIN_POSITION_DELETE_FILES = "min-position-delete-files"
+MIN_POSITION_DELETE_FILES_DEFAULT = "2"
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.deletes.rewrite import run_round
+    from sparkext.iceberg.delete_files import DeleteTable
+    from sparkext.planning.equality_deletes import PlanSettings, plan_round
+
+    started = time.monotonic()
+    options = args.options
+    table = DeleteTable(context.spark, args.table())
+    where = (args["where"] or "").strip() or None
+    max_commits = options[PARTIAL_PROGRESS_MAX_COMMITS] if options[PARTIAL_PROGRESS_ENABLED] else 1
+    totals = dict.fromkeys(
+        ("removed", "pos_added", "dvs_added", "positions", "merged", "dangling", "bytes"), 0
+    )
+    remaining = commits = 0
+    snapshot_id = None
+    skipped: tuple = ()
+    while True:
+        table.refresh()
+        start = table.current_snapshot_id()
+        if start is None or table.format_version() < 2:
+            break
+        facts = table.delete_files(start, where)
+        settings = PlanSettings(
+            format_version=table.format_version(),
+            min_equality_delete_files=options[MIN_EQUALITY_DELETE_FILES],
+            max_files_per_commit=options[MAX_FILES_PER_COMMIT],
+            merge_position_deletes=options[MERGE_POSITION_DELETES],
+            min_position_delete_files=options[MIN_POSITION_DELETE_FILES],
+            partitioned_data_min_sequence=_partitioned_data_min_sequence(table, start, facts),
+        )
+        plan = plan_round(facts, settings)
+        remaining, skipped = plan.remaining, plan.skipped
+        if args["dry_run"]:
+            totals["removed"] = len(plan.convert)
+            totals["merged"] = len(plan.merge)
+            return [_row(totals, remaining + len(skipped), 0, None, started, dry_run=True)]
+        if plan.is_empty:
+            break
+        result = run_round(
+            context.spark,
+            table,
+            start,
+            plan,
+            where,
+            options[TARGET_FILE_SIZE_BYTES],
+            context.progress,
+        )
+        commits += 1 if result.snapshot_id is not None else 0
+        snapshot_id = result.snapshot_id or snapshot_id
+        totals["removed"] += result.equality_files_removed
+        totals["pos_added"] += result.position_files_added
+        totals["dvs_added"] += result.deletion_vectors_added
+        totals["positions"] += result.positions
+        totals["merged"] += result.position_files_merged
+        totals["dangling"] += result.dangling_positions
+        totals["bytes"] += result.bytes_added
+        if commits >= max_commits or not plan.convert or plan.remaining == 0:
+            break
+    for path, reason in skipped:
+        context.progress(f"left {path}: {reason}")
+    return [_row(totals, remaining + len(skipped), commits, snapshot_id, started)]
+
+
+def _partitioned_data_min_sequence(table, snapshot_id: int, facts) -> int | None:
+    """Oldest data file of a partitioned spec, needed only when a table-wide delete exists."""
+    if not any(f.is_global for f in facts):
+        return None
+    from pyspark.sql import functions as F
+
+    data = table.data_files(snapshot_id).where(~F.col("unpartitioned"))
+    value = data.agg(F.min("data_seq")).first()[0]
+    return None if value is None else int(value)
+
+
+def _row(totals, remaining, commits, snapshot_id, started, dry_run=False) -> tuple[Any, ...]:
+    return (
+        totals["removed"],
+        totals["pos_added"],
+        totals["dvs_added"],
+        None if dry_run else totals["positions"],
+        totals["merged"],
+        None if dry_run else totals["dangling"],
+        totals["bytes"],
+        remaining,
+        commits,
+        snapshot_id,
+        int((time.monotonic() - started) * 1000),
+        dry_run,
+    )
+
+
+ROUTINE = Routine(
+    name="rewrite_equality_deletes",
+    doc="Convert equality deletes to position deletes (v2) or deletion vectors (v3); merge small "
+    "position-delete files.",
+    params=(
+        Param("table", ParamType.TABLE, "Iceberg table, e.g. 'lake.db.orders'", True),
+        Param(
+            "where",
+            ParamType.STRING,
+            "predicate on partition columns: only partitions wholly inside it are converted",
+        ),
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+        Param("dry_run", ParamType.BOOLEAN, "plan only: report what would change", default=False),
+    ),
+    options=(
+        Option(
+            MIN_EQUALITY_DELETE_FILES,
+            MIN_EQUALITY_DELETE_FILES_DEFAULT,
+            "a partition is converted once it has at least this many equality-delete files",
+            parse_positive,
+        ),
+        Option(
+            TARGET_FILE_SIZE_BYTES,
+            TARGET_FILE_SIZE_BYTES_DEFAULT,
+            "new position-delete / Puffin files roll over at this size",
+            parse_positive,
+        ),
+        Option(
+            MAX_FILES_PER_COMMIT,
+            MAX_FILES_PER_COMMIT_DEFAULT,
+            "equality-delete files converted per commit (whole partitions, oldest first)",
+            parse_positive,
+        ),
+        Option(
+            PARTIAL_PROGRESS_ENABLED,
+            PARTIAL_PROGRESS_ENABLED_DEFAULT,
+            "keep committing rounds of max-files-per-commit until done (else one commit)",
+            parse_boolean,
+        ),
+        Option(
+            PARTIAL_PROGRESS_MAX_COMMITS,
+            PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT,
+            "with partial progress, stop after this many commits",
+            parse_positive,
+        ),
+        Option(
+            MERGE_POSITION_DELETES,
+            MERGE_POSITION_DELETES_DEFAULT,
+            "merge a partition's position-delete files into one and drop dangling deletes",
+            parse_boolean,
+        ),
+        Option(
+            MIN_POSITION_DELETE_FILES,
+            MIN_POSITION_DELETE_FILES_DEFAULT,
+            "merge a partition without new deletes once it has this many position-delete files",
+            parse_positive,
+        ),
+    ),
+    output=(
+        OutputColumn("equality_delete_files_removed", "bigint", "equality-delete files converted"),
+        OutputColumn("position_delete_files_added", "bigint", "Parquet position-delete files"),
+        OutputColumn("deletion_vectors_added", "bigint", "deletion vectors (format v3)"),
+        OutputColumn(
+            "positions_deleted", "bigint", "row positions in the added files (NULL: dry run)"
+        ),
+        OutputColumn(
+            "position_delete_files_merged", "bigint", "existing position-delete files/DVs replaced"
+        ),
+        OutputColumn(
+            "dangling_positions_removed", "bigint", "positions dropped: their data file is gone"
+        ),
+        OutputColumn("bytes_added", "bigint", "bytes of the added delete files"),
+        OutputColumn(
+            "equality_delete_files_remaining", "bigint", "left for later (thresholds, limits)"
+        ),
+        OutputColumn("commits", "bigint", "Iceberg commits made"),
+        OutputColumn("snapshot_id", "bigint", "snapshot of the last commit (NULL: none)"),
+        OutputColumn("duration_ms", "bigint", "wall-clock time"),
+        OutputColumn("dry_run", "boolean", "true when nothing was committed by request"),
+    ),
+    run=run,
+)
