@@ -47,3 +47,69 @@ def add_equality_deletes(
         writer.write(record)
     writer.close()
     table.newRowDelta().addDeletes(writer.toDeleteFile()).commit()
+
+
+def flink_commit(
+    spark,
+    name: str,
+    equality_columns: Sequence[str],
+    inserts: Sequence[dict[str, Any]] = (),
+    deletes: Sequence[dict[str, Any]] = (),
+) -> None:
+    """Commit one RowDelta the way a Flink upsert writer does: per partition, a data file of
+    ``inserts`` and an equality-delete file of ``deletes`` (full rows: the partition comes from
+    them; only ``equality_columns`` are written). Deletes do not apply to rows of the same commit.
+    """
+    jvm = spark._jvm
+    iceberg = jvm.org.apache.iceberg
+    table = java_table(spark, name)
+    schema, spec = table.schema(), table.spec()
+    ids = spark.sparkContext._gateway.new_array(jvm.int, len(equality_columns))
+    for i, column in enumerate(equality_columns):
+        ids[i] = schema.findField(column).fieldId()
+    names = jvm.java.util.ArrayList()
+    for column in equality_columns:
+        names.add(column)
+    delete_schema = schema.select(names)
+    factory = iceberg.data.GenericAppenderFactory(schema, spec, ids, delete_schema, None)
+    columns = [str(f.name()) for f in schema.columns()]
+
+    def record(row: dict[str, Any], record_schema, record_columns):
+        out = iceberg.data.GenericRecord.create(record_schema)
+        for column in record_columns:
+            out.setField(column, row.get(column))
+        return out
+
+    def partition_of(row: dict[str, Any]):
+        if spec.isUnpartitioned():
+            return None, "unpartitioned"
+        key = iceberg.PartitionKey(spec, schema)
+        key.partition(record(row, schema, columns))
+        return key, str(spec.partitionToPath(key))
+
+    def output():
+        location = table.locationProvider().newDataLocation(f"flink-{uuid.uuid4()}.parquet")
+        return iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+            table.io().newOutputFile(location)
+        )
+
+    delta = table.newRowDelta()
+    for rows, is_delete in ((inserts, False), (deletes, True)):
+        groups: dict[str, tuple[Any, list]] = {}
+        for row in rows:
+            key, path = partition_of(row)
+            groups.setdefault(path, (key, []))[1].append(row)
+        for key, group in groups.values():
+            if is_delete:
+                writer = factory.newEqDeleteWriter(output(), iceberg.FileFormat.PARQUET, key)
+                for row in group:
+                    writer.write(record(row, delete_schema, equality_columns))
+                writer.close()
+                delta = delta.addDeletes(writer.toDeleteFile())
+            else:
+                writer = factory.newDataWriter(output(), iceberg.FileFormat.PARQUET, key)
+                for row in group:
+                    writer.write(record(row, schema, columns))
+                writer.close()
+                delta = delta.addRows(writer.toDataFile())
+    delta.commit()
