@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-BENCHMARKS = ("routing_overhead", "cdc_ingest")
+BENCHMARKS = ("routing_overhead", "cdc_ingest", "rewrite_equality_deletes")
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -39,6 +39,40 @@ class RoundResult:
     snapshot_id: int | None
 
 
+BROADCAST_KEYS_MAX = 2_000_000  # delete keys up to this many rows are broadcast to the join
+
+
+def _candidate_rows(spark, table, snapshot_id, files, keys, data_files, where, has_global):
+    """Data rows that may match a delete key: file_path, pos, d0..dn, data_seq, pkey.
+
+    Parquet data files are read directly on executors (key columns only, prefiltered on the
+    first key column); otherwise Iceberg's scan with ``_deleted`` gives only deleted rows.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sparkext.deletes.writers import data_key_reader
+
+    newest = max(f.sequence_number for f in files)
+    candidates = data_files.where(F.col("data_seq") < newest)
+    if not has_global:
+        candidates = candidates.where(F.col("pkey").isin(sorted({f.partition for f in files})))
+    if candidates.where(F.col("format") != "PARQUET").limit(1).count():
+        rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
+        return rows.join(data_files, "file_path")
+    ddl = ", ".join(
+        ["file_path string", "pos bigint"] + [f"d{i} {k.spark_type}" for i, k in enumerate(keys)]
+    )
+    arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
+    deletes = [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files]
+    reader = data_key_reader([k.field_id for k in keys], deletes, arrow)
+    parallelism = spark.sparkContext.defaultParallelism * 2
+    described = candidates.select("file_path", "data_seq", "pkey").repartition(parallelism)
+    return described.mapInArrow(reader, ddl).join(
+        F.broadcast(data_files.select("file_path", "data_seq", "pkey")), "file_path"
+    )
+
+
 def _equality_positions(
     spark: SparkSession,
     table: DeleteTable,
@@ -68,8 +102,11 @@ def _equality_positions(
             "path string, del_seq bigint, del_pkey string",
         ).repartition(max(1, min(len(files), parallelism)))
         delete_keys = descriptors.mapInArrow(equality_key_reader(ids, arrow), ddl)
-        rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
-        rows = rows.join(data_files, "file_path")
+        if sum(f.records for f in files) <= BROADCAST_KEYS_MAX:
+            delete_keys = F.broadcast(delete_keys)
+        rows = _candidate_rows(
+            spark, table, snapshot_id, files, keys, data_files, where, has_global
+        )
         matches = reduce(
             lambda a, b: a & b,
             [rows[f"d{i}"].eqNullSafe(delete_keys[f"k{i}"]) for i in range(len(keys))],
@@ -94,6 +131,7 @@ def run_round(
     where: str | None,
     target_file_size: int,
     progress: Callable[[str], None],
+    file_granularity: bool = True,
 ) -> RoundResult:
     from pyspark.sql import functions as F
 
@@ -109,8 +147,8 @@ def run_round(
     positions = _equality_positions(spark, table, snapshot_id, plan, data_files, where)
     merge = list(plan.merge)
     dangling_dvs: list[DeleteFileFact] = []
-    if v3 and merge:
-        merge, dangling_dvs = _dvs_to_merge(table, merge, positions, data_files)
+    if (v3 or file_granularity) and merge:
+        merge, dangling_dvs = _scoped_to_merge(table, merge, positions, data_files)
     existing = None
     dangling_positions = 0
     if merge:
@@ -133,8 +171,11 @@ def run_round(
             )
         else:
             writer = position_delete_writer(directory, prefix, target_file_size)
-            ordered = every.repartition(shuffle, "pkey").sortWithinPartitions(
-                "pkey", "file_path", "pos"
+            group = F.col("file_path") if file_granularity else F.col("pkey")
+            ordered = (
+                every.withColumn("group", group)
+                .repartition(shuffle, "group")
+                .sortWithinPartitions("group", "file_path", "pos")
             )
         progress("writing delete files")
         written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
@@ -175,21 +216,25 @@ def run_round(
     )
 
 
-def _dvs_to_merge(
+def _scoped_to_merge(
     table: DeleteTable,
     candidates: list[DeleteFileFact],
     positions: DataFrame | None,
     data_files: DataFrame,
 ) -> tuple[list[DeleteFileFact], list[DeleteFileFact]]:
-    """Split v3 candidates: DVs to merge (their data file gets new positions) and dangling DVs.
+    """Split file-scoped candidates (DVs; v2 files naming one data file) into those to merge
+    (their data file gets new positions, or has several delete files) and dangling ones.
 
-    Legacy position-delete files are always folded in; their data files then get DVs too, so a
-    DV of such a file must be merged as well (at most one DV per data file).
+    Files not scoped to one data file are always folded in; the data files they name then get
+    a new file too, so an existing file-scoped delete of such a data file is merged as well
+    (at most one DV per data file).
     """
+    from collections import Counter
+
     from pyspark.sql import functions as F
 
-    legacy = [f for f in candidates if not f.is_dv]
-    dvs = [f for f in candidates if f.is_dv]
+    legacy = [f for f in candidates if not f.is_file_scoped]
+    dvs = [f for f in candidates if f.is_file_scoped]
     targets = []
     if positions is not None:
         targets.append(positions.select("file_path"))
@@ -199,6 +244,8 @@ def _dvs_to_merge(
     if targets:
         union = reduce(lambda a, b: a.unionByName(b), targets).distinct()
         hit = {r.file_path for r in union.collect()}  # data file paths: metadata-sized
+    counts = Counter(f.referenced_data_file for f in dvs)
+    hit |= {ref for ref, n in counts.items() if n > 1}
     referenced = [f.referenced_data_file for f in dvs]
     live = {
         r.file_path

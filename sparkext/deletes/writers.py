@@ -62,6 +62,104 @@ def _uri(directory: str, path: str) -> str:
     return uri(directory, path)
 
 
+_KEY_CACHE: dict[tuple[str, int], pa.Array] = {}  # per Python worker: (path, field id) -> keys
+_KEY_CACHE_MAX_ROWS = 20_000_000
+
+
+def _field_names(parquet) -> dict[int, str]:
+    out = {}
+    for field in parquet.schema_arrow:
+        meta = field.metadata or {}
+        if b"PARQUET:field_id" in meta:
+            out[int(meta[b"PARQUET:field_id"])] = field.name
+    return out
+
+
+def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
+    """The distinct values of one equality column of a delete file, cached per worker."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    cached = _KEY_CACHE.get((path, field_id))
+    if cached is None:
+        filesystem, local = _filesystem(path)
+        with filesystem.open_input_file(local) as handle:
+            parquet = pq.ParquetFile(handle)
+            name = _field_names(parquet).get(field_id)
+            if name is None:
+                raise ValueError(f"equality-delete file {path} has no field id {field_id}")
+            column = parquet.read(columns=[name]).column(name)
+        cached = pc.unique(column.combine_chunks().cast(arrow_type))
+        if sum(len(v) for v in _KEY_CACHE.values()) + len(cached) > _KEY_CACHE_MAX_ROWS:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[(path, field_id)] = cached
+    return cached
+
+
+def data_key_reader(
+    field_ids: Sequence[int],
+    deletes: Sequence[tuple[str, int, str | None]],
+    output: pa.Schema,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Return a ``mapInArrow`` function: data files in, candidate rows out.
+
+    Input rows are (file_path, data_seq, pkey) of Parquet data files; ``deletes`` lists the
+    equality-delete files being converted as (path, sequence number, partition key or None for a
+    table-wide delete). For each data file only the key columns are read, and only rows whose
+    first key value occurs in an applicable delete file (newer, same partition or table-wide;
+    null matching null) leave the task, with their row position: ``file_path, pos, d0..dn``.
+    The exact null-safe multi-column match happens in the Spark join that follows.
+    """
+    first_type = output.field(2).type
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for batch in batches:
+            for path, data_seq, pkey in zip(
+                batch.column("file_path").to_pylist(),
+                batch.column("data_seq").to_pylist(),
+                batch.column("pkey").to_pylist(),
+                strict=True,
+            ):
+                applicable = [
+                    d for d in deletes if d[1] > data_seq and (d[2] is None or d[2] == pkey)
+                ]
+                if not applicable:
+                    continue
+                values = pc.unique(
+                    pa.chunked_array(
+                        [_first_keys(d[0], field_ids[0], first_type) for d in applicable],
+                        type=first_type,
+                    ).combine_chunks()
+                )
+                filesystem, local = _filesystem(path)
+                with filesystem.open_input_file(local) as handle:
+                    parquet = pq.ParquetFile(handle)
+                    by_id = _field_names(parquet)
+                    names = [by_id.get(i) for i in field_ids]
+                    if None in names:  # a key column added after this file was written: nulls
+                        raise ValueError(f"data file {path} lacks an equality column")
+                    offset = 0
+                    for chunk in parquet.iter_batches(columns=names, batch_size=262144):
+                        first = chunk.column(names[0]).cast(first_type)
+                        mask = pc.is_in(first, value_set=values, skip_nulls=False)
+                        index = pc.indices_nonzero(mask)
+                        if len(index):
+                            columns = [
+                                pa.array([path] * len(index), type=pa.string()),
+                                pc.add(index.cast(pa.int64()), offset),
+                            ]
+                            for i, name in enumerate(names):
+                                column = chunk.column(name).take(index)
+                                columns.append(column.cast(output.field(2 + i).type))
+                            yield pa.RecordBatch.from_arrays(columns, schema=output)
+                        offset += chunk.num_rows
+
+    return read
+
+
 def equality_key_reader(
     field_ids: Sequence[int], output: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -110,9 +208,11 @@ def equality_key_reader(
 def position_delete_writer(
     directory: str, prefix: str, target_file_size: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Return a ``mapInArrow`` function writing (pkey, file_path, pos) rows, sorted, to Parquet.
+    """Return a ``mapInArrow`` function writing sorted (group, pkey, file_path, pos) rows.
 
-    One file per partition key in the task, rolled over at ``target_file_size`` bytes.
+    One Parquet position-delete file per ``group`` (a data file, or a partition), rolled over
+    at ``target_file_size`` bytes. Paths are dictionary-encoded and the sorted positions
+    delta-encoded, so a position costs a few bits.
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -121,47 +221,56 @@ def position_delete_writer(
 
         filesystem, base = _filesystem(directory)
         filesystem.create_dir(base, recursive=True)
-        done: list[tuple[str, str, int, int]] = []
-        state: dict = {"pkey": None, "writer": None}
+        done: list[tuple] = []
+        state: dict = {"group": None, "writer": None}
 
         def close() -> None:
             if state["writer"] is not None:
                 state["writer"].close()
                 state["stream"].close()
                 size = filesystem.get_file_info(state["path"]).size
-                done.append((_uri(directory, state["path"]), state["pkey"], state["rows"], size))
+                uri = _uri(directory, state["path"])
+                single = state["paths"][0] if len(state["paths"]) == 1 else None
+                done.append((uri, state["pkey"], state["rows"], size, single, None, None))
                 state["writer"] = None
 
-        def open_(pkey: str) -> None:
+        def open_(group: str, pkey: str) -> None:
             path = f"{base.rstrip('/')}/{prefix}-{uuid.uuid4()}-deletes.parquet"
             stream = filesystem.open_output_stream(path)
+            writer = pq.ParquetWriter(
+                stream,
+                _POSITION_SCHEMA,
+                compression="zstd",
+                write_statistics=True,
+                use_dictionary=["file_path"],
+                column_encoding={"pos": "DELTA_BINARY_PACKED"},
+            )
             state.update(
-                pkey=pkey,
-                path=path,
-                stream=stream,
-                rows=0,
-                writer=pq.ParquetWriter(
-                    stream, _POSITION_SCHEMA, compression="zstd", write_statistics=True
-                ),
+                group=group, pkey=pkey, path=path, stream=stream, rows=0, writer=writer, paths=[]
             )
 
         for batch in batches:
-            pkeys = batch.column("pkey")
-            for pkey in pc.unique(pkeys).to_pylist():
-                rows = batch.filter(pc.equal(pkeys, pkey))
-                if state["pkey"] != pkey or state["writer"] is None:
+            groups = batch.column("group").to_numpy(zero_copy_only=False)
+            starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+            ends = np.r_[starts[1:], len(groups)]
+            for start, end in zip(starts, ends, strict=True):
+                rows = batch.slice(start, end - start)
+                if state["writer"] is None or state["group"] != groups[start]:
                     close()
-                    open_(pkey)
+                    open_(groups[start], rows.column("pkey")[0].as_py())
                 table = pa.Table.from_arrays(
                     [rows.column("file_path"), rows.column("pos")], schema=_POSITION_SCHEMA
                 )
                 state["writer"].write_table(table)
                 state["rows"] += rows.num_rows
+                for data_file in pc.unique(rows.column("file_path")).to_pylist():
+                    if len(state["paths"]) < 2 and data_file not in state["paths"]:
+                        state["paths"].append(data_file)
                 if state["stream"].tell() >= target_file_size:
                     close()
         close()
         if done:
-            yield _written([(p, k, r, s, None, None, None) for p, k, r, s in done])
+            yield _written(done)
 
     return write
 

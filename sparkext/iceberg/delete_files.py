@@ -48,7 +48,7 @@ class NewDeleteFile:
 
     @property
     def is_dv(self) -> bool:
-        return self.content_offset is not None
+        return self.content_offset is not None  # v2 files may name one data file, too
 
 
 def partition_key(partition: SparkColumn | None, spec_id: SparkColumn) -> SparkColumn:
@@ -109,7 +109,7 @@ class DeleteTable:
         return out
 
     def data_files(self, snapshot_id: int) -> DataFrame:
-        """Live data files at the snapshot: file_path, data_seq, pkey, unpartitioned."""
+        """Live data files at the snapshot: file_path, data_seq, pkey, unpartitioned, format."""
         from pyspark.sql import functions as F
 
         entries = self._entries(snapshot_id).where("status < 2 AND data_file.content = 0")
@@ -121,6 +121,7 @@ class DeleteTable:
                 "pkey"
             ),
             F.col("data_file.spec_id").isin(unpartitioned).alias("unpartitioned"),
+            F.upper(F.col("data_file.file_format")).alias("format"),
         )
 
     def delete_files(self, snapshot_id: int, where: str | None) -> list[DeleteFileFact]:
@@ -270,6 +271,16 @@ class DeleteTable:
                 "are converted per partition."
             )
 
+    def partitioned_data_min_sequence(self, snapshot_id: int) -> int | None:
+        """Oldest data sequence number among data files of a partitioned spec (None: none)."""
+        from pyspark.sql import functions as F
+
+        if len(self._unpartitioned_specs()) == int(self._table.specs().size()):
+            return None  # every spec is unpartitioned: no job needed
+        data = self.data_files(snapshot_id).where(~F.col("unpartitioned"))
+        value = data.agg(F.min("data_seq")).first()[0]
+        return None if value is None else int(value)
+
     def spec_unpartitioned(self, partition: str) -> bool:
         return int(partition.split(":", 1)[0]) in self._unpartitioned_specs()
 
@@ -362,6 +373,8 @@ class DeleteTable:
                     io.newInputFile(a.path), metrics_config
                 )
                 builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)
+                if a.referenced_data_file is not None:  # file-scoped: readers skip it elsewhere
+                    builder = builder.withReferencedDataFile(a.referenced_data_file)
             rewrite = rewrite.addFile(builder.build(), a.sequence_number)
         for k, v in summary.items():
             rewrite = rewrite.set(k, v)

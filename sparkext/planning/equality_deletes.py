@@ -45,6 +45,11 @@ class DeleteFileFact:
         return self.file_format == "PUFFIN"
 
     @property
+    def is_file_scoped(self) -> bool:
+        """A position delete (or DV) that names exactly one data file."""
+        return self.content == POSITION_DELETES and self.referenced_data_file is not None
+
+    @property
     def is_global(self) -> bool:
         return self.content == EQUALITY_DELETES and self.spec_unpartitioned
 
@@ -52,6 +57,8 @@ class DeleteFileFact:
 @dataclass(frozen=True)
 class PlanSettings:
     format_version: int = 2
+    # one position-delete file per data file (v2 "file" granularity; always so for v3 DVs)
+    file_granularity: bool = True
     min_equality_delete_files: int = 1
     max_files_per_commit: int = 1000
     merge_position_deletes: bool = True
@@ -172,12 +179,17 @@ def _merge_candidates(
     touches_unpartitioned: bool,
     settings: PlanSettings,
 ) -> list[DeleteFileFact]:
-    """Position deletes to rewrite: those where new deletes land, and crowded partitions.
+    """Position deletes that may be rewritten.
 
-    In format v3 every DV of a partition with new deletes is a candidate (the runner keeps the
-    ones whose data file gets new positions, or whose data file is gone); legacy position-delete
-    files of a v3 table are folded into DVs.
+    Partition granularity (v2): all of a partition's files, where new deletes land or once it
+    has ``min_position_delete_files``. File granularity (v2 default, and v3 DVs): files scoped to
+    one data file are candidates where new deletes land or where a data file has several; the
+    runner keeps those whose data file gets new positions, or is gone. Files not scoped to one
+    data file are folded in (always in v3, where only DVs may be added).
     """
+    v3 = settings.format_version >= 3
+    if not settings.merge_position_deletes and not v3:
+        return []
     positions = [f for f in files if f.content == POSITION_DELETES and f.selected]
     by_partition: dict[str, list[DeleteFileFact]] = defaultdict(list)
     for f in positions:
@@ -185,11 +197,20 @@ def _merge_candidates(
     chosen: list[DeleteFileFact] = []
     for partition, group in sorted(by_partition.items()):
         hit = partition in touched or (touches_unpartitioned and partition.endswith(":{}"))
-        if settings.format_version >= 3:
-            legacy = [f for f in group if not f.is_dv]
-            chosen.extend(group if hit else legacy)
-        elif settings.merge_position_deletes and (
-            hit or len(group) >= settings.min_position_delete_files
-        ):
-            chosen.extend(group)
-    return sorted(chosen, key=lambda f: f.path)
+        crowded = len(group) >= settings.min_position_delete_files
+        if not (v3 or settings.file_granularity):
+            if hit or crowded:
+                chosen.extend(group)
+            continue
+        scoped = [f for f in group if f.is_file_scoped]
+        unscoped = [f for f in group if not f.is_file_scoped]
+        per_file: dict[str | None, int] = defaultdict(int)
+        for f in scoped:
+            per_file[f.referenced_data_file] += 1
+        if hit:
+            chosen.extend(scoped)
+        else:
+            chosen.extend(f for f in scoped if per_file[f.referenced_data_file] > 1)
+        if unscoped and (v3 or hit or crowded):
+            chosen.extend(unscoped)
+    return sorted(chosen, key=lambda f: f.ident)

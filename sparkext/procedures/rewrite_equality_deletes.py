@@ -36,8 +36,17 @@ PARTIAL_PROGRESS_MAX_COMMITS = "partial-progress.max-commits"
 PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT = "10"
 MERGE_POSITION_DELETES = "merge-position-deletes"
 MERGE_POSITION_DELETES_DEFAULT = "true"
+DELETE_GRANULARITY = "delete-granularity"
+DELETE_GRANULARITY_DEFAULT = ""  # empty: the table's write.delete.granularity, else "file"
+GRANULARITIES = ("file", "partition")
 MIN_POSITION_DELETE_FILES = "min-position-delete-files"
 MIN_POSITION_DELETE_FILES_DEFAULT = "2"
+
+
+def _granularity(text: str) -> str:
+    if text not in ("", *GRANULARITIES):
+        raise ValueError(f"expected one of {', '.join(GRANULARITIES)}")
+    return text
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
@@ -49,6 +58,9 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     options = args.options
     table = DeleteTable(context.spark, args.table())
     where = (args["where"] or "").strip() or None
+    granularity = options[DELETE_GRANULARITY] or args.table().prop(
+        "write.delete.granularity", "file"
+    )
     max_commits = options[PARTIAL_PROGRESS_MAX_COMMITS] if options[PARTIAL_PROGRESS_ENABLED] else 1
     totals = dict.fromkeys(
         ("removed", "pos_added", "dvs_added", "positions", "merged", "dangling", "bytes"), 0
@@ -64,11 +76,16 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         facts = table.delete_files(start, where)
         settings = PlanSettings(
             format_version=table.format_version(),
+            file_granularity=granularity != "partition",
             min_equality_delete_files=options[MIN_EQUALITY_DELETE_FILES],
             max_files_per_commit=options[MAX_FILES_PER_COMMIT],
             merge_position_deletes=options[MERGE_POSITION_DELETES],
             min_position_delete_files=options[MIN_POSITION_DELETE_FILES],
-            partitioned_data_min_sequence=_partitioned_data_min_sequence(table, start, facts),
+            partitioned_data_min_sequence=(
+                table.partitioned_data_min_sequence(start)
+                if any(f.is_global for f in facts)
+                else None
+            ),
         )
         plan = plan_round(facts, settings)
         remaining, skipped = plan.remaining, plan.skipped
@@ -86,6 +103,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             where,
             options[TARGET_FILE_SIZE_BYTES],
             context.progress,
+            file_granularity=granularity != "partition",
         )
         commits += 1 if result.snapshot_id is not None else 0
         snapshot_id = result.snapshot_id or snapshot_id
@@ -101,17 +119,6 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     for path, reason in skipped:
         context.progress(f"left {path}: {reason}")
     return [_row(totals, remaining + len(skipped), commits, snapshot_id, started)]
-
-
-def _partitioned_data_min_sequence(table, snapshot_id: int, facts) -> int | None:
-    """Oldest data file of a partitioned spec, needed only when a table-wide delete exists."""
-    if not any(f.is_global for f in facts):
-        return None
-    from pyspark.sql import functions as F
-
-    data = table.data_files(snapshot_id).where(~F.col("unpartitioned"))
-    value = data.agg(F.min("data_seq")).first()[0]
-    return None if value is None else int(value)
 
 
 def _row(totals, remaining, commits, snapshot_id, started, dry_run=False) -> tuple[Any, ...]:
@@ -181,6 +188,13 @@ ROUTINE = Routine(
             MERGE_POSITION_DELETES_DEFAULT,
             "merge a partition's position-delete files into one and drop dangling deletes",
             parse_boolean,
+        ),
+        Option(
+            DELETE_GRANULARITY,
+            DELETE_GRANULARITY_DEFAULT,
+            "v2 position-delete files per data file ('file') or per partition ('partition'); "
+            "default: the table's write.delete.granularity, else file",
+            _granularity,
         ),
         Option(
             MIN_POSITION_DELETE_FILES,
