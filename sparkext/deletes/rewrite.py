@@ -47,30 +47,65 @@ def _candidate_rows(spark, table, snapshot_id, files, keys, data_files, where, h
 
     Parquet data files are read directly on executors (key columns only, prefiltered on the
     first key column); otherwise Iceberg's scan with ``_deleted`` gives only deleted rows.
+    Returns the rows and whether they are already the exact matches (one key column, direct
+    read: the prefilter compared against applicable deletes only, nulls matching nulls).
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from sparkext.deletes.writers import data_key_reader
+
+    candidates = _candidate_files(spark, files, data_files, has_global)
+    if candidates is None:
+        rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
+        return rows.join(data_files, "file_path"), False
+    ddl = ", ".join(
+        ["file_path string", "pos bigint", "data_seq bigint", "pkey string"]
+        + [f"d{i} {k.spark_type}" for i, k in enumerate(keys)]
+    )
+    arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
+    deletes = [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files]
+    reader = data_key_reader([k.field_id for k in keys], deletes, arrow)
+    return candidates.mapInArrow(reader, ddl), len(keys) == 1
+
+
+def _candidate_files(spark, files, data_files, has_global):
+    """Data files some of ``files`` may apply to (file_path, data_seq, pkey), spread over tasks;
+    None when one of them is not Parquet (then Iceberg's own reader is used)."""
+    from pyspark.sql import functions as F
 
     newest = max(f.sequence_number for f in files)
     candidates = data_files.where(F.col("data_seq") < newest)
     if not has_global:
         candidates = candidates.where(F.col("pkey").isin(sorted({f.partition for f in files})))
     if candidates.where(F.col("format") != "PARQUET").limit(1).count():
-        rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
-        return rows.join(data_files, "file_path")
-    ddl = ", ".join(
-        ["file_path string", "pos bigint"] + [f"d{i} {k.spark_type}" for i, k in enumerate(keys)]
-    )
-    arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
-    deletes = [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files]
-    reader = data_key_reader([k.field_id for k in keys], deletes, arrow)
+        return None
     parallelism = spark.sparkContext.defaultParallelism * 2
-    described = candidates.select("file_path", "data_seq", "pkey").repartition(parallelism)
-    return described.mapInArrow(reader, ddl).join(
-        F.broadcast(data_files.select("file_path", "data_seq", "pkey")), "file_path"
+    return candidates.select("file_path", "data_seq", "pkey").repartition(parallelism)
+
+
+def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
+    """One job that matches and writes (single key column, nothing to merge); None if it
+    does not apply."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sparkext.deletes.writers import WRITTEN_DDL, direct_delete_writer
+
+    if len(plan.equality_ids) != 1 or len(plan.equality_ids[0]) != 1 or plan.merge:
+        return None
+    has_global = any(f.is_global for f in plan.convert)
+    candidates = _candidate_files(spark, plan.convert, data_files, has_global)
+    if candidates is None:
+        return None
+    (key,) = table.key_columns(plan.equality_ids[0])
+    first_type = to_arrow_schema(spark.createDataFrame([], f"k {key.spark_type}").schema)[0].type
+    deletes = [
+        (f.path, f.sequence_number, None if f.is_global else f.partition) for f in plan.convert
+    ]
+    prefix = f"rewrite-{uuid.uuid4().hex[:8]}"
+    writer = direct_delete_writer(
+        key.field_id, first_type, deletes, directory, prefix, v3, target_file_size
     )
+    return candidates.mapInArrow(writer, WRITTEN_DDL).collect()
 
 
 def _equality_positions(
@@ -80,7 +115,9 @@ def _equality_positions(
     plan: RoundPlan,
     data_files: DataFrame,
     where: str | None,
-) -> DataFrame | None:
+) -> tuple[DataFrame | None, bool]:
+    """Positions (file_path, pos, pkey) the equality deletes remove; and whether each occurs
+    once (no dedup needed)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -89,6 +126,7 @@ def _equality_positions(
     parallelism = spark.sparkContext.defaultParallelism
     has_global = any(f.is_global for f in plan.convert)
     out = None
+    unique = len(plan.equality_ids) == 1
     for ids in plan.equality_ids:
         keys = table.key_columns(ids)
         files = [f for f in plan.convert if f.equality_ids == ids]
@@ -96,6 +134,14 @@ def _equality_positions(
             ["del_seq bigint", "del_pkey string"]
             + [f"k{i} {k.spark_type}" for i, k in enumerate(keys)]
         )
+        rows, exact = _candidate_rows(
+            spark, table, snapshot_id, files, keys, data_files, where, has_global
+        )
+        if exact:
+            joined = rows.select("file_path", "pos", "pkey")
+            out = joined if out is None else out.unionByName(joined)
+            continue
+        unique = False
         arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
         descriptors = spark.createDataFrame(
             [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files],
@@ -104,9 +150,6 @@ def _equality_positions(
         delete_keys = descriptors.mapInArrow(equality_key_reader(ids, arrow), ddl)
         if sum(f.records for f in files) <= BROADCAST_KEYS_MAX:
             delete_keys = F.broadcast(delete_keys)
-        rows = _candidate_rows(
-            spark, table, snapshot_id, files, keys, data_files, where, has_global
-        )
         matches = reduce(
             lambda a, b: a & b,
             [rows[f"d{i}"].eqNullSafe(delete_keys[f"k{i}"]) for i in range(len(keys))],
@@ -120,7 +163,7 @@ def _equality_positions(
             .select("file_path", "pos", "pkey")
         )
         out = joined if out is None else out.unionByName(joined)
-    return out
+    return out, unique
 
 
 def run_round(
@@ -144,7 +187,14 @@ def run_round(
     v3 = table.format_version() >= 3
     data_files = table.data_files(snapshot_id).cache()
     progress(f"matching {len(plan.convert)} equality-delete files against data rows")
-    positions = _equality_positions(spark, table, snapshot_id, plan, data_files, where)
+    if v3 or file_granularity:
+        direct = _direct(
+            spark, table, plan, data_files, table.data_directory(), v3, target_file_size
+        )
+        if direct is not None:
+            data_files.unpersist()
+            return _commit(table, snapshot_id, plan, direct, [], [], 0, v3, progress)
+    positions, unique = _equality_positions(spark, table, snapshot_id, plan, data_files, where)
     merge = list(plan.merge)
     dangling_dvs: list[DeleteFileFact] = []
     if (v3 or file_granularity) and merge:
@@ -160,7 +210,9 @@ def run_round(
     parts = [p for p in (positions, existing) if p is not None]
     written: list = []
     if parts:
-        every = reduce(lambda a, b: a.unionByName(b), parts).distinct()
+        every = reduce(lambda a, b: a.unionByName(b), parts)
+        if len(parts) > 1 or not unique:
+            every = every.distinct()
         prefix = f"rewrite-{uuid.uuid4().hex[:8]}"
         directory = table.data_directory()
         shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -180,6 +232,14 @@ def run_round(
         progress("writing delete files")
         written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
     data_files.unpersist()
+    return _commit(
+        table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
+    )
+
+
+def _commit(
+    table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
+):
     added = [
         NewDeleteFile(
             path=w.path,

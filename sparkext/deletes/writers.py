@@ -96,6 +96,56 @@ def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
     return cached
 
 
+def _matching_rows(
+    path: str,
+    data_seq: int,
+    pkey: str,
+    field_ids: Sequence[int],
+    deletes: Sequence[tuple[str, int, str | None]],
+    first_type: pa.DataType,
+) -> Iterator[tuple[pa.RecordBatch, pa.Array, int, list[str]]]:
+    """Yield (key chunk, matching row indexes, chunk offset, column names) for one data file.
+
+    A row matches when its first key value occurs in a delete file that applies to the data
+    file (newer, same partition or table-wide); nulls match nulls.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    applicable = [d for d in deletes if d[1] > data_seq and (d[2] is None or d[2] == pkey)]
+    if not applicable:
+        return
+    values = pc.unique(
+        pa.chunked_array(
+            [_first_keys(d[0], field_ids[0], first_type) for d in applicable], type=first_type
+        ).combine_chunks()
+    )
+    filesystem, local = _filesystem(path)
+    with filesystem.open_input_file(local) as handle:
+        parquet = pq.ParquetFile(handle)
+        by_id = _field_names(parquet)
+        names = [by_id.get(i) for i in field_ids]
+        if None in names:
+            raise ValueError(f"data file {path} lacks an equality column")
+        offset = 0
+        for chunk in parquet.iter_batches(columns=names, batch_size=262144):
+            first = chunk.column(names[0]).cast(first_type)
+            index = pc.indices_nonzero(pc.is_in(first, value_set=values, skip_nulls=False))
+            if len(index):
+                yield chunk, index, offset, names
+            offset += chunk.num_rows
+
+
+def _descriptors(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, int, str]]:
+    for batch in batches:
+        yield from zip(
+            batch.column("file_path").to_pylist(),
+            batch.column("data_seq").to_pylist(),
+            batch.column("pkey").to_pylist(),
+            strict=True,
+        )
+
+
 def data_key_reader(
     field_ids: Sequence[int],
     deletes: Sequence[tuple[str, int, str | None]],
@@ -105,59 +155,113 @@ def data_key_reader(
 
     Input rows are (file_path, data_seq, pkey) of Parquet data files; ``deletes`` lists the
     equality-delete files being converted as (path, sequence number, partition key or None for a
-    table-wide delete). For each data file only the key columns are read, and only rows whose
-    first key value occurs in an applicable delete file (newer, same partition or table-wide;
-    null matching null) leave the task, with their row position: ``file_path, pos, d0..dn``.
-    The exact null-safe multi-column match happens in the Spark join that follows.
+    table-wide delete). Only key columns are read, and only rows whose first key value occurs in
+    an applicable delete file leave the task: ``file_path, pos, data_seq, pkey, d0..dn``. With
+    one key column that IS the exact match; with several, a Spark join on all of them follows.
     """
-    first_type = output.field(2).type
+    first_type = output.field(4).type
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
-        for batch in batches:
-            for path, data_seq, pkey in zip(
-                batch.column("file_path").to_pylist(),
-                batch.column("data_seq").to_pylist(),
-                batch.column("pkey").to_pylist(),
-                strict=True,
+        for path, data_seq, pkey in _descriptors(batches):
+            for chunk, index, offset, names in _matching_rows(
+                path, data_seq, pkey, field_ids, deletes, first_type
             ):
-                applicable = [
-                    d for d in deletes if d[1] > data_seq and (d[2] is None or d[2] == pkey)
+                n = len(index)
+                columns = [
+                    pa.array([path] * n, type=pa.string()),
+                    pc.add(index.cast(pa.int64()), offset),
+                    pa.array(np.full(n, data_seq, dtype=np.int64)),
+                    pa.array([pkey] * n, type=pa.string()),
                 ]
-                if not applicable:
-                    continue
-                values = pc.unique(
-                    pa.chunked_array(
-                        [_first_keys(d[0], field_ids[0], first_type) for d in applicable],
-                        type=first_type,
-                    ).combine_chunks()
-                )
-                filesystem, local = _filesystem(path)
-                with filesystem.open_input_file(local) as handle:
-                    parquet = pq.ParquetFile(handle)
-                    by_id = _field_names(parquet)
-                    names = [by_id.get(i) for i in field_ids]
-                    if None in names:  # a key column added after this file was written: nulls
-                        raise ValueError(f"data file {path} lacks an equality column")
-                    offset = 0
-                    for chunk in parquet.iter_batches(columns=names, batch_size=262144):
-                        first = chunk.column(names[0]).cast(first_type)
-                        mask = pc.is_in(first, value_set=values, skip_nulls=False)
-                        index = pc.indices_nonzero(mask)
-                        if len(index):
-                            columns = [
-                                pa.array([path] * len(index), type=pa.string()),
-                                pc.add(index.cast(pa.int64()), offset),
-                            ]
-                            for i, name in enumerate(names):
-                                column = chunk.column(name).take(index)
-                                columns.append(column.cast(output.field(2 + i).type))
-                            yield pa.RecordBatch.from_arrays(columns, schema=output)
-                        offset += chunk.num_rows
+                for i, name in enumerate(names):
+                    column = chunk.column(name).take(index)
+                    columns.append(column.cast(output.field(4 + i).type))
+                yield pa.RecordBatch.from_arrays(columns, schema=output)
 
     return read
+
+
+def direct_delete_writer(
+    field_id: int,
+    first_type: pa.DataType,
+    deletes: Sequence[tuple[str, int, str | None]],
+    directory: str,
+    prefix: str,
+    deletion_vectors: bool,
+    target_file_size: int,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Return a ``mapInArrow`` function that matches AND writes, with no shuffle.
+
+    For a single key column with nothing to merge: each data file's matching positions come
+    out sorted, so the task writes that file's position-delete file (v2, one per data file) or
+    its DV (v3, into the task's Puffin file) straight away.
+    """
+    from sparkext.deletes.dv import PuffinWriter
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        filesystem, base = _filesystem(directory)
+        created = False
+        out: list[tuple] = []
+        puffin: dict = {}
+
+        def close_puffin() -> None:
+            if puffin:
+                size = puffin["writer"].close()
+                puffin["stream"].close()
+                uri = _uri(directory, puffin["path"])
+                for e, pkey in puffin["blobs"]:
+                    out.append(
+                        (uri, pkey, e.cardinality, size, e.referenced_data_file, e.offset, e.length)
+                    )
+                puffin.clear()
+
+        for path, data_seq, pkey in _descriptors(batches):
+            parts = [
+                pc.add(index.cast(pa.int64()), offset).to_numpy()
+                for _, index, offset, _ in _matching_rows(
+                    path, data_seq, pkey, [field_id], deletes, first_type
+                )
+            ]
+            if not parts:
+                continue
+            positions = np.concatenate(parts)
+            if not created:
+                filesystem.create_dir(base, recursive=True)
+                created = True
+            if deletion_vectors:
+                if not puffin:
+                    name = f"{base.rstrip('/')}/{prefix}-{uuid.uuid4()}-deletes.puffin"
+                    stream = filesystem.open_output_stream(name)
+                    puffin.update(writer=PuffinWriter(stream), stream=stream, path=name, blobs=[])
+                puffin["blobs"].append((puffin["writer"].add(path, positions), pkey))
+                if puffin["writer"].size >= target_file_size:
+                    close_puffin()
+                continue
+            name = f"{base.rstrip('/')}/{prefix}-{uuid.uuid4()}-deletes.parquet"
+            with filesystem.open_output_stream(name) as stream:
+                table = pa.Table.from_arrays(
+                    [pa.array([path] * len(positions), type=pa.string()), pa.array(positions)],
+                    schema=_POSITION_SCHEMA,
+                )
+                pq.write_table(
+                    table,
+                    stream,
+                    compression="zstd",
+                    use_dictionary=["file_path"],
+                    column_encoding={"pos": "DELTA_BINARY_PACKED"},
+                )
+            size = filesystem.get_file_info(name).size
+            out.append((_uri(directory, name), pkey, len(positions), size, path, None, None))
+        close_puffin()
+        if out:
+            yield _written(out)
+
+    return write
 
 
 def equality_key_reader(

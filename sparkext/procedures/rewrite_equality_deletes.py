@@ -73,6 +73,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         start = table.current_snapshot_id()
         if start is None or table.format_version() < 2:
             break
+        context.progress(f"reading delete-file metadata of {table.ref.name}")
         facts = table.delete_files(start, where)
         settings = PlanSettings(
             format_version=table.format_version(),
@@ -88,6 +89,10 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             ),
         )
         plan = plan_round(facts, settings)
+        context.progress(
+            f"plan: convert {len(plan.convert)} equality-delete files, "
+            f"{len(plan.merge)} position-delete files to consider for merging"
+        )
         remaining, skipped = plan.remaining, plan.skipped
         if args["dry_run"]:
             totals["removed"] = len(plan.convert)
