@@ -96,6 +96,52 @@ def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
     return cached
 
 
+class _KeySet:
+    """The key values of a set of delete files, ready for repeated membership tests.
+
+    Integer keys: a sorted numpy array and binary search (no hash table rebuilt per call);
+    other types: Arrow's ``is_in``. Nulls match nulls (equality deletes are null-safe).
+    """
+
+    def __init__(self, values: pa.Array):
+        import pyarrow.compute as pc
+
+        self.has_null = values.null_count > 0
+        self.integer = pa.types.is_integer(values.type)
+        if self.integer:
+            self.sorted = np.sort(values.drop_null().to_numpy().astype(np.int64))
+        else:
+            self.values = pc.unique(values)
+
+    def contains(self, column: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        if not self.integer:
+            return pc.is_in(column, value_set=self.values, skip_nulls=False)
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        data = column.fill_null(0).to_numpy().astype(np.int64)
+        where = np.searchsorted(self.sorted, data)
+        found = np.zeros(len(data), dtype=bool)
+        if len(self.sorted):
+            found = self.sorted[np.minimum(where, len(self.sorted) - 1)] == data
+        mask = (found & ~nulls) | (nulls & self.has_null)
+        return pa.array(mask)
+
+
+_LOOKUPS: dict[tuple, _KeySet] = {}  # per Python worker: (delete paths, field id) -> key set
+
+
+def _lookup(paths: tuple[str, ...], field_id: int, arrow_type: pa.DataType) -> _KeySet:
+    found = _LOOKUPS.get((paths, field_id))
+    if found is None:
+        if len(_LOOKUPS) > 64:
+            _LOOKUPS.clear()
+        arrays = [_first_keys(p, field_id, arrow_type) for p in paths]
+        found = _KeySet(pa.chunked_array(arrays, type=arrow_type).combine_chunks())
+        _LOOKUPS[(paths, field_id)] = found
+    return found
+
+
 def _matching_rows(
     path: str,
     data_seq: int,
@@ -115,11 +161,7 @@ def _matching_rows(
     applicable = [d for d in deletes if d[1] > data_seq and (d[2] is None or d[2] == pkey)]
     if not applicable:
         return
-    values = pc.unique(
-        pa.chunked_array(
-            [_first_keys(d[0], field_ids[0], first_type) for d in applicable], type=first_type
-        ).combine_chunks()
-    )
+    lookup = _lookup(tuple(sorted(d[0] for d in applicable)), field_ids[0], first_type)
     filesystem, local = _filesystem(path)
     with filesystem.open_input_file(local) as handle:
         parquet = pq.ParquetFile(handle)
@@ -130,7 +172,7 @@ def _matching_rows(
         offset = 0
         for chunk in parquet.iter_batches(columns=names, batch_size=262144):
             first = chunk.column(names[0]).cast(first_type)
-            index = pc.indices_nonzero(pc.is_in(first, value_set=values, skip_nulls=False))
+            index = pc.indices_nonzero(lookup.contains(first))
             if len(index):
                 yield chunk, index, offset, names
             offset += chunk.num_rows

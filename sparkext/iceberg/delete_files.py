@@ -122,6 +122,7 @@ class DeleteTable:
             ),
             F.col("data_file.spec_id").isin(unpartitioned).alias("unpartitioned"),
             F.upper(F.col("data_file.file_format")).alias("format"),
+            F.col("data_file.record_count").alias("records"),
         )
 
     def delete_files(self, snapshot_id: int, where: str | None) -> list[DeleteFileFact]:
@@ -368,13 +369,19 @@ class DeleteTable:
                     .withContentOffset(a.content_offset)
                     .withContentSizeInBytes(a.content_size)
                 )
+            elif a.referenced_data_file is not None:
+                # file-scoped: the reference tells readers which data file it is for, so the
+                # footer need not be read for file_path bounds
+                builder = (
+                    builder.withFormat(iceberg.FileFormat.PARQUET)
+                    .withRecordCount(a.records)
+                    .withReferencedDataFile(a.referenced_data_file)
+                )
             else:
                 metrics = iceberg.parquet.ParquetUtil.fileMetrics(
                     io.newInputFile(a.path), metrics_config
                 )
                 builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)
-                if a.referenced_data_file is not None:  # file-scoped: readers skip it elsewhere
-                    builder = builder.withReferencedDataFile(a.referenced_data_file)
             rewrite = rewrite.addFile(builder.build(), a.sequence_number)
         for k, v in summary.items():
             rewrite = rewrite.set(k, v)
