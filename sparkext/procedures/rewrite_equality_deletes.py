@@ -204,7 +204,8 @@ ROUTINE = Routine(
         Option(
             MIN_POSITION_DELETE_FILES,
             MIN_POSITION_DELETE_FILES_DEFAULT,
-            "merge a partition without new deletes once it has this many position-delete files",
+            "'partition' granularity: merge a partition without new deletes once it has this "
+            "many position-delete files ('file': a data file with several is merged)",
             parse_positive,
         ),
     ),
