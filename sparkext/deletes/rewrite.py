@@ -256,6 +256,18 @@ def run_round(
 def _commit(
     table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
 ):
+    try:
+        return _commit_written(
+            table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
+        )
+    except Exception:
+        table.discard([w.path for w in written])  # nothing committed: leave no orphan files
+        raise
+
+
+def _commit_written(
+    table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
+):
     added = [
         NewDeleteFile(
             path=w.path,
@@ -279,7 +291,8 @@ def _commit(
     snapshot = None
     if removed:
         progress(f"committing: -{len(removed)} delete files, +{len(added)}")
-        snapshot = table.commit(snapshot_id, removed, added, summary)
+        newest = max((f.sequence_number for f in plan.convert), default=None)
+        snapshot = table.commit(snapshot_id, removed, added, summary, newest)
     return RoundResult(
         equality_files_removed=len(plan.convert),
         position_files_added=0 if v3 else len(added),

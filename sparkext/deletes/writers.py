@@ -62,7 +62,7 @@ def _uri(directory: str, path: str) -> str:
     return uri(directory, path)
 
 
-_KEY_CACHE: dict[tuple[str, int], pa.Array] = {}  # per Python worker: (path, field id) -> keys
+_KEY_CACHE: dict[tuple, pa.Array] = {}  # per Python worker: (path, field id, type) -> keys
 _KEY_CACHE_MAX_ROWS = 20_000_000
 
 
@@ -80,7 +80,7 @@ def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    cached = _KEY_CACHE.get((path, field_id))
+    cached = _KEY_CACHE.get((path, field_id, str(arrow_type)))
     if cached is None:
         filesystem, local = _filesystem(path)
         with filesystem.open_input_file(local) as handle:
@@ -92,7 +92,7 @@ def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
         cached = pc.unique(column.combine_chunks().cast(arrow_type))
         if sum(len(v) for v in _KEY_CACHE.values()) + len(cached) > _KEY_CACHE_MAX_ROWS:
             _KEY_CACHE.clear()
-        _KEY_CACHE[(path, field_id)] = cached
+        _KEY_CACHE[(path, field_id, str(arrow_type))] = cached
     return cached
 
 
@@ -128,17 +128,17 @@ class _KeySet:
         return pa.array(mask)
 
 
-_LOOKUPS: dict[tuple, _KeySet] = {}  # per Python worker: (delete paths, field id) -> key set
+_LOOKUPS: dict[tuple, _KeySet] = {}  # per Python worker: (delete paths, field id, type) -> set
 
 
 def _lookup(paths: tuple[str, ...], field_id: int, arrow_type: pa.DataType) -> _KeySet:
-    found = _LOOKUPS.get((paths, field_id))
+    found = _LOOKUPS.get((paths, field_id, str(arrow_type)))
     if found is None:
         if len(_LOOKUPS) > 64:
             _LOOKUPS.clear()
         arrays = [_first_keys(p, field_id, arrow_type) for p in paths]
         found = _KeySet(pa.chunked_array(arrays, type=arrow_type).combine_chunks())
-        _LOOKUPS[(paths, field_id)] = found
+        _LOOKUPS[(paths, field_id, str(arrow_type))] = found
     return found
 
 

@@ -341,11 +341,13 @@ class DeleteTable:
         removed: Sequence[DeleteFileFact],
         added: Sequence[NewDeleteFile],
         summary: Mapping[str, str],
+        newest_equality_sequence: int | None = None,
     ) -> int:
         """Remove the replaced delete files and add the new ones in ONE RewriteFiles."""
         jvm = self._spark._jvm
         iceberg = jvm.org.apache.iceberg
         self._table.refresh()
+        self._check_no_rewritten_data(start_snapshot_id, newest_equality_sequence)
         self._check_no_new_dvs(
             start_snapshot_id, {a.referenced_data_file for a in added if a.is_dv}
         )
@@ -408,14 +410,50 @@ class DeleteTable:
             return spec_id, None
         raise KeyError(f"no known partition object for {pkey}")
 
+    def discard(self, paths: Sequence[str]) -> None:
+        """Delete files this run wrote but did not commit (best effort)."""
+        import contextlib
+
+        io = self._table.io()
+        for path in sorted(set(paths)):
+            with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
+                io.deleteFile(path)
+
+    def _snapshots_since(self, start_snapshot_id: int):
+        snapshot = self._table.currentSnapshot()
+        while snapshot is not None and int(snapshot.snapshotId()) != start_snapshot_id:
+            yield snapshot
+            parent = snapshot.parentId()
+            snapshot = self._table.snapshot(parent) if parent is not None else None
+
+    def _check_no_rewritten_data(self, start_snapshot_id: int, newest: int | None) -> None:
+        """Fail if a writer added data files OLDER than a converted delete since the plan.
+
+        A compaction (rewrite_data_files keeps the starting sequence number) can rewrite a data
+        file into one an equality delete still applies to; removing that delete would bring its
+        rows back. RewriteFiles does not check this when it only swaps delete files.
+        """
+        if newest is None:
+            return
+        io = self._table.io()
+        for snapshot in self._snapshots_since(start_snapshot_id):
+            added = snapshot.addedDataFiles(io).iterator()
+            while added.hasNext():
+                seq = added.next().dataSequenceNumber()
+                if seq is not None and int(seq) < newest:
+                    raise CommitConflictError(
+                        f"Another writer rewrote data files of {self.ref.name} (snapshot "
+                        f"{snapshot.snapshotId()}) while its equality deletes were being "
+                        "converted; nothing was committed, run the procedure again."
+                    )
+
     def _check_no_new_dvs(self, start_snapshot_id: int, referenced: set[str | None]) -> None:
         """Fail if a writer added a DV for a data file we add one for (at most one DV per file)."""
         referenced.discard(None)
         if not referenced:
             return
         io = self._table.io()
-        snapshot = self._table.currentSnapshot()
-        while snapshot is not None and int(snapshot.snapshotId()) != start_snapshot_id:
+        for snapshot in self._snapshots_since(start_snapshot_id):
             added = snapshot.addedDeleteFiles(io).iterator()
             while added.hasNext():
                 f = added.next()
@@ -426,5 +464,3 @@ class DeleteTable:
                         "while its equality deletes were being converted; nothing was "
                         "committed, run the procedure again."
                     )
-            parent = snapshot.parentId()
-            snapshot = self._table.snapshot(parent) if parent is not None else None

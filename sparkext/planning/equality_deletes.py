@@ -207,10 +207,11 @@ def _merge_candidates(
         per_file: dict[str | None, int] = defaultdict(int)
         for f in scoped:
             per_file[f.referenced_data_file] += 1
-        if hit:
+        fold = bool(unscoped) and (v3 or hit or crowded)
+        if hit or fold:  # folded partition-wide files may name any data file of the partition
             chosen.extend(scoped)
         else:
             chosen.extend(f for f in scoped if per_file[f.referenced_data_file] > 1)
-        if unscoped and (v3 or hit or crowded):
+        if fold:
             chosen.extend(unscoped)
     return sorted(chosen, key=lambda f: f.ident)

@@ -44,6 +44,7 @@ MIN_POSITION_DELETE_FILES_DEFAULT = "2"
 
 
 def _granularity(text: str) -> str:
+    text = text.lower()
     if text not in ("", *GRANULARITIES):
         raise ValueError(f"expected one of {', '.join(GRANULARITIES)}")
     return text
@@ -58,9 +59,9 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     options = args.options
     table = DeleteTable(context.spark, args.table())
     where = (args["where"] or "").strip() or None
-    granularity = options[DELETE_GRANULARITY] or args.table().prop(
-        "write.delete.granularity", "file"
-    )
+    granularity = (
+        options[DELETE_GRANULARITY] or args.table().prop("write.delete.granularity", "file")
+    ).lower()
     max_commits = options[PARTIAL_PROGRESS_MAX_COMMITS] if options[PARTIAL_PROGRESS_ENABLED] else 1
     totals = dict.fromkeys(
         ("removed", "pos_added", "dvs_added", "positions", "merged", "dangling", "bytes"), 0
@@ -123,7 +124,8 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             break
     for path, reason in skipped:
         context.progress(f"left {path}: {reason}")
-    return [_row(totals, remaining + len(skipped), commits, snapshot_id, started)]
+    dry_run = bool(args["dry_run"])
+    return [_row(totals, remaining + len(skipped), commits, snapshot_id, started, dry_run)]
 
 
 def _row(totals, remaining, commits, snapshot_id, started, dry_run=False) -> tuple[Any, ...]:

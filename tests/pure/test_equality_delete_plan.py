@@ -66,8 +66,18 @@ def test_v3_candidates_are_dvs_where_deletes_land_and_legacy_files():
         content_offset=4,
     )
     legacy = pos("old.parquet", 2, '0:{"p":"b"}')
-    plan = plan_round([eq("a1", 5), dv, elsewhere, legacy], PlanSettings(format_version=3))
-    assert [f.path for f in plan.merge] == ["old.parquet", "x.puffin"]
+    quiet = pos(
+        "z.puffin",
+        3,
+        '0:{"p":"c"}',
+        file_format="PUFFIN",
+        referenced_data_file="d3",
+        content_offset=4,
+    )
+    plan = plan_round([eq("a1", 5), dv, elsewhere, legacy, quiet], PlanSettings(format_version=3))
+    # partition b's legacy file is folded into DVs, so b's DVs are candidates too (a data file
+    # it names may already have one); c has nothing to do
+    assert [f.path for f in plan.merge] == ["old.parquet", "x.puffin", "y.puffin"]
 
 
 def test_unconvertible_files_are_reported_not_touched():

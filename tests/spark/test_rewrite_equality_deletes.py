@@ -404,3 +404,47 @@ def test_our_dv_reader_agrees_with_iceberg_on_a_spark_written_dv(spark, table_na
     ours = sorted(deserialize_positions(blob).tolist())
     theirs = sorted(r.pos for r in spark.table(f"{table_name}.position_deletes").collect())
     assert ours == theirs and len(ours) > 1600
+
+
+def test_compaction_with_an_old_sequence_number_mid_conversion_is_a_conflict(
+    spark, table_name, monkeypatch
+):
+    """A compaction that keeps an old data sequence number lands mid-conversion: an equality
+    delete we are removing would still apply to its new file, so we must not commit."""
+    from sparkext.iceberg.delete_files import DeleteTable
+    from tests.helpers.iceberg import java_table
+
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=15)
+    work.load()
+    work.commit(1)
+    original = DeleteTable.commit
+
+    def compacting(self, *args, **kwargs):
+        jvm = spark._jvm
+        table = java_table(spark, table_name)
+        tasks = table.newScan().planFiles().iterator()
+        old = tasks.next().file()
+        while int(old.dataSequenceNumber()) != 1:  # a base file, older than every delete
+            old = tasks.next().file()
+        # "rewrite" one data file into a copy that keeps its sequence number (1)
+        copy = (
+            jvm.org.apache.iceberg.DataFiles.builder(table.spec())
+            .copy(old)
+            .withPath(old.location() + ".copy.parquet")
+            .build()
+        )
+        with open(old.location(), "rb") as src, open(copy.location(), "wb") as dst:
+            dst.write(src.read())
+        removed, added = jvm.java.util.HashSet(), jvm.java.util.HashSet()
+        removed.add(old)
+        added.add(copy)
+        table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeleteTable, "commit", compacting)
+    before = live_files(spark, table_name, 2)
+    with pytest.raises(CommitConflictError, match="rewrote data files"):
+        call(table_name)
+    assert live_files(spark, table_name, 2) == before
+    assert rows(spark, table_name) == work.expected()
