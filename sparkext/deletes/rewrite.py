@@ -43,7 +43,9 @@ ROWS_PER_TASK = 1_000_000  # data rows whose keys one task reads
 BROADCAST_KEYS_MAX = 2_000_000  # delete keys up to this many rows are broadcast to the join
 
 
-def _candidate_rows(spark, table, snapshot_id, files, keys, data_files, where, has_global):
+def _candidate_rows(
+    spark, table, snapshot_id, files, keys, data_files, where, has_global, iceberg_reader=False
+):
     """Data rows that may match a delete key: file_path, pos, d0..dn, data_seq, pkey.
 
     Parquet data files are read directly on executors (key columns only, prefiltered on the
@@ -55,7 +57,7 @@ def _candidate_rows(spark, table, snapshot_id, files, keys, data_files, where, h
 
     from sparkext.deletes.writers import data_key_reader
 
-    candidates = _candidate_files(spark, files, data_files, has_global)
+    candidates = None if iceberg_reader else _candidate_files(spark, files, data_files, has_global)
     if candidates is None:
         rows = table.deleted_rows(snapshot_id, keys, None if has_global else where)
         return rows.join(data_files, "file_path"), False
@@ -131,6 +133,7 @@ def _equality_positions(
     plan: RoundPlan,
     data_files: DataFrame,
     where: str | None,
+    iceberg_reader: bool = False,
 ) -> tuple[DataFrame | None, bool]:
     """Positions (file_path, pos, pkey) the equality deletes remove; and whether each occurs
     once (no dedup needed)."""
@@ -151,7 +154,7 @@ def _equality_positions(
             + [f"k{i} {k.spark_type}" for i, k in enumerate(keys)]
         )
         rows, exact = _candidate_rows(
-            spark, table, snapshot_id, files, keys, data_files, where, has_global
+            spark, table, snapshot_id, files, keys, data_files, where, has_global, iceberg_reader
         )
         if exact:
             joined = rows.select("file_path", "pos", "pkey")
@@ -192,6 +195,41 @@ def run_round(
     progress: Callable[[str], None],
     file_granularity: bool = True,
 ) -> RoundResult:
+    """Match, write and commit one planned round.
+
+    The data side is read straight from Parquet first; if an executor cannot (no field ids, a
+    filesystem pyarrow does not know, a key column missing from an old file) the round is
+    redone with Iceberg's own reader, which handles all of those.
+    """
+    from sparkext.errors import SparkextError
+    from sparkext.iceberg.errors import spark_message
+
+    args = (spark, table, snapshot_id, plan, where, target_file_size, progress, file_granularity)
+    try:
+        outcome = _write(*args, iceberg_reader=False)
+    except SparkextError:
+        raise
+    except Exception as error:
+        message = spark_message(error)
+        if message is None:
+            raise
+        progress(f"reading Parquet keys directly failed ({message[:200]}); using Iceberg's reader")
+        outcome = _write(*args, iceberg_reader=True)
+    return _commit(table, snapshot_id, plan, *outcome, progress)
+
+
+def _write(
+    spark,
+    table,
+    snapshot_id,
+    plan,
+    where,
+    target_file_size,
+    progress,
+    file_granularity,
+    iceberg_reader,
+):
+    """Run the Spark jobs of a round; return what the commit needs."""
     from pyspark.sql import functions as F
 
     from sparkext.deletes.writers import (
@@ -203,14 +241,16 @@ def run_round(
     v3 = table.format_version() >= 3
     data_files = table.data_files(snapshot_id).cache()
     progress(f"matching {len(plan.convert)} equality-delete files against data rows")
-    if v3 or file_granularity:
+    if (v3 or file_granularity) and not iceberg_reader:
         direct = _direct(
             spark, table, plan, data_files, table.data_directory(), v3, target_file_size
         )
         if direct is not None:
             data_files.unpersist()
-            return _commit(table, snapshot_id, plan, direct, [], [], 0, v3, progress)
-    positions, unique = _equality_positions(spark, table, snapshot_id, plan, data_files, where)
+            return direct, [], [], 0, v3
+    positions, unique = _equality_positions(
+        spark, table, snapshot_id, plan, data_files, where, iceberg_reader
+    )
     merge = list(plan.merge)
     dangling_dvs: list[DeleteFileFact] = []
     if (v3 or file_granularity) and merge:
@@ -248,9 +288,7 @@ def run_round(
         progress("writing delete files")
         written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
     data_files.unpersist()
-    return _commit(
-        table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
-    )
+    return written, merge, dangling_dvs, dangling_positions, v3
 
 
 def _commit(

@@ -448,3 +448,53 @@ def test_compaction_with_an_old_sequence_number_mid_conversion_is_a_conflict(
         call(table_name)
     assert live_files(spark, table_name, 2) == before
     assert rows(spark, table_name) == work.expected()
+
+
+def test_non_parquet_data_files_use_icebergs_reader(spark, table_name):
+    create(spark, table_name, 2, False)
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.format.default'='avro')")
+    work = Workload(spark, table_name, seed=16)
+    work.load()  # Avro data files written by Spark
+    work.commit(1)  # Parquet equality deletes (and Parquet data) through the Java API
+    expected = rows(spark, table_name)
+    assert expected == work.expected()
+    result = call(table_name)
+    assert result.equality_delete_files_removed == 1 and result.positions_deleted > 0
+    assert live_files(spark, table_name, 2) == 0
+    assert rows(spark, table_name) == expected
+
+
+def test_data_files_without_field_ids_fall_back_to_icebergs_reader(spark, table_name, tmp_path):
+    """Files imported with add_files carry no Parquet field ids (a name mapping reads them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    create(spark, table_name, 2, False)
+    source = tmp_path / "imported"
+    source.mkdir()
+    pq.write_table(
+        pa.table(
+            {
+                "k1": [f"k{i}" for i in range(50)],
+                "k2": pa.array([i % 5 for i in range(50)], pa.int32()),
+                "v": pa.array(list(range(50)), pa.int32()),
+                "p": ["a"] * 50,
+            }
+        ),
+        source / "part-0.parquet",
+    )
+    spark.sql(
+        f"CALL lake.system.add_files(table => '{table_name[5:]}', "
+        f"source_table => '`parquet`.`{source}`')"
+    )
+    flink_commit(
+        spark,
+        table_name,
+        ["k1", "k2"],
+        deletes=[{"k1": "k3", "k2": 3, "v": 0, "p": "a"}, {"k1": "k7", "k2": 2, "v": 0, "p": "a"}],
+    )
+    expected = rows(spark, table_name)
+    assert len(expected) == 48
+    result = call(table_name)
+    assert result.equality_delete_files_removed == 1 and result.positions_deleted == 2
+    assert rows(spark, table_name) == expected
