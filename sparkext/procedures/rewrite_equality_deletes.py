@@ -222,11 +222,15 @@ ROUTINE = Routine(
             "position_delete_files_merged", "bigint", "existing position-delete files/DVs replaced"
         ),
         OutputColumn(
-            "dangling_positions_removed", "bigint", "positions dropped: their data file is gone"
+            "dangling_positions_removed",
+            "bigint",
+            "merged positions dropped: data file gone (dangling DVs count as merged)",
         ),
         OutputColumn("bytes_added", "bigint", "bytes of the added delete files"),
         OutputColumn(
-            "equality_delete_files_remaining", "bigint", "left for later (thresholds, limits)"
+            "equality_delete_files_remaining",
+            "bigint",
+            "eligible but left: max-files-per-commit, or unsupported",
         ),
         OutputColumn("commits", "bigint", "Iceberg commits made"),
         OutputColumn("snapshot_id", "bigint", "snapshot of the last commit (NULL: none)"),
