@@ -254,6 +254,8 @@ def _write(
     merge = list(plan.merge)
     dangling_dvs: list[DeleteFileFact] = []
     if (v3 or file_granularity) and merge:
+        if positions is not None:  # used twice: which data files are hit, then the write
+            positions = positions.persist()
         merge, dangling_dvs = _scoped_to_merge(table, merge, positions, data_files)
     existing = None
     dangling_positions = 0
@@ -288,6 +290,8 @@ def _write(
         progress("writing delete files")
         written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
     data_files.unpersist()
+    if positions is not None:
+        positions.unpersist()
     return written, merge, dangling_dvs, dangling_positions, v3
 
 

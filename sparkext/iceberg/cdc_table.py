@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.errors import CommitConflictError
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -296,18 +294,15 @@ class CdcCommit:
         delta = delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
         for k, v in summary.items():
             delta = delta.set(k, v)
-        try:
+        from sparkext.iceberg.errors import commit_conflicts
+
+        with commit_conflicts(
+            lambda message: (
+                f"Another writer changed {table.name()} while this batch was being "
+                f"written ({message}); run ingest_cdc again: nothing of this batch was committed."
+            )
+        ):
             delta.commit()
             self._txn.commitTransaction()
-        except Exception as error:
-            from sparkext.iceberg.errors import spark_message
-
-            message = spark_message(error)
-            if message is None:
-                raise
-            raise CommitConflictError(
-                f"Another writer changed {table.name()} while this batch was being written "
-                f"({message}); run ingest_cdc again: nothing of this batch was committed."
-            ) from None
         self._table.refresh()
         return int(self._table.currentSnapshot().snapshotId())

@@ -387,18 +387,15 @@ class DeleteTable:
             rewrite = rewrite.addFile(builder.build(), a.sequence_number)
         for k, v in summary.items():
             rewrite = rewrite.set(k, v)
-        try:
-            rewrite.commit()
-        except Exception as error:
-            from sparkext.iceberg.errors import spark_message
+        from sparkext.iceberg.errors import commit_conflicts
 
-            message = spark_message(error)
-            if message is None:
-                raise
-            raise CommitConflictError(
-                f"Another writer changed {self.ref.name} while its equality deletes were being "
-                f"converted ({message}); nothing was committed, run the procedure again."
-            ) from None
+        with commit_conflicts(
+            lambda message: (
+                f"Another writer changed {self.ref.name} while its equality deletes "
+                f"were being converted ({message}); nothing was committed, run the procedure again."
+            )
+        ):
+            rewrite.commit()
         self._table.refresh()
         return int(self._table.currentSnapshot().snapshotId())
 

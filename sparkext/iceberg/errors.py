@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sparkext.errors import (
     CommitConflictError,
@@ -78,3 +80,19 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
     if java_name.endswith(("CommitFailedException", "ValidationException")):
         return CommitConflictError(message)
     return SparkError(message)
+
+
+@contextmanager
+def commit_conflicts(sentence: Callable[[str], str]) -> Iterator[None]:
+    """Turn a failed Iceberg commit into ONE CommitConflictError sentence.
+
+    ``sentence`` gets the first line of the Java message and returns what the user reads.
+    Errors that are not Spark/Java ones pass through unchanged.
+    """
+    try:
+        yield
+    except Exception as error:
+        message = spark_message(error)
+        if message is None:
+            raise
+        raise CommitConflictError(sentence(message)) from None
