@@ -72,3 +72,11 @@ class SchemaChangeError(SparkextError, ValueError):
 
 class IngestError(SparkextError, RuntimeError):
     """CDC ingestion cannot go on (missing key, no table and create => false, ...)."""
+
+
+class EventTimeError(SparkextError, ValueError):
+    """A table has no event-time metadata, or an event-time argument does not fit the table."""
+
+
+class SnapshotExpiredError(EventTimeError):
+    """The base snapshot an event-time state needs is no longer retained."""

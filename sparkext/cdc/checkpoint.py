@@ -45,3 +45,37 @@ def remove_batches_before(directory: str, first_kept: int) -> int:
             filesystem.delete_dir(entry.path)
             removed += 1
     return removed
+
+
+def tree_size(directory: str) -> tuple[int, int]:
+    """Number and bytes of the data files under ``directory`` (0, 0 when it does not exist)."""
+    from pyarrow import fs
+
+    filesystem, base = _fs(directory)
+    try:
+        entries = filesystem.get_file_info(
+            fs.FileSelector(base, recursive=True, allow_not_found=True)
+        )
+    except FileNotFoundError:
+        return 0, 0
+    files = [
+        e for e in entries if e.type == fs.FileType.File and not e.base_name.startswith(("_", "."))
+    ]
+    return len(files), sum(e.size for e in files)
+
+
+def batch_directories(root: str) -> list[str]:
+    """The ``batch=N`` directories under ``root``, as URIs or paths like ``root`` itself."""
+    from pyarrow import fs
+
+    filesystem, base = _fs(root)
+    try:
+        entries = filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    prefix = root[: len(root) - len(base.rstrip("/"))] if "://" in root else ""
+    return sorted(
+        prefix + e.path
+        for e in entries
+        if e.type == fs.FileType.Directory and _BATCH.search(e.path)
+    )

@@ -323,10 +323,14 @@ class Ingestor:
             F.max_by(
                 F.when(is_truncate, F.col("event_time_ms")), F.when(is_truncate, F.col("position"))
             ).alias("t"),
+            # bounds over every event of the batch, late ones included: the event log holds them
+            F.min(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("low"),
+            F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
         ).first()
         if truncate_row.missing:
             self._record_rejects(missing_key, batch_id, truncate_row.missing, "-missing-key")
         typed = typed.where(~F.col("missing_key"))
+        events_location = self._write_event_log(typed, batch)
         truncate = Truncate.plan(
             truncate_row.p if truncate_row else None,
             truncate_row.t if truncate_row else None,
@@ -354,7 +358,8 @@ class Ingestor:
         decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
         decided = decided.persist()
         try:
-            self._commit(batch, typed, decided, truncate, progress)
+            bounds = (truncate_row.low, truncate_row.high, events_location)
+            self._commit(batch, typed, decided, truncate, progress, bounds)
         finally:
             decided.unpersist()
             grouped.unpersist()
@@ -480,6 +485,7 @@ class Ingestor:
         decided: DataFrame,
         truncate: Truncate | None,
         progress: Any,
+        bounds: tuple[int | None, int | None, str],
     ) -> None:
         from pyspark.sql import functions as F
 
@@ -566,11 +572,15 @@ class Ingestor:
         truncate_mark = max_position(progress.truncate_position, truncate_position)
         if truncate_mark is not None:
             summary[keys.TRUNCATE_POSITION] = truncate_mark
-        if stats.min_time is not None:
-            summary[keys.EVENT_TIME_MIN] = str(stats.min_time)
-            summary[keys.EVENT_TIME_MAX] = str(stats.max_time)
-        if not files and truncate_position is None:
-            return  # nothing to change (all late or duplicate): replaying this batch is harmless
+        low, high, events_location = bounds
+        summary[keys.EVENTS_LOCATION] = events_location
+        if low is not None:
+            summary[keys.EVENT_TIME_MIN] = str(low)
+            summary[keys.EVENT_TIME_MAX] = str(high)
+            so_far = progress.event_time_max_so_far
+            summary[keys.EVENT_TIME_MAX_SO_FAR] = str(high if so_far is None else max(so_far, high))
+        # A batch of only late or duplicate events still commits (no files): its snapshot
+        # carries the event log an event-time snapshot needs, and replay safety stays uniform.
         self.progress(f"batch {batch_id}: committing {len(files)} file(s)")
         snapshot = commit.commit(
             files, key, summary, truncate=truncate is not None and truncate.all
@@ -629,6 +639,27 @@ class Ingestor:
         return both.coalesce(
             max(1, self.spark.sparkContext.defaultParallelism // 2)
         ).sortWithinPartitions(*key)
+
+    def _write_event_log(self, typed: DataFrame, batch: _Batch) -> str:
+        """Every valid event of the batch, late and duplicate ones included, as Parquet.
+
+        One row per event: key and user columns (the after-image; only the key for deletes,
+        nothing for truncates), op, event time and source position. The snapshot summary points
+        here (``sparkext.cdc.events-location``); snapshot_as_of_event_time replays these files.
+        """
+        from pyspark.sql import functions as F
+
+        path = f"{self.settings.checkpoint}/events/batch={batch.batch_id}"
+        typed.select(
+            *(
+                (F.col(c) if c in batch.key else F.col(f"after.{c}")).alias(c)
+                for c in batch.columns
+            ),
+            F.col("op").alias(OP),
+            F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
+            F.col("position").alias(POSITION),
+        ).coalesce(1).write.mode("overwrite").parquet(path)
+        return path
 
     def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
         from pyspark.sql import functions as F

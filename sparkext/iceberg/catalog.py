@@ -50,6 +50,12 @@ def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside t
     )
 
 
+def identifier_columns(spark: SparkSession, name: str) -> list[str]:
+    """The table's identifier fields (its primary key), in field-id order."""
+    schema = _java_table(spark, name).schema()
+    return [str(schema.findColumnName(i)) for i in sorted(schema.identifierFieldIds())]
+
+
 def resolve_table(spark: SparkSession, name: str) -> TableRef:
     """Return the Iceberg table called ``name`` or raise one clear error."""
     from sparkext.iceberg.errors import spark_message

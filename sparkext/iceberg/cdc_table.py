@@ -18,13 +18,33 @@ if TYPE_CHECKING:
 
     from sparkext.cdc.files import WrittenFile
 
-CHECKPOINT_ID = "sparkext.cdc.checkpoint-id"
-BATCH_ID = "sparkext.cdc.batch-id"
-MAX_POSITION = "sparkext.cdc.max-position"
-TRUNCATE_POSITION = "sparkext.cdc.truncate-position"
-SOURCE_PROGRESS = "sparkext.cdc.source-progress"
-EVENT_TIME_MIN = "sparkext.event-time.min"
-EVENT_TIME_MAX = "sparkext.event-time.max"
+from sparkext.cdc.summary import (
+    BATCH_ID,
+    CHECKPOINT_ID,
+    EVENT_TIME_MAX,
+    EVENT_TIME_MAX_SO_FAR,
+    EVENT_TIME_MIN,
+    EVENTS_LOCATION,
+    MAX_POSITION,
+    SOURCE_PROGRESS,
+    TRUNCATE_POSITION,
+)
+
+__all__ = [
+    "BATCH_ID",
+    "CHECKPOINT_ID",
+    "EVENTS_LOCATION",
+    "EVENT_TIME_MAX",
+    "EVENT_TIME_MAX_SO_FAR",
+    "EVENT_TIME_MIN",
+    "MAX_POSITION",
+    "SOURCE_PROGRESS",
+    "TRUNCATE_POSITION",
+    "CdcCommit",
+    "CdcTable",
+    "create_table",
+]
+
 _SCAN_BACK = 1000  # snapshots searched for our own progress records
 
 
@@ -44,6 +64,7 @@ class Progress:
     truncate_position: str | None
     source_progress: Mapping[str, str]
     batches: Mapping[str, int]  # checkpoint id -> last committed batch id
+    event_time_max_so_far: int | None = None
 
 
 def _iceberg_type(jvm, spark_type: str):
@@ -135,6 +156,7 @@ class CdcTable:
         """
         snapshot = self._table.currentSnapshot()
         max_position = truncate = None
+        time_so_far: int | None = None
         source: dict[str, str] = {}
         batches: dict[str, int] = {}
         found_latest = False
@@ -149,13 +171,15 @@ class CdcTable:
                     truncate = summary.get(TRUNCATE_POSITION)
                     truncate = str(truncate) if truncate is not None else None
                     source = json.loads(str(summary.get(SOURCE_PROGRESS) or "{}"))
+                    so_far = summary.get(EVENT_TIME_MAX_SO_FAR) or summary.get(EVENT_TIME_MAX)
+                    time_so_far = int(str(so_far)) if so_far is not None else None
                 if str(checkpoint) == checkpoint_id:
                     batches[checkpoint_id] = int(summary.get(BATCH_ID))
                     break
             parent = snapshot.parentId()
             snapshot = self._table.snapshot(parent) if parent is not None else None
             seen += 1
-        return Progress(max_position, truncate, source, batches)
+        return Progress(max_position, truncate, source, batches, time_so_far)
 
     # ---- writing ------------------------------------------------------------------------
     def begin(self) -> CdcCommit:

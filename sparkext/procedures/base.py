@@ -98,6 +98,12 @@ class Routine:
     run: Callable[[Context, BoundArgs], DataFrame | list[tuple[Any, ...]]]
     kind: Kind = Kind.PROCEDURE
     options: tuple[Option, ...] = ()
+    # the table-function form when it takes other parameters or returns other columns than the
+    # procedure; empty ``output`` there means the columns depend on the arguments (a table)
+    function: Routine | None = None
+
+    def for_kind(self, kind: Kind) -> Routine:
+        return self.function if kind == Kind.FUNCTION and self.function is not None else self
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

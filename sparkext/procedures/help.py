@@ -28,6 +28,14 @@ def _rows_for(routine: Routine) -> list[tuple[Any, ...]]:
         rows.append(("option", o.key, "string", False, describe(o.default), o.doc))
     for c in routine.output:
         rows.append(("output", c.name, c.type, None, None, c.doc))
+    function = routine.function
+    if function is not None:
+        rows.append(("table function", function.name, None, None, None, function.doc))
+        for p in function.params:
+            default = None if p.required else describe(p.default)
+            rows.append(("function parameter", p.name, p.type.value, p.required, default, p.doc))
+        for o in function.options:
+            rows.append(("function option", o.key, "string", False, describe(o.default), o.doc))
     return rows
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sparkext.procedures import help, ingest_cdc, rewrite_equality_deletes, table_health
+from sparkext.procedures import (
+    help,
+    ingest_cdc,
+    rewrite_equality_deletes,
+    snapshot_as_of_event_time,
+    table_health,
+)
 from sparkext.procedures.base import Routine
 
 ROUTINES: dict[str, Routine] = {
@@ -11,6 +17,7 @@ ROUTINES: dict[str, Routine] = {
         help.ROUTINE,
         ingest_cdc.ROUTINE,
         rewrite_equality_deletes.ROUTINE,
+        snapshot_as_of_event_time.ROUTINE,
         table_health.ROUTINE,
     )
 }

@@ -40,7 +40,7 @@ def _routine(invocation: Invocation, kind: Kind) -> Routine:
             else f"CALL sparkext.{routine.name}(...)"
         )
         raise UnknownRoutineError(f"sparkext.{routine.name} is not a {what}; use it as {usage}.")
-    return routine
+    return routine.for_kind(kind)
 
 
 def _run(spark: SparkSession, invocation: Invocation, kind: Kind, progress) -> DataFrame:
@@ -56,6 +56,8 @@ def _run(spark: SparkSession, invocation: Invocation, kind: Kind, progress) -> D
     result = routine.run(Context(spark, progress), args)
     if isinstance(result, list):
         return spark.createDataFrame(result, schema=routine.output_ddl)
+    if not routine.output:  # a table whose columns depend on the arguments
+        return result
     return result.select(*(c.name for c in routine.output))
 
 

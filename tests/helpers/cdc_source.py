@@ -26,6 +26,7 @@ class SourceTable:
     pos: int = 4
     clock_ms: int = 1_700_000_000_000
     extra_column: bool = False
+    min_step_ms: int = 1  # 0: consecutive changes may share a timestamp (ties)
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)
@@ -43,7 +44,7 @@ class SourceTable:
 
     def _emit(self, op: str, before, after) -> None:
         self.pos += self.random.randint(1, 300)
-        self.clock_ms += self.random.randint(1, 5000)
+        self.clock_ms += self.random.randint(self.min_step_ms, 5000)
         self.events.append(
             {
                 "before": before,
@@ -164,3 +165,24 @@ class Delivery:
             path.write_text("\n".join(lines) + "\n")
         self.delivered.extend(batch)
         return batch
+
+
+def event_time(event: dict[str, Any]) -> int:
+    return int(event["source"]["ts_ms"])
+
+
+def state_as_of(delivered: list[dict[str, Any]], as_of_ms: int) -> dict[int, dict[str, Any]]:
+    """Replay, in event-time order (ties by binlog position), every delivered change <= T0."""
+    rows: dict[int, dict[str, Any]] = {}
+    counted = sorted(
+        (e for e in delivered if event_time(e) <= as_of_ms),
+        key=lambda e: (event_time(e), position(e)),
+    )
+    for event in counted:
+        if event["op"] == "t":
+            rows.clear()
+        elif event["op"] == "d":
+            rows.pop(event["before"]["id"], None)
+        else:
+            rows[event["after"]["id"]] = event["after"]
+    return rows

@@ -1,0 +1,1 @@
+"""Table state by event time: snapshot_as_of_event_time."""

@@ -1,0 +1,275 @@
+"""A table's state as of an event time, as a Spark DataFrame (the runner of the plan).
+
+CDC tables (written by ingest_cdc): the base snapshot s1 is read through Iceberg time travel;
+the event logs of later commits whose events may count are read with ``event time <= T0``; per
+key the newest change by source position wins over the base row; deletes and truncates remove
+rows. Append-only tables: every row whose event-time column is <= T0 (Iceberg prunes files by
+their column bounds). All row work runs on executors; the driver reads summaries and sizes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkext.errors import EventTimeError
+from sparkext.planning.event_time import EventTimePlan, has_event_time, plan_as_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparkext.iceberg.catalog import TableRef
+
+OP, EVENT_TIME, POSITION = "_cdc_op", "_cdc_event_time", "_cdc_position"
+SYSTEM_NAMES = (OP, EVENT_TIME, POSITION)
+EVENT_TIME_PROPERTY = "sparkext.event-time-column"
+_BROADCAST_ROWS = 2_000_000  # winners up to this many rows are broadcast to the base scan
+
+
+@dataclass(frozen=True)
+class AsOfResult:
+    frame: DataFrame  # the table's user columns as of T0
+    mode: str  # "cdc", "append" or "full-replay"
+    base_snapshot_id: int | None
+    change_commits: int  # event logs replayed
+    pruned_commits: int  # CDC commits after the base skipped by their event-time bounds
+    files_read: int
+    bytes_read: int
+
+
+def epoch_ms(value: dt.datetime) -> int:
+    """Floor of ``value`` in epoch milliseconds (naive values are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def state_as_of(
+    spark: SparkSession,
+    table: TableRef,
+    as_of: dt.datetime,
+    event_time_column: str | None = None,
+    allow_full_replay: bool = False,
+) -> AsOfResult:
+    from sparkext.iceberg.snapshots import ancestry
+
+    chain = ancestry(spark, table)
+    columns = spark.table(table.name).schema
+    names = [f.name for f in columns.fields]
+    if has_event_time(chain):
+        if event_time_column not in (None, EVENT_TIME):
+            raise EventTimeError(
+                f"Table '{table.name}' is written by ingest_cdc, whose changes are ordered by "
+                f"their source event time {EVENT_TIME}; omit the event-time column argument "
+                f"('{event_time_column}')."
+            )
+        plan = plan_as_of(chain, epoch_ms(as_of), allow_full_replay=allow_full_replay)
+        return _cdc_state(spark, table, plan, as_of)
+    column = event_time_column or table.prop(EVENT_TIME_PROPERTY)
+    if column is None:
+        raise EventTimeError(
+            f"Table '{table.name}' has no event-time metadata; name its event-time column as "
+            "the third argument or set the table property 'sparkext.event-time-column' (ALTER "
+            "TABLE ... SET TBLPROPERTIES ('sparkext.event-time-column' = 'ts'))."
+        )
+    if column not in names:
+        raise EventTimeError(
+            f"Event-time column '{column}' is not a column of '{table.name}'; columns: "
+            f"{', '.join(names)}."
+        )
+    return _append_state(spark, table, column, as_of)
+
+
+# ---- append-only tables -------------------------------------------------------------------
+def _append_state(
+    spark: SparkSession, table: TableRef, column: str, as_of: dt.datetime
+) -> AsOfResult:
+    from pyspark.sql import functions as F
+
+    frame = spark.table(table.name).where(F.col(column) <= F.lit(as_of))
+    files = bytes_ = 0
+    if table.current_snapshot_id is not None:
+        metrics = spark.table(table.metadata_table("files"))
+        bound = F.col(f"readable_metrics.`{column}`.lower_bound")
+        row = (
+            metrics.where(bound.isNull() | (bound <= F.lit(as_of)))
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
+            .first()
+        )
+        files, bytes_ = int(row.n or 0), int(row.b or 0)
+    return AsOfResult(frame, "append", table.current_snapshot_id, 0, 0, files, bytes_)
+
+
+# ---- CDC tables ---------------------------------------------------------------------------
+def _cdc_state(
+    spark: SparkSession, table: TableRef, plan: EventTimePlan, as_of: dt.datetime
+) -> AsOfResult:
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.checkpoint import batch_directories, tree_size
+    from sparkext.iceberg.catalog import identifier_columns
+    from sparkext.iceberg.snapshots import live_files
+
+    schema = spark.table(table.name).schema
+    user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
+    key = identifier_columns(spark, table.name)
+    if not key:
+        raise EventTimeError(
+            f"Table '{table.name}' has CDC commits but no identifier fields (primary key); set "
+            "them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
+        )
+    missing = [c.snapshot_id for c in plan.changes if c.location is None]
+    if missing:
+        raise EventTimeError(
+            f"Commit {missing[0]} of '{table.name}' has no event log (it was written by an "
+            "older ingest_cdc), so its events cannot be placed in event time; pick an event "
+            "time after it."
+        )
+    logs = (
+        [d for root in plan.full_replay_roots for d in batch_directories(root)]
+        if plan.full_replay
+        else [c.location for c in plan.changes if c.location]
+    )
+    files = bytes_ = 0
+    for log in logs:
+        n, b = tree_size(log)
+        files, bytes_ = files + n, bytes_ + b
+    if plan.base_snapshot_id is not None:
+        n, b = live_files(spark, table, plan.base_snapshot_id)
+        files, bytes_ = files + n, bytes_ + b
+
+    t0 = F.lit(as_of).cast("timestamp")
+    changes = _read_logs(spark, logs, user, key)
+    changes = changes.where(F.col(EVENT_TIME) <= t0) if changes is not None else None
+    base = None
+    if plan.base_snapshot_id is not None:
+        base = _conform(
+            spark.read.option("snapshot-id", str(plan.base_snapshot_id)).table(table.name),
+            user,
+            (POSITION,),
+        )
+    frame = _merge(spark, base, changes, plan, user, key)
+    mode = "full-replay" if plan.full_replay else "cdc"
+    return AsOfResult(frame, mode, plan.base_snapshot_id, len(logs), plan.pruned, files, bytes_)
+
+
+def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequence[str]):
+    """``frame`` with exactly the current user columns (cast; added as NULL) plus ``extra``."""
+    from pyspark.sql import functions as F
+
+    present = set(frame.columns)
+    return frame.select(
+        *(
+            (F.col(name) if name in present else F.lit(None)).cast(dtype).alias(name)
+            for name, dtype in user
+        ),
+        *(F.col(c) for c in extra),
+    )
+
+
+def _read_logs(
+    spark: SparkSession, logs: Sequence[str], user, key: Sequence[str]
+) -> DataFrame | None:
+    """The events of ``logs``: user columns, op, event time, position (each log conformed)."""
+    from functools import reduce
+
+    frames = [_conform(spark.read.parquet(log), user, (OP, EVENT_TIME, POSITION)) for log in logs]
+    if not frames:
+        return None
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _merge(
+    spark: SparkSession,
+    base: DataFrame | None,
+    changes: DataFrame | None,
+    plan: EventTimePlan,
+    user,
+    key: Sequence[str],
+) -> DataFrame:
+    """Per key, the newest of (base row, newest change <= T0) by source position."""
+    from pyspark.sql import functions as F
+
+    names = [name for name, _ in user]
+    if changes is None:
+        if base is None:
+            return spark.createDataFrame([], _ddl(user))
+        return base.select(*names)
+    truncate_row = changes.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
+    floors = [p for p in (truncate_row.p, plan.base_truncate_position) if p is not None]
+    floor = max(floors) if floors else None
+    newest = (
+        changes.where(F.col(OP) != "t")
+        .groupBy(*key)
+        .agg(
+            F.max_by(
+                F.struct(*(F.col(n) for n in names if n not in key), OP, POSITION), POSITION
+            ).alias("w")
+        )
+    )
+    winners = newest.select(
+        *key,
+        *(F.col(f"w.{n}").alias(n) for n in names if n not in key),
+        F.col(f"w.{OP}").alias("w_op"),
+        F.col(f"w.{POSITION}").alias("w_pos"),
+    )
+    if floor is not None:  # changes older than a truncate that counts are gone
+        winners = winners.where(F.col("w_pos") > F.lit(floor))
+    if base is None:
+        return winners.where(F.col("w_op") != "d").select(*names)
+    newer_truncate = truncate_row.p
+    if newer_truncate is not None:
+        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newer_truncate))
+    # the base is scanned once with the (small) winners broadcast to it: no shuffle of the base
+    right = F.broadcast(winners) if winners.count() <= _BROADCAST_ROWS else winners
+    joined = base.alias("b").join(right.alias("w"), list(key), "left")
+    change_wins = F.col("w.w_pos").isNotNull() & (
+        F.col(f"b.{POSITION}").isNull() | (F.col("w.w_pos") > F.col(f"b.{POSITION}"))
+    )
+    kept = joined.where(~change_wins | (F.col("w.w_op") != "d")).select(
+        *(
+            F.col(n)
+            if n in key
+            else F.when(change_wins, F.col(f"w.{n}")).otherwise(F.col(f"b.{n}")).alias(n)
+            for n in names
+        )
+    )
+    fresh = winners.join(base.select(*key), list(key), "left_anti")
+    fresh = _drop_superseded(spark, fresh, plan, user, key)
+    return kept.unionByName(fresh.where(F.col("w_op") != "d").select(*names))
+
+
+def _drop_superseded(
+    spark: SparkSession, fresh: DataFrame, plan: EventTimePlan, user, key: Sequence[str]
+) -> DataFrame:
+    """Changes for keys absent from the base that a newer change at or before it removed.
+
+    A late event (position at or below the base's high-water mark) for a key the base does not
+    hold may be older than a delete the base already applied. Only such candidates are checked,
+    against the event logs up to the base (key and position columns).
+    """
+    from pyspark.sql import functions as F
+
+    if plan.base_max_position is None or not plan.earlier_logs:
+        return fresh
+    suspects = fresh.where(F.col("w_pos") <= F.lit(plan.base_max_position)).select(*key, "w_pos")
+    if suspects.isEmpty():
+        return fresh
+    key_columns = [(name, dtype) for name, dtype in user if name in key]
+    logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
+    assert logs is not None
+    earlier = logs.select(*key, F.col(POSITION).alias("e_pos"))
+    newer = (
+        earlier.join(F.broadcast(suspects), list(key))
+        .where(F.col("e_pos") > F.col("w_pos"))
+        .select(*key)
+        .distinct()
+    )
+    return fresh.join(newer, list(key), "left_anti")
+
+
+def _ddl(user) -> str:
+    return ", ".join(f"`{name}` {dtype.simpleString()}" for name, dtype in user)

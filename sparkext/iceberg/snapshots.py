@@ -1,0 +1,49 @@
+"""Snapshot ancestry and per-snapshot file totals, from Iceberg's metadata tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkext.planning.event_time import SnapshotFact
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sparkext.iceberg.catalog import TableRef
+
+
+def ancestry(spark: SparkSession, table: TableRef) -> list[SnapshotFact]:
+    """The current snapshot and its retained ancestors, oldest first.
+
+    Reads the ``snapshots`` metadata table (one small row per snapshot: ids and summary).
+    """
+    if table.current_snapshot_id is None:
+        return []
+    rows = (
+        spark.table(table.metadata_table("snapshots"))
+        .select("snapshot_id", "parent_id", "summary")
+        .collect()  # metadata: one row per retained snapshot
+    )
+    by_id = {r.snapshot_id: r for r in rows}
+    chain: list[SnapshotFact] = []
+    current = by_id.get(table.current_snapshot_id)
+    while current is not None:
+        chain.append(
+            SnapshotFact(current.snapshot_id, current.parent_id, dict(current.summary or {}))
+        )
+        current = by_id.get(current.parent_id) if current.parent_id is not None else None
+    chain.reverse()
+    return chain
+
+
+def live_files(spark: SparkSession, table: TableRef, snapshot_id: int) -> tuple[int, int]:
+    """Number and bytes of the data and delete files a read of ``snapshot_id`` plans."""
+    from pyspark.sql import functions as F
+
+    row = (
+        spark.read.option("snapshot-id", str(snapshot_id))
+        .table(table.metadata_table("files"))
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
+        .first()
+    )
+    return int(row.n or 0), int(row.b or 0)

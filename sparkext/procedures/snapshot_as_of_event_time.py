@@ -1,0 +1,172 @@
+"""snapshot_as_of_event_time: a table's consistent state as of an event time T0.
+
+Table function: ``SELECT * FROM sparkext.snapshot_as_of_event_time('lake.db.orders',
+TIMESTAMP '2026-11-21 00:00:00' [, 'event_time_column' [, map(...)]])`` returns the table's user
+columns as they were at T0. Procedure: ``CALL sparkext.snapshot_as_of_event_time(table => ...,
+as_of => TIMESTAMP ..., target => 'lake.ods.orders_daily' [, partition_value => '2026-11-21'])``
+writes that state into one partition of a target table (created if missing); re-running the
+same partition replaces it in one atomic overwrite, so a rerun is idempotent.
+See :mod:`sparkext.history.as_of` for how the state is computed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import warnings
+from typing import Any
+
+from sparkext.errors import EventTimeError
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Kind,
+    Option,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+    parse_boolean,
+)
+
+ALLOW_FULL_REPLAY = "allow-full-replay"
+ALLOW_FULL_REPLAY_DEFAULT = "false"
+PARTITION_COLUMN = "partition-column"
+PARTITION_COLUMN_DEFAULT = "dt"
+
+
+def _state(context: Context, args: BoundArgs):
+    from sparkext.history.as_of import state_as_of
+
+    as_of = args["as_of"]
+    if not isinstance(as_of, dt.datetime):
+        raise EventTimeError(
+            f"as_of must be a timestamp, got {as_of!r}; write TIMESTAMP '2026-11-21 00:00:00'."
+        )
+    context.progress(f"planning {args.table().name} as of {as_of.isoformat(sep=' ')}")
+    result = state_as_of(
+        context.spark,
+        args.table(),
+        as_of,
+        event_time_column=args["event_time_column"],
+        allow_full_replay=args.options[ALLOW_FULL_REPLAY],
+    )
+    if result.mode == "full-replay":
+        message = (
+            f"the base snapshot of {args.table().name} for this event time has expired; "
+            f"replaying all {result.change_commits} event log(s) instead"
+        )
+        warnings.warn(message, stacklevel=2)
+        context.progress(f"warning: {message}")
+    return result
+
+
+def run_function(context: Context, args: BoundArgs):
+    return _state(context, args).frame
+
+
+def _partition_value(spark, as_of: dt.datetime) -> str:
+    """T0's calendar date in the session time zone, e.g. '2026-11-21'."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
+    if as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=dt.timezone.utc)
+    return as_of.astimezone(zone).date().isoformat()
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.history.daily import write_partition
+
+    started = time.monotonic()
+    spark = context.spark
+    column = args.options[PARTITION_COLUMN]
+    value = args["partition_value"] or _partition_value(spark, args["as_of"])
+    result = _state(context, args)
+    if column in result.frame.columns:
+        raise EventTimeError(
+            f"The source table already has a column '{column}'; choose another partition column "
+            "with options => map('partition-column', 'snapshot_date')."
+        )
+    context.progress(f"writing {args['target']} partition {column}={value}")
+    written = write_partition(spark, result.frame, args["target"], column, value)
+    return [
+        (
+            result.base_snapshot_id,
+            result.change_commits,
+            result.pruned_commits,
+            result.files_read,
+            result.bytes_read,
+            written.rows,
+            written.snapshot_id,
+            value,
+            result.mode,
+            int((time.monotonic() - started) * 1000),
+        )
+    ]
+
+
+_TABLE = Param("table", ParamType.TABLE, "source table (ingest_cdc or append-only)", True)
+_AS_OF = Param("as_of", ParamType.TIMESTAMP, "event time T0: changes at or before it count", True)
+_COLUMN = Param(
+    "event_time_column",
+    ParamType.STRING,
+    "append-only tables: event-time column (default: property sparkext.event-time-column)",
+)
+_FULL_REPLAY = Option(
+    ALLOW_FULL_REPLAY,
+    ALLOW_FULL_REPLAY_DEFAULT,
+    "when the base snapshot expired, rebuild from every event log (slow) instead of failing",
+    parse_boolean,
+)
+
+FUNCTION = Routine(
+    name="snapshot_as_of_event_time",
+    doc="The table's user columns as of event time T0 (a table, usable in FROM and JOIN).",
+    kind=Kind.FUNCTION,
+    params=(
+        _TABLE,
+        _AS_OF,
+        _COLUMN,
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+    ),
+    options=(_FULL_REPLAY,),
+    output=(),
+    run=run_function,
+)
+
+ROUTINE = Routine(
+    name="snapshot_as_of_event_time",
+    doc="Write a table's state as of event time T0 into a daily partition of a target table.",
+    kind=Kind.PROCEDURE | Kind.FUNCTION,
+    params=(
+        _TABLE,
+        _AS_OF,
+        Param("target", ParamType.STRING, "table to write, created if missing", True),
+        Param("partition_value", ParamType.STRING, "partition to (re)write (default: T0's date)"),
+        _COLUMN,
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+    ),
+    options=(
+        _FULL_REPLAY,
+        Option(
+            PARTITION_COLUMN,
+            PARTITION_COLUMN_DEFAULT,
+            "the target's string partition column holding partition_value",
+        ),
+    ),
+    output=(
+        OutputColumn("base_snapshot_id", "bigint", "snapshot s1 read by time travel (or NULL)"),
+        OutputColumn("change_commits", "bigint", "event logs of later commits replayed"),
+        OutputColumn("pruned_commits", "bigint", "later commits skipped: min event time > T0"),
+        OutputColumn("files_read", "bigint", "base data/delete files plus event-log files"),
+        OutputColumn("bytes_read", "bigint", "bytes of those files"),
+        OutputColumn("rows_written", "bigint", "rows in the written partition"),
+        OutputColumn("target_snapshot_id", "bigint", "the target's new snapshot"),
+        OutputColumn("partition_value", "string", "the partition written"),
+        OutputColumn("mode", "string", "cdc, append or full-replay"),
+        OutputColumn("duration_ms", "bigint", "wall-clock time"),
+    ),
+    run=run,
+    function=FUNCTION,
+)

@@ -1,0 +1,249 @@
+"""snapshot_as_of_event_time against a replay oracle (tests/helpers/cdc_source.state_as_of).
+
+The oracle replays, in event-time order (ties by binlog position), every delivered change whose
+event time is <= T0. It shares no code with sparkext.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import warnings
+
+import pytest
+
+import sparkext
+from sparkext.errors import EventTimeError, SnapshotExpiredError
+from sparkext.history.as_of import state_as_of as computed_state
+from sparkext.iceberg.catalog import resolve_table
+from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of
+
+UTC = dt.timezone.utc
+
+
+def ingest(table: str, landing, checkpoint) -> dict:
+    return (
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
+            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+        )
+        .first()
+        .asDict()
+    )
+
+
+def at(ms: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=ms)
+
+
+def literal(ms: int) -> str:
+    return at(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def rows_of(frame) -> dict[int, dict]:
+    return {r.id: r.asDict() for r in frame.select(*COLUMNS).collect()}
+
+
+def state(spark, table: str, ms: int, **kwargs) -> dict[int, dict]:
+    return rows_of(computed_state(spark, resolve_table(spark, table), at(ms), **kwargs).frame)
+
+
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory):
+    """A CDC table after 6 batches with late, duplicate and tied events, and a conversion."""
+    tmp = tmp_path_factory.mktemp("asof")
+    table = "lake.test.asof_orders"
+    source = SourceTable(seed=20261123, key_space=35, min_step_ms=0)
+    delivery = Delivery(tmp / "landing", seed=11, duplicate_rate=0.08, late_rate=0.2)
+    late = 0
+    for batch in range(6):
+        delivery.deliver(source.run(60), final=batch == 5)
+        late += ingest(table, tmp / "landing", tmp / "checkpoint")["late"]
+        if batch == 3:  # a non-CDC commit in the middle: it changes no logical content
+            sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table}')")
+    assert late > 0
+    return table, delivery.delivered, tmp
+
+
+def test_many_event_times_equal_the_replay_oracle(spark, history):
+    table, delivered, _ = history
+    times = sorted({event_time(e) for e in delivered})
+    rng = random.Random(5)
+    picks = {times[0] - 1, times[0], times[-1], times[-1] + 1}
+    picks.update(rng.sample(times, 10))  # exactly on an event's time (ties included)
+    picks.update(t - 1 for t in rng.sample(times, 4))  # just before one
+    summaries = [
+        json.loads(json.dumps(r.summary))
+        for r in spark.table(f"{table}.snapshots").select("summary").collect()
+    ]
+    for s in summaries:  # inside one commit's event-time range
+        if "sparkext.event-time.min" in s:
+            low, high = int(s["sparkext.event-time.min"]), int(s["sparkext.event-time.max"])
+            picks.add((low + high) // 2)
+    for ms in sorted(picks):
+        assert state(spark, table, ms) == state_as_of(delivered, ms), f"T0={ms}"
+
+
+def test_edges_before_the_first_and_after_the_last_event(spark, history):
+    table, delivered, _ = history
+    first = min(event_time(e) for e in delivered)
+    last = max(event_time(e) for e in delivered)
+    assert state(spark, table, first - 1) == {}
+    current = rows_of(spark.table(table))
+    assert state(spark, table, last) == current
+    assert state(spark, table, last + 86_400_000) == current
+
+
+def test_table_function_in_sql_and_a_join(spark, history):
+    table, delivered, _ = history
+    times = sorted({event_time(e) for e in delivered})
+    t0 = times[len(times) // 2]
+    expected = state_as_of(delivered, t0)
+    count = sparkext.sql(
+        f"SELECT count(*) AS n FROM sparkext.snapshot_as_of_event_time('{table}', "
+        f"TIMESTAMP '{literal(t0)}')"
+    ).first()
+    assert count.n == len(expected)
+    joined = sparkext.sql(
+        f"SELECT s.id, c.qty FROM sparkext.snapshot_as_of_event_time('{table}', "
+        f"TIMESTAMP '{literal(t0)}') AS s JOIN {table} AS c ON s.id = c.id"
+    ).collect()
+    current = rows_of(spark.table(table))
+    assert sorted(r.id for r in joined) == sorted(set(expected) & set(current))
+
+
+def test_procedure_writes_the_daily_partition_and_a_rerun_changes_nothing(spark, history):
+    table, delivered, _ = history
+    target = "lake.test.asof_daily"
+    times = sorted({event_time(e) for e in delivered})
+    t1, t2 = times[len(times) // 3], times[2 * len(times) // 3]
+
+    def call(ms: int, day: str):
+        return sparkext.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{table}', "
+            f"as_of => TIMESTAMP '{literal(ms)}', target => '{target}', partition_value => '{day}')"
+        ).first()
+
+    first = call(t1, "2026-11-20")
+    second = call(t2, "2026-11-21")
+    assert first.rows_written == len(state_as_of(delivered, t1))
+    assert second.mode == "cdc" and second.files_read > 0 and second.bytes_read > 0
+    day1 = rows_of(spark.table(target).where("dt = '2026-11-20'"))
+    assert day1 == state_as_of(delivered, t1)
+    rerun = call(t1, "2026-11-20")  # same T0 again: the partition is replaced, not doubled
+    assert rerun.rows_written == first.rows_written
+    assert rows_of(spark.table(target).where("dt = '2026-11-20'")) == day1
+    assert rows_of(spark.table(target).where("dt = '2026-11-21'")) == state_as_of(delivered, t2)
+    assert spark.table(target).count() == len(day1) + len(state_as_of(delivered, t2))
+
+
+def test_a_late_event_for_a_key_deleted_before_the_base_stays_deleted(spark, tmp_path, table_name):
+    def event(op, key, pos, ts, qty=1):
+        image = {"id": key, "name": "n", "qty": qty, "price": 1.0}
+        return {
+            "before": None if op == "c" else image,
+            "after": None if op == "d" else image,
+            "source": {
+                "file": "mysql-bin.000001",
+                "pos": pos,
+                "row": 0,
+                "ts_ms": ts,
+                "db": "shop",
+                "table": "orders",
+                "connector": "mysql",
+            },
+            "op": op,
+            "ts_ms": ts,
+        }
+
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    landing.mkdir()
+    batch1 = [event("c", 1, 10, 100_000), event("c", 2, 15, 150_000), event("d", 1, 30, 300_000)]
+    batch2 = [event("u", 1, 20, 200_000, qty=7), event("u", 2, 40, 1_000_000, qty=9)]
+    (landing / "1.json").write_text("\n".join(json.dumps(e) for e in batch1) + "\n")
+    ingest(table_name, landing, checkpoint)
+    (landing / "2.json").write_text("\n".join(json.dumps(e) for e in batch2) + "\n")
+    result = ingest(table_name, landing, checkpoint)
+    assert result["late"] == 1
+    for ms in (250_000, 350_000, 999_999, 1_000_000):
+        assert state(spark, table_name, ms) == state_as_of(batch1 + batch2, ms), ms
+    # T0 = 250 s: key 1 was updated (late event) and not yet deleted
+    assert state(spark, table_name, 250_000)[1]["qty"] == 7
+
+
+def test_expired_base_is_explained_and_full_replay_only_when_allowed(spark, tmp_path, table_name):
+    source = SourceTable(seed=8, key_space=20)
+    delivery = Delivery(tmp_path / "in", seed=8, late_rate=0.2)
+    for batch in range(4):
+        delivery.deliver(source.run(40), final=batch == 3)
+        ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    current = spark.table(f"{table_name}.snapshots").orderBy("committed_at").collect()[-1]
+    spark.sql(
+        f"CALL lake.system.expire_snapshots(table => '{table_name.split('.', 1)[1]}', "
+        f"older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)"
+    )
+    times = sorted({event_time(e) for e in delivery.delivered})
+    early = times[len(times) // 4]
+    with pytest.raises(SnapshotExpiredError, match="allow-full-replay"):
+        state(spark, table_name, early)
+    with pytest.raises(SnapshotExpiredError):  # the same sentence through SQL
+        sparkext.sql(
+            f"SELECT * FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+            f"TIMESTAMP '{literal(early)}')"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = sparkext.sql(
+            f"SELECT * FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+            f"TIMESTAMP '{literal(early)}', NULL, map('allow-full-replay', 'true'))"
+        )
+        assert rows_of(rows) == state_as_of(delivery.delivered, early)
+    assert any("expired" in str(w.message) for w in caught)
+    # the current state needs no base before the retained snapshot
+    assert current.snapshot_id is not None
+    assert state(spark, table_name, times[-1]) == rows_of(spark.table(table_name))
+
+
+def test_append_only_tables_by_property_or_argument(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id bigint, ts timestamp, v string) USING iceberg")
+    base = dt.datetime(2026, 11, 20, tzinfo=UTC)
+    rows = [(i, base + dt.timedelta(hours=i * 5), f"v{i}") for i in range(12)]
+    spark.createDataFrame(rows, "id bigint, ts timestamp, v string").writeTo(table_name).append()
+    t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
+    with pytest.raises(EventTimeError, match=r"sparkext\.event-time-column"):
+        sparkext.sql(
+            f"SELECT * FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+            "TIMESTAMP '2026-11-21 06:00:00')"
+        )
+    by_argument = sparkext.sql(
+        f"SELECT id FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+        "TIMESTAMP '2026-11-21 06:00:00', 'ts')"
+    )
+    expected = sorted(i for i, ts, _ in rows if ts <= t0)
+    assert sorted(r.id for r in by_argument.collect()) == expected
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.event-time-column' = 'ts')")
+    by_property = computed_state(spark, resolve_table(spark, table_name), t0)
+    assert by_property.mode == "append"
+    assert sorted(r.id for r in by_property.frame.collect()) == expected
+    with pytest.raises(EventTimeError, match="'nope' is not a column"):
+        computed_state(spark, resolve_table(spark, table_name), t0, event_time_column="nope")
+
+
+def test_bad_arguments_are_one_sentence(spark, history):
+    table, _, _ = history
+    with pytest.raises(EventTimeError, match="omit the event-time column"):
+        sparkext.sql(
+            f"SELECT * FROM sparkext.snapshot_as_of_event_time('{table}', "
+            "TIMESTAMP '2026-11-21 00:00:00', 'qty')"
+        )
+    with pytest.raises(sparkext.errors.ProcedureArgumentError):
+        sparkext.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{table}', "
+            "as_of => TIMESTAMP '2026-11-21 00:00:00')"
+        )
+    with pytest.raises(sparkext.errors.TableNotFoundError):
+        sparkext.sql(
+            "SELECT * FROM sparkext.snapshot_as_of_event_time('lake.test.nope', "
+            "TIMESTAMP '2026-11-21 00:00:00')"
+        )
