@@ -15,7 +15,12 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-BENCHMARKS = ("routing_overhead", "cdc_ingest", "rewrite_equality_deletes")
+BENCHMARKS = (
+    "routing_overhead",
+    "cdc_ingest",
+    "rewrite_equality_deletes",
+    "snapshot_as_of_event_time",
+)
 RESULTS = Path(__file__).parent / "results"
 
 

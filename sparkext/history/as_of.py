@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 OP, EVENT_TIME, POSITION = "_cdc_op", "_cdc_event_time", "_cdc_position"
 SYSTEM_NAMES = (OP, EVENT_TIME, POSITION)
 EVENT_TIME_PROPERTY = "sparkext.event-time-column"
-_BROADCAST_ROWS = 2_000_000  # winners up to this many rows are broadcast to the base scan
+_BROADCAST_LOG_BYTES = 64 << 20  # changes from up to this much log are broadcast to the base
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,10 @@ def _cdc_state(
     for log in logs:
         n, b = tree_size(log)
         files, bytes_ = files + n, bytes_ + b
+    base_bytes = 0
     if plan.base_snapshot_id is not None:
-        n, b = live_files(spark, table, plan.base_snapshot_id)
-        files, bytes_ = files + n, bytes_ + b
+        n, base_bytes = live_files(spark, table, plan.base_snapshot_id)
+        files, bytes_ = files + n, bytes_ + base_bytes
 
     t0 = F.lit(as_of).cast("timestamp")
     changes = _read_logs(spark, logs, user, key)
@@ -151,7 +152,7 @@ def _cdc_state(
             user,
             (POSITION,),
         )
-    frame = _merge(spark, base, changes, plan, user, key)
+    frame = _merge(spark, base, changes, plan, user, key, bytes_ - base_bytes)
     mode = "full-replay" if plan.full_replay else "cdc"
     return AsOfResult(frame, mode, plan.base_snapshot_id, len(logs), plan.pruned, files, bytes_)
 
@@ -189,6 +190,7 @@ def _merge(
     plan: EventTimePlan,
     user,
     key: Sequence[str],
+    log_bytes: int,
 ) -> DataFrame:
     """Per key, the newest of (base row, newest change <= T0) by source position."""
     from pyspark.sql import functions as F
@@ -223,23 +225,41 @@ def _merge(
     newer_truncate = truncate_row.p
     if newer_truncate is not None:
         base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newer_truncate))
-    # the base is scanned once with the (small) winners broadcast to it: no shuffle of the base
-    right = F.broadcast(winners) if winners.count() <= _BROADCAST_ROWS else winners
-    joined = base.alias("b").join(right.alias("w"), list(key), "left")
-    change_wins = F.col("w.w_pos").isNotNull() & (
-        F.col(f"b.{POSITION}").isNull() | (F.col("w.w_pos") > F.col(f"b.{POSITION}"))
-    )
-    kept = joined.where(~change_wins | (F.col("w.w_op") != "d")).select(
-        *(
-            F.col(n)
-            if n in key
-            else F.when(change_wins, F.col(f"w.{n}")).otherwise(F.col(f"b.{n}")).alias(n)
-            for n in names
+
+    def small(frame: DataFrame) -> DataFrame:  # broadcast to the base scan: no base shuffle
+        return F.broadcast(frame) if log_bytes <= _BROADCAST_LOG_BYTES else frame
+
+    # 1. the base, scanned once: its rows that no newer change replaces
+    versions = winners.select(*key, "w_pos")
+    kept = (
+        base.join(small(versions), list(key), "left")
+        .where(
+            F.col("w_pos").isNull()
+            | (F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
         )
+        .select(*names)
     )
-    fresh = winners.join(base.select(*key), list(key), "left_anti")
-    fresh = _drop_superseded(spark, fresh, plan, user, key)
-    return kept.unionByName(fresh.where(F.col("w_op") != "d").select(*names))
+    # 2. changes newer than the base's high-water mark beat whatever the base holds
+    high = plan.base_max_position
+    sure = winners if high is None else winners.where(F.col("w_pos") > F.lit(high))
+    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*names))
+    if high is None:
+        return result
+    # 3. late changes (at or below the mark) are compared with the base row of their key, found
+    #    by a key-and-position scan of the base; only when there are any
+    suspects = winners.where(F.col("w_pos") <= F.lit(high))
+    if suspects.isEmpty():
+        return result
+    at_base = base.select(*key, F.col(POSITION).alias("b_pos"), F.lit(True).alias("present"))
+    resolved = suspects.join(
+        at_base.join(small(suspects.select(*key)), list(key), "left_semi"), list(key), "left"
+    ).localCheckpoint(eager=True)  # few rows; keeps the key scan from running twice
+    wins = resolved.where(
+        F.col("present") & (F.col("b_pos").isNull() | (F.col("w_pos") > F.col("b_pos")))
+    )
+    absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
+    late = wins.select(*names, "w_op").unionByName(absent.select(*names, "w_op"))
+    return result.unionByName(late.where(F.col("w_op") != "d").select(*names))
 
 
 def _drop_superseded(
@@ -253,11 +273,9 @@ def _drop_superseded(
     """
     from pyspark.sql import functions as F
 
-    if plan.base_max_position is None or not plan.earlier_logs:
+    if not plan.earlier_logs:
         return fresh
-    suspects = fresh.where(F.col("w_pos") <= F.lit(plan.base_max_position)).select(*key, "w_pos")
-    if suspects.isEmpty():
-        return fresh
+    suspects = fresh.select(*key, "w_pos")
     key_columns = [(name, dtype) for name, dtype in user if name in key]
     logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
     assert logs is not None
