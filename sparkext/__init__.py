@@ -55,7 +55,7 @@ def ingest_cdc_stream(
     from sparkext.cdc.stream import start
     from sparkext.procedures.base import BoundArgs
     from sparkext.procedures.binding import bind_options
-    from sparkext.procedures.ingest_cdc import ROUTINE, settings_from
+    from sparkext.procedures.ingest_cdc import ROUTINE, settings_from, source_location
 
     spark = spark or SparkSession.getActiveSession() or session()
     values = {
@@ -66,4 +66,4 @@ def ingest_cdc_stream(
     }
     settings = settings_from(BoundArgs(values, bind_options(ROUTINE, options or {})))
     max_files = bind_options(ROUTINE, options or {})["max-files-per-batch"]
-    return start(spark, settings, source, interval=interval, max_files=max_files)
+    return start(spark, settings, source_location(source), interval=interval, max_files=max_files)

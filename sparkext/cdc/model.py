@@ -53,6 +53,9 @@ class Settings:
     key_cache_batches: int
     lookup_in_list_max: int
     input_format: str = "json-lines"  # or "json-files": each file one JSON document
+    kafka_options: tuple[tuple[str, str], ...] = ()  # kafka.* settings for Spark's Kafka reader
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,9 @@ class Option:
     default: str
     doc: str
     parse: Callable[[str], Any] = str
+    # a prefix option (key ends with "."): every given key starting with it is accepted and
+    # passed through unparsed; the bound value is a dict of those keys
+    prefix: bool = False
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,16 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
 def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str, Any]:
     """Validate ``options => map(...)`` keys against the routine's declared options."""
     declared = {o.key: o for o in routine.options}
-    result = {key: option.parse(option.default) for key, option in declared.items()}
+    result: dict[str, Any] = {
+        key: {} if option.prefix else option.parse(option.default)
+        for key, option in declared.items()
+    }
     for key, raw in (given or {}).items():
         option = declared.get(key)
+        prefix = next((o for o in routine.options if o.prefix and key.startswith(o.key)), None)
+        if option is None and prefix is not None:
+            result[prefix.key][key] = raw
+            continue
         if option is None:
             valid = ", ".join(sorted(declared)) or "none"
             raise OptionError(

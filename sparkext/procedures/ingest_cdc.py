@@ -35,6 +35,11 @@ LOOKUP_IN_LIST_MAX_DEFAULT = "10000"
 INPUT_FORMAT = "input-format"
 INPUT_FORMAT_DEFAULT = "json-lines"
 INPUT_FORMATS = ("json-lines", "json-files")
+KAFKA_PREFIX = "kafka."
+STARTING_OFFSETS = "starting-offsets"
+STARTING_OFFSETS_DEFAULT = "earliest"
+MAX_OFFSETS_PER_TRIGGER = "max-offsets-per-trigger"
+MAX_OFFSETS_PER_TRIGGER_DEFAULT = ""
 
 
 def _input_format(text: str) -> str:
@@ -43,8 +48,19 @@ def _input_format(text: str) -> str:
     return text
 
 
+def _positive_or_empty(text: str) -> int | None:
+    return parse_positive(text) if text else None
+
+
 def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
+
+
+def source_location(source: str) -> str:
+    """Kafka sources (``kafka:topic``) as written; paths made absolute."""
+    if source.startswith("kafka:") or "://" in source:
+        return source
+    return os.path.abspath(source)
 
 
 def settings_from(args: BoundArgs) -> Any:
@@ -61,6 +77,9 @@ def settings_from(args: BoundArgs) -> Any:
         key_cache_batches=args.options[KEY_CACHE_BATCHES],
         lookup_in_list_max=args.options[LOOKUP_IN_LIST_MAX],
         input_format=args.options[INPUT_FORMAT],
+        kafka_options=tuple(sorted(args.options[KAFKA_PREFIX].items())),
+        starting_offsets=args.options[STARTING_OFFSETS],
+        max_offsets_per_trigger=args.options[MAX_OFFSETS_PER_TRIGGER],
     )
 
 
@@ -77,7 +96,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     metrics = ingest(
         context.spark,
         settings_from(args),
-        source if "://" in source else os.path.abspath(source),
+        source_location(source),
         max_files=args.options[MAX_FILES_PER_BATCH],
         progress=context.progress,
     )
@@ -105,7 +124,12 @@ ROUTINE = Routine(
     doc="Ingest Debezium change files into an Iceberg merge-on-read table (equality deletes).",
     params=(
         Param("table", ParamType.STRING, "target Iceberg table, e.g. 'lake.db.orders'", True),
-        Param("source", ParamType.STRING, "directory or glob of Debezium JSON-lines files", True),
+        Param(
+            "source",
+            ParamType.STRING,
+            "directory or glob of Debezium JSON-lines files, or kafka:<topic>[,<topic>...]",
+            True,
+        ),
         Param(
             "checkpoint", ParamType.STRING, "directory for progress, rejects and key cache", True
         ),
@@ -142,6 +166,24 @@ ROUTINE = Routine(
             INPUT_FORMAT_DEFAULT,
             "json-lines (one record per line) or json-files (each file one JSON document)",
             _input_format,
+        ),
+        Option(
+            KAFKA_PREFIX,
+            "",
+            "Kafka sources: every kafka.* key goes to Spark's Kafka reader "
+            "(kafka.bootstrap.servers is required)",
+            prefix=True,
+        ),
+        Option(
+            STARTING_OFFSETS,
+            STARTING_OFFSETS_DEFAULT,
+            "Kafka sources, first run: earliest, latest, or Spark's JSON offsets",
+        ),
+        Option(
+            MAX_OFFSETS_PER_TRIGGER,
+            MAX_OFFSETS_PER_TRIGGER_DEFAULT,
+            "Kafka sources: records per micro-batch (one commit each; default: all)",
+            _positive_or_empty,
         ),
         Option(
             LOOKUP_IN_LIST_MAX,
