@@ -444,9 +444,22 @@ class Ingestor:
         )
 
     def _tombstones(self, key: Sequence[str]) -> DataFrame | None:
-        """Keys deleted by live equality-delete files, with the deleting event's position."""
+        """Deleted keys with the deleting event's position.
+
+        From this checkpoint's event logs (every delete ever ingested, so still there after
+        rewrite_equality_deletes turned the equality deletes into position deletes) and from the
+        live equality-delete files (tables written before event logs existed).
+        """
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
+        found: list[DataFrame] = []
+        try:
+            logs = self.spark.read.parquet(f"{self.settings.checkpoint}/events")
+        except AnalysisException:  # no event log yet
+            logs = None
+        if logs is not None and {OP, POSITION, *key} <= set(logs.columns):
+            found.append(logs.where(F.col(OP) == "d").select(*key, F.col(POSITION).alias("v")))
         paths = [
             r.file_path
             for r in self.spark.table(f"{self.settings.table}.delete_files")
@@ -454,12 +467,13 @@ class Ingestor:
             .select("file_path")
             .collect()  # file paths: metadata, not rows
         ]
-        if not paths:
+        if paths:
+            deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
+            if POSITION in deletes.columns:
+                found.append(deletes.select(*key, F.col(POSITION).alias("v")))
+        if not found:
             return None
-        deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
-        if POSITION not in deletes.columns:
-            return None
-        return deletes.select(*key, F.col(POSITION).alias("v"))
+        return found[0] if len(found) == 1 else found[0].unionByName(found[1])
 
     def _key_cache(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
         from pyspark.sql import functions as F

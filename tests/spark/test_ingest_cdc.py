@@ -100,6 +100,24 @@ def test_late_and_duplicate_events_never_overwrite_newer_state(spark, tmp_path, 
     assert sorted(r.status for r in late.collect()) == ["duplicate", "late", "late"]
 
 
+def test_a_very_late_event_after_delete_conversion_stays_late(spark, tmp_path, table_name):
+    """The delete left the key cache and its equality delete became a position delete."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    opts = ", options => map('key-cache-batches', '1')"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "x")))
+    ingest(table_name, landing, checkpoint, opts)
+    land(landing, "2.json", events(("d", 2, 30, None)))
+    ingest(table_name, landing, checkpoint, opts)
+    land(landing, "3.json", events(("c", 3, 40, "z")))
+    ingest(table_name, landing, checkpoint, opts)
+    converted = sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table_name}')")
+    assert converted.first().equality_delete_files_remaining == 0
+    land(landing, "4.json", events(("u", 2, 25, "resurrected?")))
+    fourth = ingest(table_name, landing, checkpoint, opts)
+    assert fourth["late"] == 1 and fourth["lookups"] == 1  # found through the event log
+    assert sorted(table_rows(spark, table_name, ("id", "name"))) == [1, 3]
+
+
 def test_insert_then_delete_in_one_batch_leaves_nothing(spark, tmp_path, table_name):
     land(
         tmp_path / "in",
