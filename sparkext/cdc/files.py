@@ -7,11 +7,14 @@ DataFile/DeleteFile entries and commits them (:mod:`sparkext.iceberg.commit`).
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from sparkext.cdc.partitioning import PartitionField, partitioner
 
 DATA, EQUALITY_DELETES = 0, 2
 KIND = "__kind"
@@ -21,9 +24,10 @@ FILE_SCHEMA = pa.schema(
         pa.field("kind", pa.int32()),
         pa.field("records", pa.int64()),
         pa.field("bytes", pa.int64()),
+        pa.field("partition", pa.string()),
     ]
 )
-FILE_SCHEMA_DDL = "path string, kind int, records bigint, bytes bigint"
+FILE_SCHEMA_DDL = "path string, kind int, records bigint, bytes bigint, partition string"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class WrittenFile:
     kind: int  # DATA or EQUALITY_DELETES
     records: int
     bytes: int
+    partition: tuple[str, ...] = ()  # Iceberg partition strings, one per partition field
 
 
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
@@ -45,11 +50,15 @@ def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schem
 
 
 def file_writer(
-    directory: str, field_ids: Mapping[str, int], prefix: str
+    directory: str,
+    field_ids: Mapping[str, int],
+    prefix: str,
+    partition_fields: Sequence[PartitionField] = (),
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Return a ``mapInArrow`` function writing one data and one delete file per task.
+    """Return a ``mapInArrow`` function writing one data and one delete file per task and partition.
 
-    Rows carry an ``__kind`` column (DATA or EQUALITY_DELETES) that picks the file they go to.
+    Rows carry an ``__kind`` column (DATA or EQUALITY_DELETES) that picks the file they go to; the
+    partition (from key columns only) is computed here, so a partitioned table needs no shuffle.
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -57,8 +66,10 @@ def file_writer(
         import pyarrow.parquet as pq
         from pyarrow import fs
 
-        writers: dict[int, tuple[str, pq.ParquetWriter]] = {}
-        counts: dict[int, int] = {}
+        partition_of = partitioner(partition_fields) if partition_fields else None
+        sources = sorted({f.source for f in partition_fields})
+        writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
+        counts: dict[tuple[int, tuple[str, ...]], int] = {}
         filesystem, base = fs.FileSystem.from_uri(directory)
         created = False
         for batch in batches:
@@ -70,31 +81,49 @@ def file_writer(
                 if not created:
                     filesystem.create_dir(base, recursive=True)
                     created = True
-                if kind not in writers:
-                    name = f"{prefix}-{'data' if kind == DATA else 'eq-deletes'}-{uuid.uuid4()}"
-                    path = f"{base.rstrip('/')}/{name}.parquet"
-                    writer = pq.ParquetWriter(
-                        filesystem.open_output_stream(path),
-                        schema,
-                        compression="zstd",
-                        write_statistics=True,
-                    )
-                    writers[kind] = (path, writer)
-                    counts[kind] = 0
-                table = pa.Table.from_batches([rows]).drop_columns([KIND]).cast(schema)
-                writers[kind][1].write_table(table)
-                counts[kind] += rows.num_rows
-        out = {"path": [], "kind": [], "records": [], "bytes": []}
-        for kind, (path, writer) in writers.items():
+                for partition, part in _split(rows, partition_of, sources):
+                    slot = (kind, partition)
+                    if slot not in writers:
+                        label = "data" if kind == DATA else "eq-deletes"
+                        path = f"{base.rstrip('/')}/{prefix}-{label}-{uuid.uuid4()}.parquet"
+                        writer = pq.ParquetWriter(
+                            filesystem.open_output_stream(path),
+                            schema,
+                            compression="zstd",
+                            write_statistics=True,
+                        )
+                        writers[slot] = (path, writer)
+                        counts[slot] = 0
+                    table = pa.Table.from_batches([part]).drop_columns([KIND]).cast(schema)
+                    writers[slot][1].write_table(table)
+                    counts[slot] += part.num_rows
+        out: dict[str, list] = {name: [] for name in FILE_SCHEMA.names}
+        for (kind, partition), (path, writer) in writers.items():
             writer.close()
             out["path"].append(_uri(directory, path))
             out["kind"].append(kind)
-            out["records"].append(counts[kind])
+            out["records"].append(counts[(kind, partition)])
             out["bytes"].append(filesystem.get_file_info(path).size)
+            out["partition"].append(json.dumps(list(partition)) if partition_fields else None)
         if out["path"]:
             yield pa.RecordBatch.from_pydict(out, schema=FILE_SCHEMA)
 
     return write
+
+
+def _split(rows: pa.RecordBatch, partition_of, sources: Sequence[str]):
+    """(partition values, rows of that partition) pairs; one pair when unpartitioned."""
+    if partition_of is None:
+        yield (), rows
+        return
+    import pyarrow.compute as pc
+
+    values = partition_of({s: rows.column(s).to_pylist() for s in sources})
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for index, value in enumerate(values):
+        groups.setdefault(value, []).append(index)
+    for value, indices in groups.items():
+        yield value, pc.take(rows, pa.array(indices, pa.int64())) if len(groups) > 1 else rows
 
 
 def _uri(directory: str, path: str) -> str:

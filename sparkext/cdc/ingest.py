@@ -31,6 +31,7 @@ from sparkext.cdc.files import (
     file_writer,
 )
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
+from sparkext.cdc.partitioning import unsupported
 from sparkext.errors import IngestError
 from sparkext.planning.cdc_schema import plan_schema
 
@@ -167,10 +168,13 @@ class Ingestor:
                 )
             return None
         table = CdcTable(self.spark, self.settings.table)
-        if table.is_partitioned():
+        bad = unsupported(table.partition_fields(), table.key())
+        if bad:
             raise IngestError(
-                f"Table '{self.settings.table}' is partitioned; ingest_cdc writes unpartitioned "
-                "tables for now (create => true makes one)."
+                f"Table '{self.settings.table}' is partitioned by {', '.join(bad)}, which is not "
+                "derived from its primary key; ingest_cdc needs partition fields on key columns "
+                "(identity, bucket[N] or truncate[W] of int, bigint, string or binary) so a "
+                "key's equality deletes land in its rows' partition."
             )
         return table
 
@@ -219,12 +223,20 @@ class Ingestor:
                 f"Primary key column(s) {', '.join(unknown)} are not in the events' rows; "
                 f"columns seen: {', '.join(batch_types)}."
             )
+        off_key = [c for _, c, _ in self.settings.partition_by if c not in key]
+        if off_key:
+            raise IngestError(
+                f"partition-by uses {', '.join(off_key)}, which is not a primary-key column; "
+                "partition a CDC table by key columns only, e.g. 'bucket(16, id)'."
+            )
         columns = [*batch_types.items(), *SYSTEM_COLUMNS]
         properties = dict(TABLE_PROPERTIES)
         if self.settings.source_table:
             properties["sparkext.cdc.source-table"] = self.settings.source_table
         self.progress(f"creating {self.settings.table}")
-        return create_table(self.spark, self.settings.table, columns, key, properties)
+        return create_table(
+            self.spark, self.settings.table, columns, key, properties, self.settings.partition_by
+        )
 
     def _typed(
         self,
@@ -564,8 +576,12 @@ class Ingestor:
         rows = self._rows(applied, columns, key, self._wiped(table, columns, truncate))
         directory = table.data_directory()
         prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}"
-        written = rows.mapInArrow(file_writer(directory, field_ids, prefix), FILE_SCHEMA_DDL)
-        files = [WrittenFile(r.path, r.kind, r.records, r.bytes) for r in written.collect()]
+        writer = file_writer(directory, field_ids, prefix, table.partition_fields())
+        written = rows.mapInArrow(writer, FILE_SCHEMA_DDL)
+        files = [
+            WrittenFile(r.path, r.kind, r.records, r.bytes, tuple(json.loads(r.partition or "[]")))
+            for r in written.collect()  # one row per written file
+        ]
         _crash_point("after-write")
 
         truncate_position = truncate.position if truncate else None

@@ -56,6 +56,7 @@ class Settings:
     kafka_options: tuple[tuple[str, str], ...] = ()  # kafka.* settings for Spark's Kafka reader
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    partition_by: tuple[tuple[str, str, int | None], ...] = ()  # for create => true
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sparkext.cdc.files import WrittenFile
+    from sparkext.cdc.partitioning import PartitionField
 
 from sparkext.cdc.summary import (
     BATCH_ID,
@@ -134,6 +135,28 @@ class CdcTable:
     def is_partitioned(self) -> bool:
         return not self._table.spec().isUnpartitioned()
 
+    def partition_fields(self) -> list[PartitionField]:
+        """The current spec's fields (void fields of dropped partitions left out)."""
+        from sparkext.cdc.partitioning import PartitionField
+
+        types = {c.field_id: c.type for c in self.columns()}
+        schema = self._table.schema()
+        fields = []
+        for field in self._table.spec().fields():
+            transform = str(field.transform().toString())
+            if transform == "void":
+                continue
+            source = int(field.sourceId())
+            fields.append(
+                PartitionField(
+                    str(field.name()),
+                    str(schema.findColumnName(source)),
+                    transform,
+                    types.get(source, "?"),
+                )
+            )
+        return fields
+
     def format_version(self) -> int:
         return int(self._table.operations().current().formatVersion())
 
@@ -192,8 +215,12 @@ def create_table(
     columns: Sequence[tuple[str, str]],
     key: Sequence[str],
     properties: Mapping[str, str],
+    partition_by: Sequence[tuple[str, str, int | None]] = (),
 ) -> CdcTable:
-    """Create an unpartitioned format-v2 table whose identifier fields are ``key``."""
+    """Create a format-v2 table whose identifier fields are ``key``.
+
+    ``partition_by``: (transform, column, argument) triples, e.g. ("bucket", "id", 16).
+    """
     jvm = spark._jvm
     types = jvm.org.apache.iceberg.types.Types
     fields = jvm.java.util.ArrayList()
@@ -224,9 +251,15 @@ def create_table(
     props = jvm.java.util.HashMap()
     for k, v in properties.items():
         props.put(k, v)
-    catalog.icebergCatalog().createTable(
-        table_id, schema, jvm.org.apache.iceberg.PartitionSpec.unpartitioned(), props
-    )
+    spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(schema)
+    for transform, column, argument in partition_by:
+        if transform == "identity":
+            spec = spec.identity(column)
+        elif transform == "bucket":
+            spec = spec.bucket(column, int(argument or 0))
+        else:
+            spec = spec.truncate(column, int(argument or 0))
+    catalog.icebergCatalog().createTable(table_id, schema, spec.build(), props)
     return CdcTable(spark, name)
 
 
@@ -250,6 +283,22 @@ class CdcCommit:
         for column, spark_type in widenings:
             update = update.updateColumn(column, _iceberg_type(jvm, spark_type))
         update.commit()
+
+    def _partition(self, spec, values: Sequence[str]):
+        """Iceberg's PartitionData for partition strings (parsed by Iceberg, typed in Java)."""
+        jvm = self._spark._jvm
+        strings = jvm.java.util.ArrayList()
+        for value in values:
+            strings.add(value)
+        probe = (  # DataFiles parses the strings into a typed PartitionData for the spec
+            jvm.org.apache.iceberg.DataFiles.builder(spec)
+            .withPath("partition-probe.parquet")
+            .withFileSizeInBytes(0)
+            .withRecordCount(0)
+            .withPartitionValues(strings)
+            .build()
+        )
+        return probe.partition()
 
     def field_ids(self) -> dict[str, int]:
         schema = self._txn.table().schema()
@@ -292,27 +341,30 @@ class CdcCommit:
                 tasks.close()
         for f in files:
             file_metrics = iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path), metrics)
+            partition = self._partition(spec, f.partition) if f.partition else None
             if f.kind == DATA:
-                built = (
+                builder = (
                     iceberg.DataFiles.builder(spec)
                     .withPath(f.path)
                     .withFormat(iceberg.FileFormat.PARQUET)
                     .withFileSizeInBytes(f.bytes)
                     .withMetrics(file_metrics)
-                    .build()
                 )
-                delta = delta.addRows(built)
+                if partition is not None:
+                    builder = builder.withPartition(partition)
+                delta = delta.addRows(builder.build())
             else:
-                built = (
+                builder = (
                     iceberg.FileMetadata.deleteFileBuilder(spec)
                     .ofEqualityDeletes(key_ids)
                     .withPath(f.path)
                     .withFormat(iceberg.FileFormat.PARQUET)
                     .withFileSizeInBytes(f.bytes)
                     .withMetrics(file_metrics)
-                    .build()
                 )
-                delta = delta.addDeletes(built)
+                if partition is not None:
+                    builder = builder.withPartition(partition)
+                delta = delta.addDeletes(builder.build())
         if self._start is not None:
             delta = delta.validateFromSnapshot(self._start.snapshotId())
         delta = delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()

@@ -35,6 +35,8 @@ LOOKUP_IN_LIST_MAX_DEFAULT = "10000"
 INPUT_FORMAT = "input-format"
 INPUT_FORMAT_DEFAULT = "json-lines"
 INPUT_FORMATS = ("json-lines", "json-files")
+PARTITION_BY = "partition-by"
+PARTITION_BY_DEFAULT = ""
 KAFKA_PREFIX = "kafka."
 STARTING_OFFSETS = "starting-offsets"
 STARTING_OFFSETS_DEFAULT = "earliest"
@@ -46,6 +48,12 @@ def _input_format(text: str) -> str:
     if text not in INPUT_FORMATS:
         raise ValueError(f"expected one of {', '.join(INPUT_FORMATS)}")
     return text
+
+
+def _partition_by(text: str):
+    from sparkext.cdc.partitioning import parse_partition_by
+
+    return parse_partition_by(text)
 
 
 def _positive_or_empty(text: str) -> int | None:
@@ -80,6 +88,7 @@ def settings_from(args: BoundArgs) -> Any:
         kafka_options=tuple(sorted(args.options[KAFKA_PREFIX].items())),
         starting_offsets=args.options[STARTING_OFFSETS],
         max_offsets_per_trigger=args.options[MAX_OFFSETS_PER_TRIGGER],
+        partition_by=args.options[PARTITION_BY],
     )
 
 
@@ -166,6 +175,12 @@ ROUTINE = Routine(
             INPUT_FORMAT_DEFAULT,
             "json-lines (one record per line) or json-files (each file one JSON document)",
             _input_format,
+        ),
+        Option(
+            PARTITION_BY,
+            PARTITION_BY_DEFAULT,
+            "with create => true: partition fields on key columns, e.g. 'bucket(16, id)'",
+            _partition_by,
         ),
         Option(
             KAFKA_PREFIX,

@@ -486,3 +486,85 @@ def test_kafka_source_without_connector_or_brokers_is_one_sentence(spark, tmp_pa
             ", options => map('kafka.bootstrap.servers', 'localhost:9092')",
         )
     assert not spark.catalog.tableExists(table_name)
+
+
+def test_bucketed_table_equals_the_source_and_spark_agrees_on_partitions(
+    spark, tmp_path, table_name
+):
+    source = SourceTable(seed=77, key_space=40)
+    delivery = Delivery(tmp_path / "landing", seed=77, duplicate_rate=0.05, late_rate=0.15)
+    opts = ", options => map('partition-by', 'bucket(4, id)')"
+    for batch in range(3):
+        delivery.deliver(source.run(70), final=batch == 2)
+        ingest(table_name, tmp_path / "landing", tmp_path / "checkpoint", opts)
+        assert table_rows(spark, table_name) == expected(delivery.delivered), batch
+    assert table_rows(spark, table_name) == source.rows
+    ours = {
+        r.id: r.p
+        for r in spark.sql(f"SELECT id, _partition.id_bucket AS p FROM {table_name}").collect()
+    }
+    assert len({*ours.values()}) > 1
+    # Spark's own bucket function on the same keys: same partition for every row
+    spark.sql(
+        f"CREATE TABLE {table_name}_ref (id bigint) USING iceberg PARTITIONED BY (bucket(4, id))"
+    )
+    spark.sql(f"INSERT INTO {table_name}_ref SELECT id FROM {table_name}")
+    ref = {
+        r.id: r.p
+        for r in spark.sql(f"SELECT id, _partition.id_bucket AS p FROM {table_name}_ref").collect()
+    }
+    assert ours == ref
+    for key in list(source.rows)[:5]:  # partition pruning on key equality finds every row
+        assert (
+            spark.sql(f"SELECT qty FROM {table_name} WHERE id = {key}").first().qty
+            == (source.rows[key]["qty"])
+        )
+    files = spark.table(f"{table_name}.delete_files").where("content = 2").count()
+    assert files > 1  # equality deletes written per partition
+
+
+def test_identity_partitioned_string_key_with_awkward_values(spark, tmp_path, table_name):
+    spark.sql(
+        f"CREATE TABLE {table_name} (code string NOT NULL, qty bigint, _cdc_op string, "
+        "_cdc_event_time timestamp, _cdc_position string) USING iceberg "
+        "PARTITIONED BY (code) TBLPROPERTIES ('format-version'='2')"
+    )
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS code")
+    awkward = ["a/b=c", "x y", "ünï", "%41"]
+
+    def change(op, code, pos, qty):
+        image = {"code": code, "qty": qty}
+        return {
+            "op": op,
+            "before": None if op == "c" else image,
+            "after": None if op == "d" else image,
+            "source": {"file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": pos},
+        }
+
+    land(tmp_path / "in", "1.json", [change("c", c, i + 1, i) for i, c in enumerate(awkward)])
+    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    land(tmp_path / "in", "2.json", [change("u", "a/b=c", 10, 99), change("d", "x y", 11, 0)])
+    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    rows = {r.code: r.qty for r in spark.table(table_name).collect()}
+    assert rows == {"a/b=c": 99, "ünï": 2, "%41": 3}
+    assert spark.sql(f"SELECT qty FROM {table_name} WHERE code = 'a/b=c'").first().qty == 99
+
+
+def test_a_table_partitioned_off_the_key_is_refused(spark, tmp_path, table_name):
+    spark.sql(
+        f"CREATE TABLE {table_name} (id bigint NOT NULL, name string) USING iceberg "
+        "PARTITIONED BY (name) TBLPROPERTIES ('format-version'='2')"
+    )
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS id")
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
+    with pytest.raises(IngestError, match=r"partitioned by identity\(name\)"):
+        ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    with pytest.raises(IngestError, match="not a primary-key column"):
+        ingest(
+            table_name + "x",
+            tmp_path / "in",
+            tmp_path / "ck2",
+            ", options => map('partition-by', 'bucket(4, name)')",
+        )
+    assert spark.table(table_name).count() == 0
+    assert not spark.catalog.tableExists(table_name + "x")
