@@ -360,7 +360,6 @@ class Ingestor:
             F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
             F.min_by("before", order).alias("first_before"),
             F.count(F.lit(1)).alias("events"),
-            F.countDistinct("position").alias("positions"),
             F.array_distinct(F.collect_list("position")).alias("all_positions"),
             F.min("event_time_ms").alias("min_time"),
             F.max("event_time_ms").alias("max_time"),
@@ -433,7 +432,7 @@ class Ingestor:
             cached = None
             unresolved = keys
         current = self.spark.table(self.settings.table).select(*key, F.col(POSITION).alias("v"))
-        tombstones = self._tombstones(key)
+        tombstones = self._tombstones(key, batch_id)
         versions = current if tombstones is None else current.unionByName(tombstones)
         unresolved = unresolved.persist()
         count = unresolved.count()
@@ -455,7 +454,7 @@ class Ingestor:
             "looked_up", F.coalesce("looked_up", F.lit(False))
         )
 
-    def _tombstones(self, key: Sequence[str]) -> DataFrame | None:
+    def _tombstones(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
         """Deleted keys with the deleting event's position.
 
         From this checkpoint's event logs (every delete ever ingested, so still there after
@@ -470,8 +469,9 @@ class Ingestor:
             logs = self.spark.read.parquet(f"{self.settings.checkpoint}/events")
         except AnalysisException:  # no event log yet
             logs = None
-        if logs is not None and {OP, POSITION, *key} <= set(logs.columns):
-            found.append(logs.where(F.col(OP) == "d").select(*key, F.col(POSITION).alias("v")))
+        if logs is not None and {OP, POSITION, "batch", *key} <= set(logs.columns):
+            earlier = (F.col(OP) == "d") & (F.col("batch") < batch_id)  # not this batch's own
+            found.append(logs.where(earlier).select(*key, F.col(POSITION).alias("v")))
         paths = [
             r.file_path
             for r in self.spark.table(f"{self.settings.table}.delete_files")
@@ -534,7 +534,7 @@ class Ingestor:
             F.sum(F.size(F.filter("all_positions", lambda p: p == F.col("version")))).alias(
                 "dup_keys"
             ),
-            F.sum(F.col("events") - F.col("positions")).alias("dup_in_batch"),
+            F.sum(F.col("events") - F.size("all_positions")).alias("dup_in_batch"),
             F.sum(F.when(F.col("looked_up"), 1).otherwise(0)).alias("lookups"),
             F.count(F.lit(1)).alias("keys"),
             F.min(F.when(F.col("status") == "apply", F.col("min_time"))).alias("min_time"),

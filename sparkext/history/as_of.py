@@ -152,7 +152,7 @@ def _cdc_state(
             user,
             (POSITION,),
         )
-    frame = _merge(spark, base, changes, plan, user, key, bytes_ - base_bytes)
+    frame = _merge(spark, table, base, changes, plan, user, key, bytes_ - base_bytes)
     mode = "full-replay" if plan.full_replay else "cdc"
     return AsOfResult(frame, mode, plan.base_snapshot_id, len(logs), plan.pruned, files, bytes_)
 
@@ -185,6 +185,7 @@ def _read_logs(
 
 def _merge(
     spark: SparkSession,
+    table: TableRef,
     base: DataFrame | None,
     changes: DataFrame | None,
     plan: EventTimePlan,
@@ -229,6 +230,16 @@ def _merge(
     def small(frame: DataFrame) -> DataFrame:  # broadcast to the base scan: no base shuffle
         return F.broadcast(frame) if log_bytes <= _BROADCAST_LOG_BYTES else frame
 
+    high = plan.base_max_position
+    suspects = None if high is None else winners.where(F.col("w_pos") <= F.lit(high))
+    if suspects is not None and suspects.isEmpty():
+        suspects = None
+    if suspects is not None and _logs_cover_base(spark, plan, table, suspects):
+        # late changes judged by the event logs alone (one base scan): a change is stale when a
+        # logged event at or before the base is at least as new; else it beats the base row
+        winners = winners.join(_stale(spark, plan, suspects, user, key), list(key), "left_anti")
+        suspects = None
+        high = None
     # 1. the base, scanned once: its rows that no newer change replaces
     versions = winners.select(*key, "w_pos")
     kept = (
@@ -240,16 +251,12 @@ def _merge(
         .select(*names)
     )
     # 2. changes newer than the base's high-water mark beat whatever the base holds
-    high = plan.base_max_position
     sure = winners if high is None else winners.where(F.col("w_pos") > F.lit(high))
     result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*names))
-    if high is None:
+    if suspects is None:
         return result
-    # 3. late changes (at or below the mark) are compared with the base row of their key, found
-    #    by a key-and-position scan of the base; only when there are any
-    suspects = winners.where(F.col("w_pos") <= F.lit(high))
-    if suspects.isEmpty():
-        return result
+    # 3. otherwise late changes (at or below the mark) are compared with their key's base row,
+    #    found by a key-and-position scan of the base
     at_base = base.select(*key, F.col(POSITION).alias("b_pos"), F.lit(True).alias("present"))
     resolved = suspects.join(
         at_base.join(small(suspects.select(*key)), list(key), "left_semi"), list(key), "left"
@@ -260,6 +267,51 @@ def _merge(
     absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
     late = wins.select(*names, "w_op").unionByName(absent.select(*names, "w_op"))
     return result.unionByName(late.where(F.col("w_op") != "d").select(*names))
+
+
+def _logs_cover_base(
+    spark: SparkSession, plan: EventTimePlan, table: TableRef, suspects: DataFrame
+) -> bool:
+    """Whether every base row older than a late change came from a logged event.
+
+    True when the base's whole history is retained and whatever was added without an event log
+    (a bulk load, a user's write) is older than every late change, by the files' position bounds.
+    """
+    from pyspark.sql import functions as F
+
+    from sparkext.iceberg.snapshots import newest_added_position
+
+    if plan.unlogged_snapshots is None or not plan.earlier_logs:
+        return False
+    if not plan.unlogged_snapshots:
+        return True
+    known, upper = newest_added_position(spark, table, plan.unlogged_snapshots, POSITION)
+    if not known:
+        return False
+    oldest = suspects.agg(F.min("w_pos")).first()[0]
+    return upper is None or upper < oldest
+
+
+def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, user, key):
+    """Keys of late changes that a logged event at or before the base is at least as new as.
+
+    Only logs holding positions above the oldest late change are read (Parquet statistics skip
+    the rest), so the cost follows how late the changes are, not the history.
+    """
+    from pyspark.sql import functions as F
+
+    oldest = suspects.agg(F.min("w_pos")).first()[0]
+    key_columns = [(name, dtype) for name, dtype in user if name in key]
+    logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
+    assert logs is not None
+    return (
+        logs.where(F.col(POSITION) >= F.lit(oldest))
+        .select(*key, F.col(POSITION).alias("e_pos"))
+        .join(F.broadcast(suspects.select(*key, "w_pos")), list(key))
+        .where(F.col("e_pos") >= F.col("w_pos"))
+        .select(*key)
+        .distinct()
+    )
 
 
 def _drop_superseded(

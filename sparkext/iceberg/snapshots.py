@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sparkext.planning.event_time import SnapshotFact
@@ -21,7 +22,7 @@ def ancestry(spark: SparkSession, table: TableRef) -> list[SnapshotFact]:
         return []
     rows = (
         spark.table(table.metadata_table("snapshots"))
-        .select("snapshot_id", "parent_id", "summary")
+        .select("snapshot_id", "parent_id", "summary", "operation")
         .collect()  # metadata: one row per retained snapshot
     )
     by_id = {r.snapshot_id: r for r in rows}
@@ -29,7 +30,12 @@ def ancestry(spark: SparkSession, table: TableRef) -> list[SnapshotFact]:
     current = by_id.get(table.current_snapshot_id)
     while current is not None:
         chain.append(
-            SnapshotFact(current.snapshot_id, current.parent_id, dict(current.summary or {}))
+            SnapshotFact(
+                current.snapshot_id,
+                current.parent_id,
+                dict(current.summary or {}),
+                current.operation,
+            )
         )
         current = by_id.get(current.parent_id) if current.parent_id is not None else None
     chain.reverse()
@@ -47,3 +53,32 @@ def live_files(spark: SparkSession, table: TableRef, snapshot_id: int) -> tuple[
         .first()
     )
     return int(row.n or 0), int(row.b or 0)
+
+
+def newest_added_position(
+    spark: SparkSession, table: TableRef, snapshot_ids: Sequence[int], column: str
+) -> tuple[bool, str | None]:
+    """Upper bound of ``column`` over the data files these snapshots added (manifests only).
+
+    Returns (known, bound): known is False when some added data file has no upper bound for the
+    column (metrics off, or only nulls).
+    """
+    from pyspark.sql import functions as F
+
+    if not snapshot_ids:
+        return True, None
+    bound = F.col(f"readable_metrics.`{column}`.upper_bound")
+    row = (
+        spark.table(table.metadata_table("all_entries"))
+        .where(
+            (F.col("status") == 1)
+            & (F.col("data_file.content") == 0)
+            & F.col("snapshot_id").isin([int(i) for i in snapshot_ids])
+        )
+        .agg(
+            F.sum(F.when(bound.isNull(), 1).otherwise(0)).alias("unknown"),
+            F.max(bound).alias("upper"),
+        )
+        .first()
+    )
+    return not (row.unknown or 0), row.upper

@@ -36,6 +36,15 @@ class SnapshotFact:
     snapshot_id: int
     parent_id: int | None
     summary: Mapping[str, str]
+    operation: str | None = None  # append, overwrite, delete, replace
+
+    @property
+    def is_logged(self) -> bool:
+        """Every row this snapshot adds is in an event log, or it adds no logical rows."""
+        return (self.is_cdc and EVENTS_LOCATION in self.summary) or self.operation in (
+            "replace",
+            "delete",
+        )
 
     @property
     def is_cdc(self) -> bool:
@@ -67,6 +76,9 @@ class EventTimePlan:
     pruned: int  # CDC commits after the base skipped because their min event time is > T0
     earlier_logs: tuple[str, ...]  # event logs at or before the base (late-event check)
     full_replay_roots: tuple[str, ...] = ()  # set only for a full replay: every batch there
+    # the base's whole history is retained, and these snapshots up to it may have added rows
+    # that no event log holds (bulk loads, user writes); None: history not fully retained
+    unlogged_snapshots: tuple[int, ...] | None = None
 
     @property
     def full_replay(self) -> bool:
@@ -147,6 +159,11 @@ def plan_as_of(
         pruned=pruned,
         earlier_logs=tuple(
             s.summary[EVENTS_LOCATION] for s in upto if s.is_cdc and EVENTS_LOCATION in s.summary
+        ),
+        unlogged_snapshots=(
+            tuple(s.snapshot_id for s in upto if not s.is_logged)
+            if ancestry[0].parent_id is None
+            else None
         ),
     )
 

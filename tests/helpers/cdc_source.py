@@ -171,9 +171,14 @@ def event_time(event: dict[str, Any]) -> int:
     return int(event["source"]["ts_ms"])
 
 
-def state_as_of(delivered: list[dict[str, Any]], as_of_ms: int) -> dict[int, dict[str, Any]]:
-    """Replay, in event-time order (ties by binlog position), every delivered change <= T0."""
-    rows: dict[int, dict[str, Any]] = {}
+def state_as_of(
+    delivered: list[dict[str, Any]], as_of_ms: int, initial: dict[int, dict] | None = None
+) -> dict[int, dict[str, Any]]:
+    """Replay, in event-time order (ties by binlog position), every delivered change <= T0.
+
+    ``initial``: rows the table held before any change (a bulk load).
+    """
+    rows: dict[int, dict[str, Any]] = {k: dict(v) for k, v in (initial or {}).items()}
     counted = sorted(
         (e for e in delivered if event_time(e) <= as_of_ms),
         key=lambda e: (event_time(e), position(e)),

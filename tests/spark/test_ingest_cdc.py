@@ -118,6 +118,21 @@ def test_a_very_late_event_after_delete_conversion_stays_late(spark, tmp_path, t
     assert sorted(table_rows(spark, table_name, ("id", "name"))) == [1, 3]
 
 
+def test_a_late_delete_of_a_key_outside_the_key_cache_is_applied(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    opts = ", options => map('key-cache-batches', '1')"
+    land(landing, "1.json", events(("c", 5, 10, "a")))
+    ingest(table_name, landing, checkpoint, opts)
+    land(landing, "2.json", events(("c", 6, 20, "b")))
+    ingest(table_name, landing, checkpoint, opts)
+    land(landing, "3.json", events(("c", 7, 40, "c")))
+    ingest(table_name, landing, checkpoint, opts)
+    land(landing, "4.json", events(("d", 5, 30, None)))  # late, and key 5 left the cache
+    fourth = ingest(table_name, landing, checkpoint, opts)
+    assert (fourth["lookups"], fourth["deleted"], fourth["duplicates"]) == (1, 1, 0)
+    assert sorted(table_rows(spark, table_name, ("id", "name"))) == [6, 7]
+
+
 def test_insert_then_delete_in_one_batch_leaves_nothing(spark, tmp_path, table_name):
     land(
         tmp_path / "in",
