@@ -40,7 +40,9 @@ def _grow(spark, table: str, start: int, end: int) -> None:
 
 def _changes(rows: int, batch: int, rng: random.Random) -> list[dict]:
     keys = rng.sample(range(rows), k=min(rows, int(CHANGES * 0.8)))
-    new = range(rows + batch * CHANGES, rows + batch * CHANGES + CHANGES - len(keys))
+    # new keys far above every size the tables grow to: a later bulk append must not repeat them
+    first_new = 10**12 + (batch + 2) * CHANGES
+    new = range(first_new, first_new + CHANGES - len(keys))
     events = []
     pos = 10**12 + batch * 10**6
     for i, key in enumerate([*keys, *new]):
