@@ -609,6 +609,8 @@ class Ingestor:
             summary[keys.EVENT_TIME_MAX] = str(high)
             so_far = progress.event_time_max_so_far
             summary[keys.EVENT_TIME_MAX_SO_FAR] = str(high if so_far is None else max(so_far, high))
+        if not files and truncate_position is None and low is None:
+            return  # no valid event at all (only rejects or tombstones): nothing to record
         # A batch of only late or duplicate events still commits (no files): its snapshot
         # carries the event log an event-time snapshot needs, and replay safety stays uniform.
         self.progress(f"batch {batch_id}: committing {len(files)} file(s)")

@@ -232,12 +232,15 @@ def _merge(
 
     high = plan.base_max_position
     suspects = None if high is None else winners.where(F.col("w_pos") <= F.lit(high))
-    if suspects is not None and suspects.isEmpty():
+    # one small job over the changes: the oldest late change, None when there is none
+    oldest = suspects.agg(F.min("w_pos")).first()[0] if suspects is not None else None
+    if oldest is None:
         suspects = None
-    if suspects is not None and _logs_cover_base(spark, plan, table, suspects):
+    elif _logs_cover_base(spark, plan, table, oldest):
         # late changes judged by the event logs alone (one base scan): a change is stale when a
         # logged event at or before the base is at least as new; else it beats the base row
-        winners = winners.join(_stale(spark, plan, suspects, user, key), list(key), "left_anti")
+        stale = _stale(spark, plan, suspects, oldest, user, key)
+        winners = winners.join(stale, list(key), "left_anti")
         suspects = None
         high = None
     # 1. the base, scanned once: its rows that no newer change replaces
@@ -270,14 +273,13 @@ def _merge(
 
 
 def _logs_cover_base(
-    spark: SparkSession, plan: EventTimePlan, table: TableRef, suspects: DataFrame
+    spark: SparkSession, plan: EventTimePlan, table: TableRef, oldest: str
 ) -> bool:
     """Whether every base row older than a late change came from a logged event.
 
     True when the base's whole history is retained and whatever was added without an event log
     (a bulk load, a user's write) is older than every late change, by the files' position bounds.
     """
-    from pyspark.sql import functions as F
 
     from sparkext.iceberg.snapshots import newest_added_position
 
@@ -288,11 +290,10 @@ def _logs_cover_base(
     known, upper = newest_added_position(spark, table, plan.unlogged_snapshots, POSITION)
     if not known:
         return False
-    oldest = suspects.agg(F.min("w_pos")).first()[0]
     return upper is None or upper < oldest
 
 
-def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, user, key):
+def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest: str, user, key):
     """Keys of late changes that a logged event at or before the base is at least as new as.
 
     Only logs holding positions above the oldest late change are read (Parquet statistics skip
@@ -300,7 +301,6 @@ def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, user, 
     """
     from pyspark.sql import functions as F
 
-    oldest = suspects.agg(F.min("w_pos")).first()[0]
     key_columns = [(name, dtype) for name, dtype in user if name in key]
     logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
     assert logs is not None

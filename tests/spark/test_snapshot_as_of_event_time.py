@@ -279,3 +279,31 @@ def test_rows_loaded_without_an_event_log_are_compared_through_the_base(
     for ms in [times[0] - 1, *random.Random(2).sample(times, 8), times[-1]]:
         got = state(spark, table_name, ms)
         assert got == state_as_of(delivery.delivered, ms, initial), ms
+
+
+def test_tables_it_cannot_place_in_event_time_are_one_sentence(spark, table_name):
+    """A CDC-looking commit without event log; CDC commits without a key; a column clash."""
+    spark.sql(f"CREATE TABLE {table_name} (id bigint NOT NULL, v string) USING iceberg")
+
+    def commit(rows, low, high):
+        spark.createDataFrame(rows, "id bigint, v string").writeTo(table_name).option(
+            "snapshot-property.sparkext.event-time.min", str(low)
+        ).option("snapshot-property.sparkext.event-time.max", str(high)).append()
+
+    commit([(1, "a")], 1_000, 2_000)
+    with pytest.raises(EventTimeError, match="no identifier fields"):
+        state(spark, table_name, 5_000)
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS id")
+    with pytest.raises(EventTimeError, match="has no event log"):
+        state(spark, table_name, 1_500)  # the commit must be replayed: it has no log
+    spark.sql(f"CREATE TABLE {table_name}_src (ts timestamp, dt string) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name}_src VALUES (TIMESTAMP '2026-11-20 00:00:00', 'x')")
+    spark.sql(
+        f"ALTER TABLE {table_name}_src SET TBLPROPERTIES ('sparkext.event-time-column' = 'ts')"
+    )
+    with pytest.raises(EventTimeError, match="partition-column"):
+        sparkext.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{table_name}_src', "
+            f"as_of => TIMESTAMP '2026-11-21 00:00:00', target => '{table_name}_out')"
+        )
+    assert not spark.catalog.tableExists(f"{table_name}_out")
