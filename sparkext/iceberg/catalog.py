@@ -94,3 +94,20 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
         snapshot_count=int(metadata.snapshots().size()),
         current_snapshot_id=int(current.snapshotId()) if current is not None else None,
     )
+
+
+def partition_transforms(spark: SparkSession, name: str) -> list[tuple[str, str]]:
+    """The current spec as (transform, source column): [('day', 'ts'), ('bucket[16]', 'id')]."""
+    table = _java_table(spark, name)
+    schema = table.schema()
+    return [
+        (str(f.transform().toString()), str(schema.findColumnName(int(f.sourceId()))))
+        for f in table.spec().fields()
+        if str(f.transform().toString()) != "void"
+    ]
+
+
+def snapshot_commit_times(spark: SparkSession, name: str) -> list[tuple[int, int]]:
+    """(commit time in epoch milliseconds, snapshot id) of every retained snapshot."""
+    table = _java_table(spark, name)
+    return [(int(s.timestampMillis()), int(s.snapshotId())) for s in table.snapshots()]

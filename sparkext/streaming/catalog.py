@@ -1,0 +1,51 @@
+"""The rewrite's view of a live Spark catalog (what :class:`~.context.Catalog` asks)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from sparkext.errors import SparkextError
+from sparkext.iceberg.catalog import (
+    partition_transforms,
+    resolve_table,
+    snapshot_commit_times,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkCatalog:
+    """Tables as the session's catalog has them now; a missing table is ``None``."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+
+    @cache  # noqa: B019 - one catalog object per rewrite
+    def _table(self, table: str):
+        try:
+            return resolve_table(self.spark, table)
+        except SparkextError:
+            return None
+
+    def properties(self, table: str) -> dict[str, str] | None:
+        ref = self._table(table)
+        return None if ref is None else dict(ref.properties)
+
+    def columns(self, table: str) -> list[str]:
+        return self.spark.table(table).columns if self._table(table) is not None else []
+
+    def partitioning(self, table: str) -> list[tuple[str, str]]:
+        return partition_transforms(self.spark, table) if self._table(table) is not None else []
+
+    def snapshots(self, table: str) -> list[tuple[datetime, int]]:
+        if self._table(table) is None:
+            return []
+        zone = ZoneInfo(self.spark.conf.get("spark.sql.session.timeZone"))
+        return [
+            (datetime.fromtimestamp(ms / 1000, zone).replace(tzinfo=None), snapshot_id)
+            for ms, snapshot_id in snapshot_commit_times(self.spark, table)
+        ]

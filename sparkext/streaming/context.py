@@ -1,0 +1,134 @@
+"""What the stream→batch rules know: the job, the range, the catalog, and what they found.
+
+Rules are pure: everything they read comes from :class:`RewriteContext`; the catalog is a
+protocol so fixtures describe tables with a dict (:class:`StaticCatalog`) and a run asks Spark
+(:class:`sparkext.streaming.catalog.SparkCatalog`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sqlglot import exp
+
+from sparkext.streaming.job import (
+    EVENT_TIME_PROPERTY,
+    WATERMARK_DELAY_PROPERTY,
+    Job,
+    TableDecl,
+    error_at,
+    parse_duration,
+    table_key,
+)
+
+UNBOUNDED = timedelta.max  # a lookback that reads the whole history
+
+
+class Catalog(Protocol):
+    def properties(self, table: str) -> dict[str, str] | None:
+        """Table properties, or None when the table does not exist."""
+
+    def columns(self, table: str) -> list[str]:
+        """Column names in order."""
+
+    def partitioning(self, table: str) -> list[tuple[str, str]]:
+        """Partition fields as (transform, source column): ('day', 'ts'), ('identity', 'dt')."""
+
+    def snapshots(self, table: str) -> list[tuple[datetime, int]]:
+        """(commit time in the session time zone, snapshot id) of every snapshot."""
+
+
+@dataclass
+class StaticCatalog:
+    """A catalog described by data: {name: {"properties": …, "columns": …, "partitioning": …}}."""
+
+    tables: dict[str, dict] = field(default_factory=dict)
+
+    def properties(self, table: str) -> dict[str, str] | None:
+        found = self.tables.get(table.lower())
+        return None if found is None else dict(found.get("properties", {}))
+
+    def columns(self, table: str) -> list[str]:
+        return list(self.tables.get(table.lower(), {}).get("columns", []))
+
+    def partitioning(self, table: str) -> list[tuple[str, str]]:
+        return [tuple(p) for p in self.tables.get(table.lower(), {}).get("partitioning", [])]
+
+    def snapshots(self, table: str) -> list[tuple[datetime, int]]:
+        found = self.tables.get(table.lower(), {}).get("snapshots", [])
+        return [(datetime.fromisoformat(when), snapshot_id) for when, snapshot_id in found]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A table the job reads, as the rules see it."""
+
+    name: str
+    event_time: str | None
+    delay: timedelta
+    streaming: bool
+    decl: TableDecl | None
+
+
+@dataclass(frozen=True)
+class Emission:
+    """Which rows of a query belong to a range, and the output column that tells.
+
+    ``window``: windows whose end lies in (start, end] (``column`` is window_end; ``size``,
+    ``slide``, ``offset`` describe the grid so a window_start column can stand in).
+    ``rows``: rows whose event time lies in [start, end) (``column`` is that event time).
+    """
+
+    kind: str
+    column: str
+    window: str = ""
+    size: timedelta | None = None
+    slide: timedelta | None = None
+    offset: timedelta = timedelta(0)
+
+
+@dataclass
+class RewriteContext:
+    job: Job
+    catalog: Catalog
+    start: datetime | None  # None: from the beginning of every source
+    end: datetime
+    lookup_as_of: str = "end"  # proctime lookups: 'end', 'latest' or a timestamp text
+    emission: Emission | None = None
+    completion_delay: timedelta = timedelta(0)  # how far behind the watermark a range is complete
+    notes: list[str] = field(default_factory=list)
+
+    def emit(self, emission: Emission) -> None:
+        if self.emission is None or (self.emission.kind == "rows" and emission.kind == "window"):
+            self.emission = emission
+
+    def source(self, table: exp.Table, descriptor: str | None = None) -> Source:
+        name = table_key(table)
+        decl = self.job.tables.get(name)
+        properties = self.catalog.properties(name) or {}
+        if decl is not None and decl.watermark is not None:
+            column, delay = decl.watermark
+        else:
+            column = properties.get(EVENT_TIME_PROPERTY)
+            delay = parse_duration(properties.get(WATERMARK_DELAY_PROPERTY, "0 s"))
+        if descriptor is not None:
+            if column is not None and column.lower() != descriptor.lower():
+                raise error_at(
+                    table,
+                    f"DESCRIPTOR({descriptor}) differs from the event-time column {column} "
+                    f"that {name} declares; use DESCRIPTOR({column}).",
+                )
+            column = descriptor
+        streaming = not table.meta.get("dimension") and (
+            table.meta.get("options", {}).get("streaming", "").lower() == "true"
+            or table.meta.get("table_argument", False)
+            or (decl is not None and decl.watermark is not None)
+        )
+        return Source(name, column, delay, streaming, decl)
+
+    def literal(self, moment: datetime) -> exp.Expr:
+        """A Spark TIMESTAMP literal (naive datetimes are in the session time zone)."""
+        text = moment.isoformat(sep=" ")
+        return exp.cast(exp.Literal.string(text), exp.DataType.build("timestamp"))

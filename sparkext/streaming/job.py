@@ -1,0 +1,249 @@
+"""A streaming job as data: its table declarations, functions, settings and queries.
+
+A job file is Flink-style streaming SQL (``sparkext.streaming.dialect.Streaming``)::
+
+    CREATE FUNCTION norm AS 'mypkg.udfs.norm';
+    SET 'table.exec.state.ttl' = '1 h';
+    CREATE TABLE lake.db.bids (bidtime TIMESTAMP(3), price DECIMAL(10, 2), item STRING,
+        WATERMARK FOR bidtime AS bidtime - INTERVAL '1' MINUTE);
+    INSERT INTO lake.db.totals SELECT window_start, window_end, SUM(price) AS total
+    FROM TABLE(TUMBLE(TABLE lake.db.bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end;
+
+``CREATE TABLE`` declares a table of the catalog (created when missing, physical columns only);
+its watermark, computed columns and primary key are the job's metadata about that table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from sparkext.errors import SqlParseError
+from sparkext.streaming.dialect import Streaming
+
+# Table properties that give an undeclared catalog table its time attribute.
+EVENT_TIME_PROPERTY = "sparkext.event-time-column"
+WATERMARK_DELAY_PROPERTY = "sparkext.watermark-delay"
+STATE_TTL_SETTING = "table.exec.state.ttl"
+SESSION_LOOKBACK_SETTING = "sparkext.session.max-duration"
+
+_UNITS = {
+    "us": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "week": 604800, "weeks": 604800,
+}  # fmt: skip
+
+
+class StreamingSqlError(SqlParseError):
+    """A job's streaming SQL is invalid, or uses a construct the batch rewrite cannot express."""
+
+
+def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
+    """Line and column of the first token of ``node`` that the parser placed."""
+    for child in node.walk() if node is not None else ():
+        if "line" in child.meta:
+            return child.meta["line"], child.meta["col"]
+    return None, None
+
+
+def error_at(node: exp.Expr | None, message: str) -> StreamingSqlError:
+    """``StreamingSqlError`` whose text starts with the node's line and column."""
+    line, col = position(node)
+    where = f"line {line}, column {col}: " if line is not None else ""
+    return StreamingSqlError(where + message, line, col)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``'10 minutes'``, ``'1 h'``, ``'90s'``, ``'1.5 hours'`` → timedelta.
+
+    >>> parse_duration("10 minutes"), parse_duration("1 h"), parse_duration("90s")
+    (datetime.timedelta(seconds=600), datetime.timedelta(seconds=3600), datetime.timedelta(seconds=90))
+    """
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*", text or "")
+    if not match or match.group(2).lower() not in _UNITS:
+        raise StreamingSqlError(
+            f"'{text}' is not a duration; write a number and a unit, e.g. '10 minutes' or '1 h'."
+        )
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def interval(node: exp.Expr) -> timedelta:
+    """The duration of ``INTERVAL '10' MINUTES`` / ``INTERVAL '10 minutes'``."""
+    if isinstance(node, exp.Interval):
+        unit = node.unit
+        unit_text = unit.name if unit is not None else ""
+        value = node.this.name if isinstance(node.this, exp.Literal) else None
+        if value is not None:
+            return parse_duration(f"{value} {unit_text}" if unit_text else value)
+    raise error_at(
+        node, f"{node.sql(dialect='spark')} is not an interval such as INTERVAL '10' MINUTES."
+    )
+
+
+def spark_duration(delta: timedelta) -> str:
+    """The shortest exact Spark duration string: 600 s → '10 minutes'.
+
+    >>> spark_duration(timedelta(minutes=10)), spark_duration(timedelta(milliseconds=1500))
+    ('10 minutes', '1500 milliseconds')
+    """
+    micros = round(delta.total_seconds() * 1_000_000)
+    for unit, size in (("days", 86_400_000_000), ("hours", 3_600_000_000),
+                       ("minutes", 60_000_000), ("seconds", 1_000_000), ("milliseconds", 1000)):  # fmt: skip
+        if micros % size == 0:
+            return f"{micros // size} {unit}"
+    return f"{micros} microseconds"
+
+
+def table_key(table: exp.Table) -> str:
+    """How a table is named in the job: its dotted name, lower case, without alias."""
+    return ".".join(part.name for part in table.parts).lower()
+
+
+@dataclass
+class TableDecl:
+    """One ``CREATE TABLE`` of the job."""
+
+    name: str
+    statement: exp.Create
+    physical: list[exp.ColumnDef] = field(default_factory=list)
+    computed: dict[str, exp.Expr] = field(default_factory=dict)
+    proctime: set[str] = field(default_factory=set)
+    watermark: tuple[str, timedelta] | None = None
+    primary_key: list[str] = field(default_factory=list)
+    partitioned_by: list[exp.Expr] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Job:
+    """Everything a job file says, in the order it says it."""
+
+    tables: dict[str, TableDecl] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    queries: list[exp.Expr] = field(default_factory=list)
+
+    @property
+    def state_ttl(self) -> timedelta | None:
+        value = self.settings.get(STATE_TTL_SETTING)
+        return parse_duration(value) if value else None
+
+    @property
+    def session_lookback(self) -> timedelta:
+        return parse_duration(self.settings.get(SESSION_LOOKBACK_SETTING, "1 day"))
+
+
+def _watermark(constraint: exp.WatermarkColumnConstraint) -> tuple[str, timedelta]:
+    column, expression = constraint.this, constraint.expression
+    if isinstance(expression, exp.Column) and expression.name == column.name:
+        return column.name, timedelta(0)
+    if (
+        isinstance(expression, exp.Sub)
+        and isinstance(expression.this, exp.Column)
+        and expression.this.name == column.name
+    ):
+        return column.name, interval(expression.expression)
+    raise error_at(
+        constraint,
+        f"WATERMARK FOR {column.name} AS {expression.sql(dialect='spark')} is not supported; "
+        f"write WATERMARK FOR {column.name} AS {column.name} - INTERVAL 'n' SECONDS.",
+    )
+
+
+def _declare_table(create: exp.Create) -> TableDecl:
+    schema = create.this
+    if not isinstance(schema, exp.Schema):
+        raise error_at(create, "CREATE TABLE in a job must list its columns.")
+    decl = TableDecl(name=table_key(schema.this), statement=create)
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            computed = next(
+                (
+                    c.args["kind"]
+                    for c in item.constraints
+                    if isinstance(c.args.get("kind"), exp.ComputedColumnConstraint)
+                ),
+                None,
+            )
+            if computed is None:
+                decl.physical.append(item)
+            elif (
+                isinstance(computed.this, exp.Anonymous)
+                and computed.this.name.upper() == "PROCTIME"
+            ):
+                decl.proctime.add(item.name)
+            else:
+                decl.computed[item.name] = computed.this
+        elif isinstance(item, exp.WatermarkColumnConstraint):
+            decl.watermark = _watermark(item)
+        elif isinstance(item, exp.PrimaryKey):
+            decl.primary_key = [e.name for e in item.expressions]
+        else:
+            raise error_at(item, f"{item.sql(dialect='spark')} is not supported in CREATE TABLE.")
+    for prop in (create.args.get("properties") or exp.Properties()).expressions:
+        if isinstance(prop, exp.PartitionedByProperty):
+            target = prop.this
+            decl.partitioned_by = (
+                list(target.expressions) if isinstance(target, exp.Schema | exp.Tuple) else [target]
+            )
+        elif isinstance(prop, exp.Property):
+            key = prop.name if not isinstance(prop.this, exp.Literal) else prop.this.name
+            decl.options[key] = prop.args["value"].name
+    connector = decl.options.get("connector", "iceberg").lower()
+    if connector != "iceberg":
+        raise error_at(
+            create,
+            f"table {decl.name} uses connector '{connector}'; jobs read and write Iceberg tables "
+            "of the catalog only (drop the WITH clause or use 'connector'='iceberg').",
+        )
+    return decl
+
+
+def parse_job(text: str) -> Job:
+    """Parse a job file into a :class:`Job`; errors name line and column."""
+    try:
+        statements = [s for s in sqlglot.parse(text, read=Streaming) if s is not None]
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        line, col = first.get("line"), first.get("col")
+        reason = first.get("description", str(error))
+        raise StreamingSqlError(
+            f"line {line}, column {col}: {reason} (near '{first.get('highlight', '')}').", line, col
+        ) from None
+    job = Job()
+    for statement in statements:
+        if isinstance(statement, exp.Create) and statement.kind == "TABLE":
+            decl = _declare_table(statement)
+            job.tables[decl.name] = decl
+        elif isinstance(statement, exp.Create) and statement.kind == "FUNCTION":
+            target = statement.expression
+            if not (isinstance(target, exp.Literal) and target.is_string and "." in target.name):
+                raise error_at(statement, "CREATE FUNCTION needs AS 'module.function'.")
+            job.functions[statement.this.name.lower()] = target.name
+        elif isinstance(statement, exp.Set):
+            for item in statement.expressions:
+                assignment = item.this
+                if not isinstance(assignment, exp.EQ):
+                    raise error_at(statement, "SET needs 'key' = 'value'.")
+                job.settings[assignment.this.name] = assignment.expression.name
+        elif isinstance(statement, exp.Insert | exp.Query):
+            job.queries.append(statement)
+        else:
+            raise error_at(
+                statement,
+                f"{statement.key.upper()} is not a job statement; a job holds CREATE TABLE, "
+                "CREATE FUNCTION, SET and INSERT INTO / SELECT.",
+            )
+    if not job.queries:
+        raise StreamingSqlError("the job has no INSERT INTO or SELECT statement to run.")
+    return job

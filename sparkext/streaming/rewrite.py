@@ -1,0 +1,165 @@
+"""Streaming job text → bounded batch Spark SQL over [start, end).
+
+:func:`to_batch` is the public entry; :func:`plan_batch` returns the pieces the runners need
+(statements, notes, the emission of each query, how far behind the watermark it completes).
+Rules live in :mod:`sparkext.streaming.rules`, one per construct, applied in order like
+sqlglot's optimizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlglot import exp
+
+from sparkext.streaming.context import Catalog, Emission, RewriteContext, StaticCatalog
+from sparkext.streaming.job import Job, StreamingSqlError, parse_job, position, table_key
+from sparkext.streaming.rules import RULES
+
+Rule = object  # a callable (expression, context) -> expression
+
+
+def parse_time(value: datetime | str | None, name: str) -> datetime | None:
+    """A datetime, or 'YYYY-MM-DD HH:MM:SS' / 'YYYY-MM-DD' text, in the session time zone."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value).strip())
+    except ValueError:
+        raise StreamingSqlError(
+            f"{name} '{value}' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
+        ) from None
+
+
+@dataclass
+class BatchQuery:
+    statement: exp.Expr  # the batch statement (Spark dialect)
+    sink: str | None
+    emission: Emission | None
+    completion_delay: timedelta
+    notes: list[str] = field(default_factory=list)
+
+    def sql(self, pretty: bool = True) -> str:
+        return self.statement.sql(dialect="spark", pretty=pretty)
+
+
+@dataclass
+class BatchPlan:
+    job: Job
+    ddl: list[exp.Expr]
+    queries: list[BatchQuery]
+
+    def script(self) -> str:
+        """The whole batch job as one SQL script (what ``--dry-run`` prints)."""
+        parts = [
+            f"-- function {name} = Python {target} (registered with spark.udf)"
+            for name, target in self.job.functions.items()
+        ]
+        parts += [d.sql(dialect="spark", pretty=True) + ";" for d in self.ddl]
+        for query in self.queries:
+            parts += [f"-- note: {n}" for n in query.notes]
+            parts.append(query.sql() + ";")
+        return "\n\n".join(parts) + "\n"
+
+
+def table_ddl(job: Job) -> list[exp.Expr]:
+    """``CREATE TABLE IF NOT EXISTS … USING iceberg`` with each declared table's physical columns."""
+    statements = []
+    for decl in job.tables.values():
+        schema = exp.Schema(
+            this=decl.statement.this.this.copy(), expressions=[c.copy() for c in decl.physical]
+        )
+        properties = [exp.FileFormatProperty(this=exp.var("iceberg"))]
+        if decl.partitioned_by:
+            properties.append(
+                exp.PartitionedByProperty(
+                    this=exp.Schema(expressions=[p.copy() for p in decl.partitioned_by])
+                )
+            )
+        statements.append(
+            exp.Create(
+                this=schema,
+                kind="TABLE",
+                exists=True,
+                properties=exp.Properties(expressions=properties),
+            )
+        )
+    return statements
+
+
+def rewrite_query(
+    query: exp.Expr,
+    job: Job,
+    catalog: Catalog,
+    start: datetime | None,
+    end: datetime,
+    lookup_as_of: str = "end",
+    rules: Sequence = RULES,
+) -> BatchQuery:
+    context = RewriteContext(job, catalog, start, end, lookup_as_of)
+    expression = query.copy()
+    for rule in rules:
+        expression = rule(expression, context)
+    leftover = next(
+        (
+            n
+            for n in expression.walk()
+            if isinstance(n, exp.Anonymous)
+            and n.name.upper() in ("TUMBLE", "HOP", "CUMULATE", "SESSION", "DESCRIPTOR", "PROCTIME")
+        ),
+        None,
+    )
+    if leftover is not None:
+        line, col = position(leftover)
+        raise StreamingSqlError(
+            f"line {line}, column {col}: {leftover.name.upper()}(…) in this place cannot be rewritten "
+            "to batch SQL; window functions belong in FROM TABLE(…) or GROUP BY.",
+            line,
+            col,
+        )
+    sink = None
+    if isinstance(expression, exp.Insert):
+        target = expression.this
+        sink = table_key(target.this if isinstance(target, exp.Schema) else target)
+    return BatchQuery(expression, sink, context.emission, context.completion_delay, context.notes)
+
+
+def plan_batch(
+    sql: str | Job,
+    start: datetime | str | None,
+    end: datetime | str,
+    catalog: Catalog | None = None,
+    lookup_as_of: str = "end",
+) -> BatchPlan:
+    job = sql if isinstance(sql, Job) else parse_job(sql)
+    begin, finish = parse_time(start, "start"), parse_time(end, "end")
+    if finish is None:
+        raise StreamingSqlError("a backfill needs an end time.")
+    if begin is not None and begin >= finish:
+        raise StreamingSqlError(f"start {begin} is not before end {finish}; swap --from and --to.")
+    catalog = catalog or StaticCatalog()
+    queries = [rewrite_query(q, job, catalog, begin, finish, lookup_as_of) for q in job.queries]
+    return BatchPlan(job, table_ddl(job), queries)
+
+
+def to_batch(
+    sql: str,
+    start: datetime | str | None,
+    end: datetime | str,
+    catalog: Catalog | None = None,
+    lookup_as_of: str = "end",
+    spark=None,
+) -> str:
+    """The bounded batch SQL of a streaming job over [start, end) (session time zone).
+
+    ``catalog`` describes the tables the job reads without declaring them; with ``spark`` the
+    session's catalog is asked. ``lookup_as_of``: proctime lookup joins read the dimension as of
+    'end' (default), 'latest', or a given 'YYYY-MM-DD HH:MM:SS'.
+    """
+    if catalog is None and spark is not None:
+        from sparkext.streaming.catalog import SparkCatalog
+
+        catalog = SparkCatalog(spark)
+    return plan_batch(sql, start, end, catalog, lookup_as_of).script()

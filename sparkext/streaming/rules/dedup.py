@@ -1,0 +1,117 @@
+"""Deduplication over a whole stream → a LAG-based first-row test bounded by the state TTL.
+
+``ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) … WHERE rn = 1`` on a stream emits a key's
+first row; with ``SET 'table.exec.state.ttl'`` the key is forgotten after that long. In batch the
+ROW_NUMBER becomes ``CASE WHEN ts < start THEN 0 WHEN lag(ts) … >= ts - ttl THEN 2 ELSE 1 END``:
+a row is first when no row of its key came within the TTL before it, which depends on the row
+only, so adjacent ranges agree; rows before the range are read (lookback = TTL, or the whole
+history without a TTL) but never emitted. Keeping the last row (ORDER BY … DESC), Top-N over a
+whole stream and ordering by processing time produce updates or depend on arrival: errors.
+Window Top-N and window dedup (PARTITION BY window_start, window_end …) need no rewrite.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlglot import exp
+
+from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
+from sparkext.streaming.job import error_at
+from sparkext.streaming.sqltools import conjuncts, template
+
+FIRST_ROW = """
+CASE WHEN :ts < :lo THEN 0
+     WHEN lag(:ts) OVER (PARTITION BY :keys ORDER BY :ts) >= :ts - :ttl THEN 2
+     ELSE 1 END
+"""
+FIRST_ROW_FOREVER = """
+CASE WHEN :ts < :lo THEN 0
+     WHEN lag(:ts) OVER (PARTITION BY :keys ORDER BY :ts) IS NOT NULL THEN 2
+     ELSE 1 END
+"""
+_WINDOW_COLUMNS = {"window_start", "window_end"}
+
+
+def _keeps_first_only(rank_alias: str, outer: exp.Select | None) -> bool:
+    if outer is None:
+        return False
+    for condition in conjuncts(outer.args.get("where")):
+        if isinstance(condition, exp.EQ | exp.LTE | exp.LT) and isinstance(
+            condition.this, exp.Column
+        ):
+            if condition.this.name.lower() == rank_alias.lower() and condition.expression.is_int:
+                limit = int(condition.expression.name) - (1 if isinstance(condition, exp.LT) else 0)
+                return limit == 1
+    return False
+
+
+def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    for window in list(expression.find_all(exp.Window)):
+        if not isinstance(window.this, exp.RowNumber):
+            continue
+        partition = window.args.get("partition_by") or []
+        if any(isinstance(p, exp.Column) and p.name.lower() in _WINDOW_COLUMNS for p in partition):
+            continue  # window Top-N / window dedup: plain batch SQL already
+        select = window.find_ancestor(exp.Select)
+        source_table = select.args["from_"].this if select.args.get("from_") else None
+        if not isinstance(source_table, exp.Table) or source_table.meta.get("dimension"):
+            continue
+        source = context.source(source_table)
+        if not source.streaming:
+            continue
+        order = (window.args.get("order") or exp.Order()).expressions
+        column = (
+            order[0].this if len(order) == 1 and isinstance(order[0].this, exp.Column) else None
+        )
+        if column is not None and source.decl is not None and column.name in source.decl.proctime:
+            raise error_at(
+                window,
+                "deduplication on processing time keeps whichever row arrived first, which a backfill "
+                f"cannot know; order by the event-time column {source.event_time}.",
+            )
+        if column is None or column.name.lower() != (source.event_time or "").lower():
+            raise error_at(
+                window,
+                f"ROW_NUMBER over the stream {source.name} must be ordered by its event time "
+                f"{source.event_time} alone (or partitioned by window_start, window_end).",
+            )
+        if order[0].args.get("desc"):
+            raise error_at(
+                window,
+                "keeping the last row per key (ORDER BY … DESC) over a whole stream produces "
+                "updates, which an append-only sink cannot hold; keep the first row (ASC) or "
+                "deduplicate per window (PARTITION BY window_start, window_end, …).",
+            )
+        alias = window.parent
+        outer = select.parent_select if select.parent_select is not select else None
+        if not isinstance(alias, exp.Alias) or not _keeps_first_only(alias.alias, outer):
+            raise error_at(
+                window,
+                "Top-N over a whole stream produces updates, which an append-only sink cannot "
+                "hold; keep rn = 1 (deduplication) or rank per window (window Top-N).",
+            )
+        ttl = context.job.state_ttl
+        start = context.literal(context.start) if context.start is not None else None
+        values = {"ts": exp.column(column.name), "lo": start or exp.null()}
+        if ttl is None:
+            replacement = template(FIRST_ROW_FOREVER, **values)
+            source_table.meta["lookback"] = UNBOUNDED
+        else:
+            replacement = template(
+                FIRST_ROW,
+                ttl=exp.Interval(
+                    this=exp.Literal.string(str(int(ttl.total_seconds()))), unit=exp.var("SECONDS")
+                ),
+                **values,
+            )
+            source_table.meta["lookback"] = max(
+                source_table.meta.get("lookback", timedelta(0)), ttl
+            )
+        replacement.find(exp.Window).set("partition_by", [p.copy() for p in partition])
+        if start is None:  # no lower bound: nothing is before the range
+            replacement.set("ifs", replacement.args["ifs"][1:])
+        source_table.meta["emits"] = True
+        window.replace(replacement)
+        context.emit(Emission("rows", source.event_time))
+    return expression

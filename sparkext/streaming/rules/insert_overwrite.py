@@ -1,0 +1,161 @@
+"""``INSERT INTO sink …`` → ``INSERT INTO sink REPLACE WHERE <the range> …``: one atomic commit.
+
+The range is said on the sink column that receives the emission column (``window_end`` — or
+``window_start`` for TUMBLE/HOP — or the event time of row results), so running the same
+backfill twice replaces exactly what the first run wrote. Iceberg replaces whole files only: when
+the range does not cover whole partitions of the sink (a ``days``/``hours``/``months``/``years``
+or identity partition on that column), the statement replaces the covering partitions and writes
+back the rows of those partitions outside the range, in the same commit.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlglot import exp
+
+from sparkext.streaming.context import Emission, RewriteContext
+from sparkext.streaming.job import error_at, table_key
+
+_MICRO = timedelta(microseconds=1)
+
+
+def _floor(moment: datetime, unit: str) -> datetime:
+    if unit == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    if unit == "day":
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if unit == "month":
+        return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def _next(moment: datetime, unit: str) -> datetime:
+    if unit == "hour":
+        return moment + timedelta(hours=1)
+    if unit == "day":
+        return moment + timedelta(days=1)
+    if unit == "month":
+        return moment.replace(year=moment.year + moment.month // 12, month=moment.month % 12 + 1)
+    return moment.replace(year=moment.year + 1)
+
+
+def _range(emission: Emission, role: str, column: exp.Column, context: RewriteContext):
+    """The predicate on the sink column, and its inclusive [low, high] with the value spacing."""
+    start, end = context.start, context.end
+
+    def literal(moment: datetime) -> exp.Expr:
+        return context.literal(moment)
+
+    if emission.kind == "rows":  # [start, end)
+        predicate = exp.LT(this=column.copy(), expression=literal(end))
+        if start is not None:
+            predicate = exp.and_(exp.GTE(this=column.copy(), expression=literal(start)), predicate)
+        return predicate, start, end - _MICRO, _MICRO
+    if role == "window_end":  # (start, end]
+        predicate = exp.LTE(this=column.copy(), expression=literal(end))
+        if start is not None:
+            predicate = exp.and_(exp.GT(this=column.copy(), expression=literal(start)), predicate)
+        return predicate, (start + _MICRO if start else None), end, _MICRO
+    # window_start of TUMBLE/HOP: window_end = window_start + size ∈ (start, end]
+    epoch = datetime(1970, 1, 1) + emission.offset
+    slide = emission.slide
+
+    def grid_floor(moment: datetime) -> datetime:
+        return moment - ((moment - epoch) % slide)
+
+    high = grid_floor(end - emission.size)
+    low = grid_floor(start - emission.size) + slide if start else None
+    predicate = exp.LT(this=column.copy(), expression=literal(high + slide))
+    if low is not None:
+        predicate = exp.and_(exp.GTE(this=column.copy(), expression=literal(low)), predicate)
+    return predicate, low, high, slide
+
+
+def _partition_unit(name: str, column: str, context: RewriteContext) -> str | None:
+    decl = context.job.tables.get(name)
+    partitioning = (
+        context.catalog.partitioning(name) if context.catalog.properties(name) is not None else []
+    )
+    if not partitioning and decl is not None:
+        partitioning = [
+            (p.name.lower().rstrip("s"), p.expressions[0].name)
+            if isinstance(p, exp.Anonymous | exp.Func)
+            else ("identity", p.name)
+            for p in decl.partitioned_by
+        ]
+    return next(
+        (t for t, c in partitioning if c.lower() == column.lower() and t in _UNITS),
+        None,
+    )
+
+
+_UNITS = ("identity", "hour", "day", "month", "year")
+
+
+def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    if not isinstance(expression, exp.Insert):
+        return expression
+    target = expression.this
+    sink = target.this if isinstance(target, exp.Schema) else target
+    name = table_key(sink)
+    emission = context.emission
+    if emission is None:
+        raise error_at(sink, f"INSERT INTO {name} reads no stream, so no time range bounds it.")
+    decl = context.job.tables.get(name)
+    columns = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
+    columns = (
+        columns
+        or context.catalog.columns(name)
+        or ([c.name for c in decl.physical] if decl else [])
+    )
+    outputs = [p.alias_or_name for p in expression.expression.selects]
+    if "*" in outputs or len(outputs) != len(columns):
+        outputs = columns
+    wanted = [emission.column] + (["window_start"] if emission.window in ("TUMBLE", "HOP") else [])
+    found = [(w, i) for w in wanted for i, o in enumerate(outputs) if o.lower() == w.lower()]
+    if not found:
+        raise error_at(
+            sink,
+            f"INSERT INTO {name} must write {' or '.join(wanted)} into a sink column so a backfill "
+            "can replace exactly its range; select it into the sink.",
+        )
+    names = [(role, columns[i] if i < len(columns) else outputs[i]) for role, i in found]
+    role, column_name = next(
+        ((r, c) for r, c in names if _partition_unit(name, c, context)), names[0]
+    )
+    column = exp.column(column_name)
+    unit = _partition_unit(name, column_name, context)
+    predicate, low, high, step = _range(emission, role.lower(), column, context)
+    superset: exp.Expr | None = None
+    if unit is None:
+        superset = exp.true()
+    elif unit != "identity" and low is not None:
+        first, last = _floor(low, unit), _next(_floor(high, unit), unit)
+        if first != low or last != high + step:
+            superset = exp.and_(
+                exp.GTE(this=column.copy(), expression=context.literal(first)),
+                exp.LT(this=column.copy(), expression=context.literal(last)),
+            )
+    elif unit != "identity":
+        last = _next(_floor(high, unit), unit)
+        if last != high + step:
+            superset = exp.LT(this=column.copy(), expression=context.literal(last))
+    if superset is None:
+        expression.set("where", predicate)
+        return expression
+    keep_source = sink.copy()
+    keep_source.set("alias", None)
+    keep = (
+        exp.select("*")
+        .from_(keep_source)
+        .where(superset.copy())
+        .where(exp.not_(exp.paren(predicate)))
+    )
+    expression.set("expression", exp.union(expression.expression, keep, distinct=False))
+    expression.set("where", superset)
+    context.notes.append(
+        f"the range does not cover whole partitions of {name}; the rows of those partitions "
+        "outside the range are written back in the same commit."
+    )
+    return expression

@@ -1,0 +1,92 @@
+"""SESSION table-valued function → ``GROUP BY …, session_window(ts, gap)``.
+
+Spark computes sessions only while aggregating, so the enclosing SELECT must group by
+``window_start, window_end`` (plus the PARTITION BY keys); those two become one
+``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. A HAVING keeps the sessions
+that end in (start, end]. A session can start long before the range: the source looks back the
+gap plus ``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlglot import exp
+
+from sparkext.streaming.context import Emission, RewriteContext
+from sparkext.streaming.job import error_at, interval
+from sparkext.streaming.sqltools import bind_tvf, duration, scope_nodes, shift, window_tvf
+
+
+def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    for table in list(expression.find_all(exp.Table)):
+        call = window_tvf(table)
+        if call is None or call.name.upper() != "SESSION":
+            continue
+        args = bind_tvf(call)
+        data: exp.Table = args["DATA"]
+        column = args["TIMECOL"].expressions[0].name
+        context.source(data, descriptor=column)
+        gap = interval(args["GAP"])
+        select = table.parent.parent if isinstance(table.parent, exp.From) else None
+        group = select.args.get("group") if isinstance(select, exp.Select) else None
+        names = {
+            e.name.lower()
+            for e in (group.expressions if group else [])
+            if isinstance(e, exp.Column)
+        }
+        if not {"window_start", "window_end"} <= names:
+            raise error_at(
+                call,
+                "a SESSION window must be aggregated directly: "
+                "SELECT … FROM TABLE(SESSION(…)) GROUP BY window_start, window_end, <keys>.",
+            )
+        keys = {c.name.lower() for c in data.meta.get("partition_by", [])}
+        if not keys <= names:
+            raise error_at(
+                call, f"GROUP BY must include the SESSION's PARTITION BY keys {sorted(keys)}."
+            )
+        session = exp.Anonymous(
+            this="session_window", expressions=[exp.column(column), duration(gap)]
+        )
+        parts = {
+            "window_start": lambda: exp.Dot(
+                this=session.copy(), expression=exp.to_identifier("start")
+            ),
+            "window_end": lambda: exp.Dot(this=session.copy(), expression=exp.to_identifier("end")),
+            "window_time": lambda: shift(parts["window_end"](), -timedelta(milliseconds=1)),
+        }
+        for node in list(scope_nodes(select)):
+            if (
+                isinstance(node, exp.Column)
+                and node.name.lower() in parts
+                and node.parent is not group
+            ):
+                replacement = parts[node.name.lower()]()
+                if node.parent is select and node.arg_key == "expressions":
+                    replacement = exp.alias_(replacement, node.name)
+                node.replace(replacement)
+        group.set(
+            "expressions",
+            [
+                e
+                for e in group.expressions
+                if not (isinstance(e, exp.Column) and e.name.lower() in parts)
+            ]
+            + [session.copy()],
+        )
+        ends = parts["window_end"]()
+        having = exp.LTE(this=ends, expression=context.literal(context.end))
+        if context.start is not None:
+            having = exp.and_(
+                having,
+                exp.GT(this=parts["window_end"](), expression=context.literal(context.start)),
+            )
+        select.having(having, copy=False)
+        data.meta["lookback"] = max(
+            data.meta.get("lookback", timedelta(0)), gap + context.job.session_lookback
+        )
+        data.set("alias", exp.TableAlias(this=exp.to_identifier(table.alias or data.name)))
+        table.replace(data)
+        context.emit(Emission("window", "window_end", "SESSION", None, None))
+    return expression

@@ -1,0 +1,122 @@
+"""``JOIN dim FOR SYSTEM_TIME AS OF x.t`` → a join against the right version of the dimension.
+
+On a processing-time attribute (a ``PROCTIME()`` column) it is a lookup join: the dimension is
+read as of the backfill's end (``lookup_as_of='end'``: the newest snapshot committed at or before
+it, else the oldest one, with a note), or its current snapshot (``'latest'``), or a given time.
+
+On the event-time attribute it is a temporal join: the dimension must be versioned (its rows carry
+their own event time: a WATERMARK in the job or the property ``sparkext.event-time-column``);
+each version is valid from its time until the next version of the same key (keys = the equality
+conditions in ON), and the probe row joins the version valid at its event time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlglot import exp
+
+from sparkext.streaming.context import RewriteContext
+from sparkext.streaming.job import error_at, table_key
+from sparkext.streaming.sqltools import conjuncts, template
+
+VERSIONS = """
+SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
+FROM :dim WHERE :ts < :hi
+"""
+VALID = "(:probe >= :alias_ts AND (:probe < :alias_to OR :alias_to IS NULL))"
+
+
+def _probe_source(select: exp.Select, alias: str) -> exp.Table | None:
+    candidates = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
+    for candidate in candidates:
+        if isinstance(candidate, exp.Table) and (candidate.alias_or_name.lower() == alias.lower()):
+            return candidate
+    return None
+
+
+def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | None:
+    mode = context.lookup_as_of.lower()
+    if mode == "latest":
+        return None
+    moment = context.end if mode == "end" else datetime.fromisoformat(context.lookup_as_of)
+    snapshots = sorted(context.catalog.snapshots(table_key(dim)))
+    if not snapshots:
+        return None
+    eligible = [s for s in snapshots if s[0] <= moment]
+    committed, snapshot_id = eligible[-1] if eligible else snapshots[0]
+    if not eligible:
+        context.notes.append(
+            f"{table_key(dim)} has no snapshot at or before {moment}; the lookup join reads its "
+            f"oldest snapshot {snapshot_id} (committed {committed})."
+        )
+    return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id))
+
+
+def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    for dim in list(expression.find_all(exp.Table)):
+        version = dim.args.get("version")
+        if version is None or not isinstance(version.expression, exp.Column):
+            continue
+        join = dim.parent
+        select = join.parent if isinstance(join, exp.Join) else None
+        attribute = version.expression
+        probe = (
+            _probe_source(select, attribute.table)
+            if select is not None and attribute.table
+            else None
+        )
+        if probe is None:
+            raise error_at(
+                attribute,
+                f"FOR SYSTEM_TIME AS OF {attribute.sql(dialect='spark')} must name a time column of "
+                "a table joined before it, e.g. FOR SYSTEM_TIME AS OF o.order_time.",
+            )
+        source = context.source(probe)
+        dim.meta["dimension"] = True
+        if source.decl is not None and attribute.name in source.decl.proctime:
+            dim.set("version", _lookup_version(dim, context))
+            continue
+        if attribute.name.lower() != (source.event_time or "").lower():
+            raise error_at(
+                attribute,
+                f"{attribute.name} is neither the event-time column of {source.name} nor a PROCTIME() "
+                "column; a temporal join is on one of them.",
+            )
+        dim_source = context.source(dim)
+        if dim_source.event_time is None:
+            raise error_at(
+                dim,
+                f"an event-time temporal join needs versions of {dim_source.name}: declare it in the "
+                "job with a WATERMARK (rows are versions valid from their event time), or set its "
+                "property 'sparkext.event-time-column'; or join on a PROCTIME() column for a lookup.",
+            )
+        alias = dim.alias_or_name
+        keys = []
+        for condition in conjuncts(join.args.get("on")):
+            if isinstance(condition, exp.EQ):
+                for side in (condition.this, condition.expression):
+                    if isinstance(side, exp.Column) and side.table.lower() == alias.lower():
+                        keys.append(exp.column(side.name))
+        if not keys:
+            raise error_at(
+                join, f"the temporal join with {dim_source.name} needs key equalities in ON."
+            )
+        plain = dim.copy()
+        plain.set("version", None)
+        plain.set("alias", None)
+        plain.meta["dimension"] = True
+        ts = exp.column(dim_source.event_time)
+        versions = template(VERSIONS, ts=ts, dim=plain, hi=context.literal(context.end))
+        versions.find(exp.Window).set("partition_by", keys)
+        subquery = versions.subquery(alias)
+        subquery.meta["dimension"] = True
+        dim.replace(subquery)
+        valid = template(
+            VALID,
+            probe=attribute.copy(),
+            alias_ts=exp.column(dim_source.event_time, table=alias),
+            alias_to=exp.column("_sparkext_valid_to", table=alias),
+        )
+        join.set("on", exp.and_(join.args.get("on"), valid))
+    return expression

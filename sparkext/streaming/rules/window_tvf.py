@@ -1,0 +1,112 @@
+"""TUMBLE / HOP / CUMULATE table-valued functions → a subquery with Spark's window().
+
+The subquery keeps every column of the source and adds ``window_start``, ``window_end`` and
+``window_time`` (``window_end`` − 1 ms, as in Flink). HOP gives a row one line per window
+(Spark's sliding ``window()``); CUMULATE expands the row over the ends step, 2·step, … of its
+size-aligned window (``explode(sequence(…))``). Only windows whose end lies in (start, end] are
+kept, so every window is emitted by exactly one of two adjacent ranges; the source needs a
+lookback of one window size so the oldest kept window is complete.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlglot import exp
+
+from sparkext.streaming.context import Emission, RewriteContext
+from sparkext.streaming.job import error_at, interval
+from sparkext.streaming.sqltools import (
+    bind_tvf,
+    duration,
+    interval_literal,
+    template,
+    window_tvf,
+)
+
+SLIDING = """
+SELECT *, window(:ts, :size, :slide).start AS window_start,
+       window(:ts, :size, :slide).end AS window_end
+FROM :data
+"""
+CUMULATIVE_START = "SELECT *, window(:ts, :size).start AS window_start FROM :data"
+CUMULATIVE_ENDS = """
+SELECT *, explode(sequence(
+    timestamp_micros(unix_micros(window_start)
+        + :step_us * (div(unix_micros(:ts) - unix_micros(window_start), :step_us) + 1)),
+    window_start + :size_interval, :step_interval)) AS window_end
+FROM :sub
+"""
+KEEP = """
+SELECT *, window_end - INTERVAL '1' MILLISECOND AS window_time FROM :sub
+WHERE window_end <= :hi
+"""
+
+
+def _micros(delta: timedelta) -> exp.Literal:
+    return exp.Literal.number(round(delta.total_seconds() * 1_000_000))
+
+
+def _offset(query: exp.Expr, offset: timedelta) -> None:
+    """Add Spark's startTime argument (Flink's window offset) to every window() call."""
+    if offset:
+        for call in query.find_all(exp.Anonymous):
+            if call.name.lower() == "window":
+                size = call.expressions[1]
+                slide = call.expressions[2] if len(call.expressions) > 2 else size
+                call.set("expressions", [call.expressions[0], size, slide.copy(), duration(offset)])
+
+
+def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    for table in list(expression.find_all(exp.Table)):
+        call = window_tvf(table)
+        if call is None or call.name.upper() == "SESSION":
+            continue
+        kind = call.name.upper()
+        args = bind_tvf(call)
+        data: exp.Table = args["DATA"]
+        column = args["TIMECOL"].expressions[0].name
+        context.source(data, descriptor=column)  # checks the descriptor against the table
+        size = interval(args["SIZE"])
+        offset = interval(args["OFFSET"]) if "OFFSET" in args else timedelta(0)
+        ts = exp.column(column)
+        data.meta["lookback"] = max(data.meta.get("lookback", timedelta(0)), size)
+        if kind == "CUMULATE":
+            step = interval(args["STEP"])
+            if not step or size % step:
+                raise error_at(call, "CUMULATE's size must be a whole multiple of its step.")
+            start = template(CUMULATIVE_START, ts=ts, size=duration(size), data=data)
+            _offset(start, offset)
+            inner = template(
+                CUMULATIVE_ENDS,
+                ts=ts.copy(),
+                step_us=_micros(step),
+                size_interval=interval_literal(size),
+                step_interval=interval_literal(step),
+                sub=start.subquery("_c"),
+            )
+            slide = step
+        else:
+            slide = interval(args["SLIDE"]) if kind == "HOP" else size
+            if not size or not slide or (kind == "HOP" and size % slide):
+                raise error_at(call, "HOP's size must be a whole multiple of its slide.")
+            inner = template(
+                SLIDING,
+                ts=ts,
+                size=duration(size),
+                slide=duration(slide),
+                data=data,
+            )
+            if kind == "TUMBLE" and not offset:
+                for call_ in inner.find_all(exp.Anonymous):
+                    call_.set("expressions", call_.expressions[:2])
+            _offset(inner, offset)
+        keep = template(KEEP, sub=inner.subquery("_s"), hi=context.literal(context.end))
+        if context.start is not None:
+            keep = keep.where(
+                exp.GT(this=exp.column("window_end"), expression=context.literal(context.start))
+            )
+        alias = table.alias or data.name
+        table.replace(keep.subquery(alias))
+        context.emit(Emission("window", "window_end", kind, size, slide, offset))
+    return expression

@@ -1,0 +1,272 @@
+"""Stream mode: the same job text, run continuously on Spark Structured Streaming.
+
+How it executes (watermark-driven bounded micro-batches that reuse the batch rewrite):
+
+* One Structured Streaming query reads every streaming source incrementally
+  (``readStream.format("iceberg")``, append snapshots; its offsets live in ``<checkpoint>``)
+  and keeps only (source, event time) of the new rows.
+* Each micro-batch advances the watermark: per source, the largest event time seen minus the
+  source's watermark delay (the job's ``WATERMARK FOR … AS ts - INTERVAL …``); the job's
+  watermark is the smallest of them (a source that has sent nothing holds it back), as in Flink.
+* For every INSERT of the job, the range (emitted-until, watermark − completion delay] is now
+  final: the batch rewrite of that range runs and its rows are appended to the sink in one
+  Iceberg commit whose summary records ``sparkext.stream.emitted-until`` and the checkpoint.
+  A restart reads that summary, so a micro-batch replayed after a crash appends nothing twice.
+  Rows that arrive behind the watermark are late and dropped, as Flink drops them.
+
+So for the same bounded input, once the watermark has passed a range's end, the sink holds
+exactly what ``backfill`` writes for that range.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from sparkext.errors import SparkextError
+from sparkext.streaming.catalog import SparkCatalog
+from sparkext.streaming.context import RewriteContext
+from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
+from sparkext.streaming.rewrite import plan_batch, rewrite_query
+from sparkext.streaming.rules import RULES
+from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
+from sparkext.streaming.udf import register_job_functions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+EMITTED_KEY = "sparkext.stream.emitted-until"
+CHECKPOINT_KEY = "sparkext.stream.checkpoint"
+APPEND_RULES = tuple(r for r in RULES if r is not insert_overwrite_rule)
+DEFAULT_INTERVAL = "10 seconds"
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    name: str
+    event_time: str
+    delay: timedelta
+    options: dict[str, str]
+
+
+@dataclass
+class StreamState:
+    """What a stream remembers between micro-batches (also in <checkpoint>/sparkext-state.json)."""
+
+    maxima: dict[str, str] = field(default_factory=dict)  # source → largest event time seen
+
+    @classmethod
+    def load(cls, path: Path) -> StreamState:
+        if path.exists():
+            return cls(**json.loads(path.read_text()))
+        return cls()
+
+    def save(self, path: Path) -> None:
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"maxima": self.maxima}))
+        os.replace(temporary, path)
+
+
+def streaming_sources(job: Job, catalog) -> list[StreamSource]:
+    """Every table the job's queries read as a stream, with its event time and delay."""
+    context = RewriteContext(job, catalog, None, datetime.max)
+    found: dict[str, StreamSource] = {}
+    for query in job.queries:
+        sink = (
+            query.this.this
+            if isinstance(query, exp.Insert) and isinstance(query.this, exp.Schema)
+            else (query.this if isinstance(query, exp.Insert) else None)
+        )
+        for table in query.find_all(exp.Table):
+            if (
+                table is sink
+                or table.args.get("version") is not None
+                or not isinstance(table.this, exp.Identifier)
+            ):
+                continue
+            source = context.source(table)
+            if not source.streaming:
+                continue
+            descriptor = None
+            parent = table.parent
+            if isinstance(parent, exp.Anonymous | exp.Kwarg):
+                call = parent if isinstance(parent, exp.Anonymous) else parent.parent
+                for argument in call.expressions:
+                    value = argument.expression if isinstance(argument, exp.Kwarg) else argument
+                    if isinstance(value, exp.Anonymous) and value.name.upper() == "DESCRIPTOR":
+                        descriptor = value.expressions[0].name
+                source = context.source(table, descriptor)
+            if source.event_time is None:
+                raise StreamingSqlError(
+                    f"the stream {source.name} has no event-time column: declare a WATERMARK in "
+                    "the job or set the property 'sparkext.event-time-column'."
+                )
+            options = dict(table.meta.get("options", {}))
+            previous = found.get(source.name)
+            if previous is not None:
+                options = {**previous.options, **options}
+            found[source.name] = StreamSource(source.name, source.event_time, source.delay, options)
+    if not found:
+        raise StreamingSqlError(
+            "the job reads no stream: mark a source with /*+ OPTIONS('streaming'='true') */, "
+            "declare its WATERMARK, or read it through a window TVF."
+        )
+    return list(found.values())
+
+
+def _emitted_until(spark: SparkSession, sink: str, checkpoint: str) -> datetime | None:
+    """The end of the last range this stream appended to ``sink`` (from snapshot summaries)."""
+    from sparkext.iceberg.catalog import resolve_table
+
+    table = resolve_table(spark, sink)
+    if table.current_snapshot_id is None:
+        return None
+    rows = (
+        spark.table(table.metadata_table("snapshots"))
+        .where(f"summary['{CHECKPOINT_KEY}'] = '{checkpoint}'")
+        .selectExpr(f"summary['{EMITTED_KEY}'] AS until")
+        .collect()  # metadata rows of this stream's commits
+    )
+    values = [datetime.fromisoformat(r.until) for r in rows if r.until]
+    return max(values) if values else None
+
+
+def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from sparkext.iceberg.catalog import snapshot_commit_times
+
+    reader = (
+        spark.readStream.format("iceberg")
+        .option("streaming-skip-overwrite-snapshots", "true")
+        .option("streaming-skip-delete-snapshots", "true")
+    )
+    start_snapshot = source.options.get("start-snapshot-id")
+    if start_snapshot:
+        times = dict((sid, ms) for ms, sid in snapshot_commit_times(spark, source.name))
+        if int(start_snapshot) not in times:
+            raise StreamingSqlError(
+                f"'start-snapshot-id'='{start_snapshot}' is not a snapshot of {source.name}; "
+                f"see SELECT snapshot_id FROM {source.name}.snapshots."
+            )
+        reader = reader.option("stream-from-timestamp", str(times[int(start_snapshot)]))
+    return reader.load(source.name).select(
+        F.lit(source.name).alias("source"), F.col(source.event_time).cast("timestamp").alias("t")
+    )
+
+
+@dataclass
+class StreamRun:
+    """A running stream job: ``query`` is Spark's StreamingQuery."""
+
+    query: object
+    checkpoint: str
+
+    def stop(self) -> None:
+        self.query.stop()
+
+    def wait(self) -> None:
+        self.query.awaitTermination()
+
+
+def run_stream(
+    spark: SparkSession,
+    text: str,
+    checkpoint: str,
+    available_now: bool = False,
+    interval: str | None = None,
+    lookup_as_of: str = "latest",
+    progress: Callable[[str], None] = lambda message: None,
+) -> StreamRun:
+    """Start the job as a stream; ``available_now`` processes what is there and stops."""
+    job = parse_job(text)
+    checkpoint = str(Path(checkpoint).resolve())
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    register_job_functions(spark, job)
+    for statement in plan_batch(job, None, datetime(2000, 1, 1), None, lookup_as_of).ddl:
+        spark.sql(statement.sql(dialect="spark"))
+    catalog = SparkCatalog(spark)
+    sources = streaming_sources(job, catalog)
+    queries = []
+    for query in job.queries:
+        if not isinstance(query, exp.Insert):
+            raise StreamingSqlError(
+                "stream mode needs INSERT INTO a sink; a bare SELECT has nowhere to go."
+            )
+        probe = rewrite_query(
+            query, job, catalog, None, datetime(2000, 1, 1), lookup_as_of, APPEND_RULES
+        )
+        queries.append(
+            (
+                query,
+                table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this),
+                probe.completion_delay,
+            )
+        )
+    state_file = Path(checkpoint) / "sparkext-state.json"
+    state = StreamState.load(state_file)
+    delays = {s.name: s.delay for s in sources}
+
+    def on_batch(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        for row in (
+            batch.groupBy("source").agg(F.max("t").alias("t")).collect()
+        ):  # one row per source
+            if row.t is None:
+                continue
+            seen = state.maxima.get(row.source)
+            if seen is None or row.t > datetime.fromisoformat(seen):
+                state.maxima[row.source] = row.t.isoformat(sep=" ")
+        if len(state.maxima) < len(sources):
+            state.save(state_file)
+            return
+        watermark = min(datetime.fromisoformat(state.maxima[n]) - delays[n] for n in delays)
+        for query, sink, completion_delay in queries:
+            until = watermark - completion_delay
+            emitted = _emitted_until(spark, sink, checkpoint)
+            if emitted is not None and until <= emitted:
+                continue
+            batch_plan = rewrite_query(
+                query, job, SparkCatalog(spark), emitted, until, lookup_as_of, APPEND_RULES
+            )
+            select = batch_plan.statement.expression
+            (
+                spark.sql(select.sql(dialect="spark"))
+                .writeTo(sink)
+                .option(f"snapshot-property.{EMITTED_KEY}", until.isoformat(sep=" "))
+                .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
+                .append()
+            )
+            progress(f"batch {batch_id}: {sink} up to {until}")
+        state.save(state_file)
+
+    frames = [_reader(spark, s) for s in sources]
+    stream = frames[0]
+    for frame in frames[1:]:
+        stream = stream.unionByName(frame)
+    writer = (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(Path(checkpoint) / "offsets"))
+        .queryName("sparkext_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8])
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        hinted = [s.options["monitor-interval"] for s in sources if "monitor-interval" in s.options]
+        every = interval or (
+            min(hinted, key=lambda v: parse_duration(v)) if hinted else DEFAULT_INTERVAL
+        )
+        writer = writer.trigger(processingTime=f"{parse_duration(every).total_seconds()} seconds")
+    try:
+        return StreamRun(writer.start(), checkpoint)
+    except Exception as error:  # a start failure is the user's (bad option, missing table)
+        raise SparkextError(f"the stream could not start: {str(error).splitlines()[0]}") from None
