@@ -241,6 +241,12 @@ def cli(
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in ("backfill", "stream"):
+        from sparkext.cli.streaming import COMMANDS
+
+        command = sys.argv.pop(1)
+        COMMANDS[command](prog_name=f"sparkext-sql {command}")
+        return
     cli()
 
 

@@ -1,0 +1,130 @@
+"""``sparkext-sql backfill`` and ``sparkext-sql stream``: one job file, two modes.
+
+    sparkext-sql backfill job.sql --from '2024-01-01' --to '2024-01-02' [--dry-run]
+    sparkext-sql stream job.sql --checkpoint DIR [--available-now]
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from sparkext.cli.output import FORMATS, write
+from sparkext.cli.shell import _parse_conf, error_message
+
+_COMMON = [
+    click.argument("job", type=click.Path(dir_okay=False)),
+    click.option("--conf", "confs", multiple=True, metavar="K=V", help="A Spark setting; repeatable."),
+    click.option("--master", help="Spark master URL (default from conf/spark-defaults.conf)."),
+    click.option("--verbose", is_flag=True, help="Show Spark's logs and full stack traces."),
+]
+
+
+def _common(function):
+    for decorator in reversed(_COMMON):
+        function = decorator(function)
+    return function
+
+
+def _session(confs: tuple[str, ...], master: str | None, verbose: bool):
+    overrides = _parse_conf(confs)
+    if master:
+        overrides["spark.master"] = master
+    if verbose:
+        os.environ["SPARKEXT_LOG_LEVEL"] = "WARN"
+    import sparkext
+
+    return sparkext.session(**overrides)
+
+
+def _read(job: str) -> str:
+    try:
+        return Path(job).read_text(encoding="utf-8")
+    except OSError as error:
+        click.echo(f"Error: cannot read '{job}': {error.strerror}.", err=True)
+        sys.exit(1)
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return lambda message: None
+    return lambda message: click.echo(message, err=True)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@_common
+@click.option("--from", "start", required=True, metavar="TIME", help="Range start (inclusive), session time zone.")
+@click.option("--to", "end", required=True, metavar="TIME", help="Range end (exclusive).")
+@click.option("--dry-run", is_flag=True, help="Print the batch SQL and exit without running it.")
+@click.option(
+    "--lookup-as-of",
+    default="end",
+    show_default=True,
+    metavar="end|latest|TIME",
+    help="Which state of a dimension a processing-time lookup join reads.",
+)
+@click.option("--output-format", type=click.Choice(FORMATS), default="table", show_default=True)
+def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, output_format) -> None:
+    """Run a streaming job file as bounded batch SQL over [--from, --to)."""
+    text = _read(job)
+    try:
+        from sparkext.streaming.backfill import run_backfill
+
+        spark = _session(confs, master, verbose)
+        plan, results = run_backfill(spark, text, start, end, dry_run, lookup_as_of, _progress())
+    except Exception as error:
+        click.echo(error_message(error, verbose), err=True)
+        sys.exit(1)
+    if dry_run:
+        click.echo(plan.script(), nl=False)
+        return
+    for query in plan.queries:
+        for note in query.notes:
+            click.echo(f"Note: {note}", err=True)
+    rows = [
+        (r.sink, r.snapshot_id, r.rows_added, r.rows_deleted, round(r.seconds, 3))
+        for r in results
+        if r.sink is not None
+    ]
+    if rows:
+        write(["sink", "snapshot_id", "rows_added", "rows_deleted", "seconds"], rows, output_format, sys.stdout)
+    for result in results:
+        if result.frame is not None:
+            write(result.frame.columns, result.frame.collect(), output_format, sys.stdout)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@_common
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
+@click.option("--available-now", is_flag=True, help="Process what the sources hold now, then stop.")
+@click.option("--interval", metavar="DURATION", help="Trigger interval (default: the 'monitor-interval' hint, else 10 s).")
+def stream(job, confs, master, verbose, checkpoint, available_now, interval) -> None:
+    """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
+    text = _read(job)
+    try:
+        from sparkext.streaming.stream import run_stream
+
+        spark = _session(confs, master, verbose)
+        run = run_stream(
+            spark, text, checkpoint, available_now, interval, progress=lambda m: click.echo(m, err=True)
+        )
+    except Exception as error:
+        click.echo(error_message(error, verbose), err=True)
+        sys.exit(1)
+    click.echo(f"streaming; checkpoint {run.checkpoint}; Ctrl-C stops.", err=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        run.wait()
+    except KeyboardInterrupt:
+        run.stop()
+        click.echo(f"stopped; checkpoint intact in {run.checkpoint}.", err=True)
+    except Exception as error:
+        click.echo(error_message(error, verbose), err=True)
+        sys.exit(1)
+
+
+COMMANDS = {"backfill": backfill, "stream": stream}
