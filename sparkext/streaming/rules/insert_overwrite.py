@@ -109,8 +109,9 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
         or context.catalog.columns(name)
         or ([c.name for c in decl.physical] if decl else [])
     )
-    outputs = [p.alias_or_name for p in expression.expression.selects]
-    if "*" in outputs or len(outputs) != len(columns):
+    selects = expression.expression.selects
+    outputs = [p.alias_or_name if not isinstance(p, exp.Func) else "" for p in selects]
+    if any(p.is_star for p in selects):  # SELECT *: the sink's own names stand in
         outputs = columns
     wanted = [emission.column] + (["window_start"] if emission.window in ("TUMBLE", "HOP") else [])
     found = [(w, i) for w in wanted for i, o in enumerate(outputs) if o.lower() == w.lower()]
