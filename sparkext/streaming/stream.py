@@ -238,10 +238,13 @@ def run_stream(
             batch_plan = rewrite_query(
                 query, job, SparkCatalog(spark), emitted, until, lookup_as_of, APPEND_RULES
             )
-            select = batch_plan.statement.expression
+            insert = batch_plan.statement
+            frame = spark.sql(insert.expression.sql(dialect="spark"))
+            target = insert.this
+            names = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
+            frame = frame.toDF(*(names or spark.table(sink).columns))
             (
-                spark.sql(select.sql(dialect="spark"))
-                .writeTo(sink)
+                frame.writeTo(sink)
                 .option(f"snapshot-property.{EMITTED_KEY}", until.isoformat(sep=" "))
                 .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
                 .append()

@@ -2,8 +2,8 @@
 
 Spark computes sessions only while aggregating, so the enclosing SELECT must group by
 ``window_start, window_end`` (plus the PARTITION BY keys); those two become one
-``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. A HAVING keeps the sessions
-that end in (start, end]. A session can start long before the range: the source looks back the
+``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. One level up, a filter keeps
+the sessions that end in (start, end] (Spark cannot filter session_window in HAVING). A session can start long before the range: the source looks back the
 gap plus ``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
 """
 
@@ -75,14 +75,27 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
             ]
             + [session.copy()],
         )
-        ends = parts["window_end"]()
-        having = exp.LTE(this=ends, expression=context.literal(context.end))
+        # Spark cannot filter on session_window in HAVING: filter its end one level up.
+        names = []
+        for index, projection in enumerate(list(select.expressions)):
+            if isinstance(projection, exp.Alias):
+                names.append(projection.alias)
+            elif isinstance(projection, exp.Column):
+                names.append(projection.name)
+            else:
+                names.append(f"_c{index}")
+                projection.replace(exp.alias_(projection.copy(), names[-1]))
+        select.select(exp.alias_(parts["window_end"](), "_sparkext_session_end"), copy=False)
+        ends = exp.column("_sparkext_session_end")
+        keep = exp.LTE(this=ends, expression=context.literal(context.end))
         if context.start is not None:
-            having = exp.and_(
-                having,
-                exp.GT(this=parts["window_end"](), expression=context.literal(context.start)),
-            )
-        select.having(having, copy=False)
+            keep = exp.and_(exp.GT(this=ends.copy(), expression=context.literal(context.start)), keep)
+        wrapper = exp.select(*[exp.column(n) for n in names])
+        if select is expression:
+            expression = wrapper
+        else:
+            select.replace(wrapper)
+        wrapper.from_(select.subquery("_session", copy=False), copy=False).where(keep, copy=False)
         data.meta["lookback"] = max(
             data.meta.get("lookback", timedelta(0)), gap + context.job.session_lookback
         )

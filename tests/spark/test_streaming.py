@@ -1,0 +1,427 @@
+"""Stream mode and backfill of the same job text, on small hand-checked inputs.
+
+Each construct: the input goes to its Iceberg sources in two commits; the stream runs (available
+now, restarted from its checkpoint) after each commit; a last commit holds one far-later
+"sentinel" row per source so the watermark passes every input row. Then the backfill of the same
+text runs over a range that covers the input, and both sinks must hold exactly the expected rows
+(worked out by hand from Flink's documented semantics, the Bid table of its window TVF docs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import datetime
+
+import pytest
+
+from sparkext.streaming import run_backfill, run_stream
+from sparkext.streaming.job import StreamingSqlError
+
+_ids = itertools.count(1)
+DAY = "2020-04-15"
+SENTINEL = "2020-04-16 12:00:00"
+
+BIDS_DDL = "bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id STRING"
+BIDS_1 = [  # Flink's Bid table, first commit
+    (f"{DAY} 08:05:00", 4.0, "C", "supplier1"),
+    (f"{DAY} 08:07:00", 2.0, "A", "supplier1"),
+    (f"{DAY} 08:09:00", 5.0, "D", "supplier2"),
+]
+BIDS_2 = [
+    (f"{DAY} 08:11:00", 3.0, "B", "supplier2"),
+    (f"{DAY} 08:13:00", 1.0, "E", "supplier1"),
+    (f"{DAY} 08:17:00", 6.0, "F", "supplier2"),
+]
+BIDS_SENTINEL = [(SENTINEL, 0.0, "Z", "supplier9")]
+
+
+def t(text: str) -> datetime:
+    return datetime.fromisoformat(text if len(text) > 8 else f"{DAY} {text}")
+
+
+def append(spark, table: str, ddl: str, rows) -> None:
+    columns = [c.split()[0] for c in ddl.split(", ")]
+    types = [c.split()[1] for c in ddl.split(", ")]
+    frame = spark.createDataFrame(rows, ", ".join(f"{c} STRING" for c in columns))
+    frame.selectExpr(*[f"CAST({c} AS {ty}) AS {c}" for c, ty in zip(columns, types, strict=True)]).writeTo(
+        table
+    ).append()
+
+
+def sorted_rows(spark, table: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(table).collect())
+
+
+def both_modes(spark, tmp_path, job: str, sources: dict, commits: list[dict], start: str, end: str):
+    """Run ``job`` (with ``{sink}`` and ``{<source>}`` placeholders) both ways; return (stream, batch)."""
+    suffix = next(_ids)
+    names = {key: f"lake.test.{key}_{suffix}" for key in sources}
+    for key, ddl in sources.items():
+        spark.sql(f"CREATE TABLE {names[key]} ({ddl}) USING iceberg")
+    stream_sink, batch_sink = f"lake.test.out_s{suffix}", f"lake.test.out_b{suffix}"
+    checkpoint = str(tmp_path / f"ck{suffix}")
+    for commit in commits:
+        for key, rows in commit.items():
+            append(spark, names[key], sources[key], rows)
+        run_stream(spark, job.format(sink=stream_sink, **names), checkpoint, available_now=True).wait()
+    run_backfill(spark, job.format(sink=batch_sink, **names), start, end)
+    return sorted_rows(spark, stream_sink), sorted_rows(spark, batch_sink)
+
+
+BIDS_JOB_HEAD = """
+CREATE TABLE {bids} (bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id STRING,
+  WATERMARK FOR bidtime AS bidtime - INTERVAL '1' MINUTE);
+"""
+
+
+def bids_case(spark, tmp_path, body: str, start="2020-04-15 00:00:00", end="2020-04-15 12:00:00"):
+    commits = [{"bids": BIDS_1}, {"bids": BIDS_2}, {"bids": BIDS_SENTINEL}]
+    return both_modes(spark, tmp_path, BIDS_JOB_HEAD + body, {"bids": BIDS_DDL}, commits, start, end)
+
+
+def test_tumble(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE)
+          PARTITIONED BY (days(window_start));
+        INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
+        FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        """,
+    )
+    expected = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_hop(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+        INSERT INTO {sink} SELECT window_start, window_end, SUM(price)
+        FROM TABLE(HOP(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        """,
+    )
+    expected = [
+        (t("08:00"), t("08:10"), 11.0),
+        (t("08:05"), t("08:15"), 15.0),
+        (t("08:10"), t("08:20"), 10.0),
+        (t("08:15"), t("08:25"), 6.0),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_cumulate(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+        INSERT INTO {sink} SELECT window_start, window_end, SUM(price)
+        FROM TABLE(CUMULATE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        """,
+    )
+    expected = [
+        (t("08:00"), t("08:06"), 4.0),
+        (t("08:00"), t("08:08"), 6.0),
+        (t("08:00"), t("08:10"), 11.0),
+        (t("08:10"), t("08:12"), 3.0),
+        (t("08:10"), t("08:14"), 4.0),
+        (t("08:10"), t("08:16"), 4.0),
+        (t("08:10"), t("08:18"), 10.0),
+        (t("08:10"), t("08:20"), 10.0),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_session(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (supplier_id STRING, window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+        INSERT INTO {sink} SELECT supplier_id, window_start, window_end, SUM(price)
+        FROM TABLE(SESSION(TABLE {bids} PARTITION BY supplier_id, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
+        GROUP BY window_start, window_end, supplier_id;
+        """,
+    )
+    expected = [
+        ("supplier1", t("08:05"), t("08:12"), 6.0),
+        ("supplier1", t("08:13"), t("08:18"), 1.0),
+        ("supplier2", t("08:09"), t("08:16"), 8.0),
+        ("supplier2", t("08:17"), t("08:22"), 6.0),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_window_top_n(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, supplier_id STRING, price DOUBLE, cnt BIGINT);
+        INSERT INTO {sink} SELECT window_start, window_end, supplier_id, price, cnt FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS rownum
+          FROM (SELECT window_start, window_end, supplier_id, SUM(price) AS price, COUNT(*) AS cnt
+                FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+                GROUP BY window_start, window_end, supplier_id))
+        WHERE rownum <= 1;
+        """,
+    )
+    expected = [
+        (t("08:00"), t("08:10"), "supplier1", 6.0, 2),
+        (t("08:10"), t("08:20"), "supplier2", 9.0, 2),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_window_dedup_keeps_last_row_per_window(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, bidtime TIMESTAMP, item STRING);
+        INSERT INTO {sink} SELECT window_start, window_end, bidtime, item FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY bidtime DESC) AS rownum
+          FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)))
+        WHERE rownum <= 1;
+        """,
+    )
+    expected = [(t("08:00"), t("08:10"), t("08:09"), "D"), (t("08:10"), t("08:20"), t("08:17"), "F")]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_udfs_python_and_pandas(spark, tmp_path):
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE FUNCTION label AS 'tests.helpers.udfs.label';
+        CREATE FUNCTION with_tax AS 'tests.helpers.udfs.with_tax';
+        CREATE TABLE {sink} (bidtime TIMESTAMP, tag STRING, gross DOUBLE) PARTITIONED BY (hours(bidtime));
+        INSERT INTO {sink} SELECT bidtime, label(item) AS tag, with_tax(price) AS gross
+        FROM {bids} /*+ OPTIONS('streaming'='true') */ WHERE price > 2;
+        """,
+    )
+    expected = [
+        (t("08:05"), "<C>", 4.4),
+        (t("08:09"), "<D>", 5.5),
+        (t("08:11"), "<B>", 3.3),
+        (t("08:17"), "<F>", 6.6),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+CLICKS_DDL = "user_id BIGINT, url STRING, ts TIMESTAMP"
+
+
+def test_global_dedup_with_state_ttl(spark, tmp_path):
+    job = """
+    SET 'table.exec.state.ttl' = '1 h';
+    CREATE TABLE {clicks} (user_id BIGINT, url STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECONDS);
+    CREATE TABLE {sink} (user_id BIGINT, url STRING, ts TIMESTAMP);
+    INSERT INTO {sink} SELECT user_id, url, ts FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn FROM {clicks}) WHERE rn = 1;
+    """
+    commits = [
+        {"clicks": [(1, "a", f"{DAY} 10:00:00"), (1, "b", f"{DAY} 10:05:00"), (2, "c", f"{DAY} 10:07:00")]},
+        {"clicks": [(1, "d", f"{DAY} 11:30:00"), (2, "e", f"{DAY} 11:00:00")]},
+        {"clicks": [(9, "z", SENTINEL)]},
+    ]
+    stream, batch = both_modes(
+        spark, tmp_path, job, {"clicks": CLICKS_DDL}, commits, f"{DAY} 00:00:00", f"{DAY} 23:00:00"
+    )
+    # user 1: 10:00 first; 10:05 within the hour after it; 11:30 more than 1 h after 10:05.
+    # user 2: 10:07 first; 11:00 within the hour.
+    expected = [(1, "a", t("10:00")), (1, "d", t("11:30")), (2, "c", t("10:07"))]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_interval_join(spark, tmp_path):
+    job = """
+    CREATE TABLE {orders} (id BIGINT, order_time TIMESTAMP, WATERMARK FOR order_time AS order_time);
+    CREATE TABLE {shipments} (order_id BIGINT, ship_time TIMESTAMP, WATERMARK FOR ship_time AS ship_time);
+    CREATE TABLE {sink} (id BIGINT, order_time TIMESTAMP, ship_time TIMESTAMP);
+    INSERT INTO {sink} SELECT o.id, o.order_time, s.ship_time FROM {orders} AS o, {shipments} AS s
+    WHERE o.id = s.order_id AND o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time;
+    """
+    commits = [
+        {"orders": [(1, f"{DAY} 10:00:00"), (2, f"{DAY} 10:30:00")], "shipments": [(1, f"{DAY} 12:00:00")]},
+        {"orders": [(3, f"{DAY} 11:00:00")], "shipments": [(3, f"{DAY} 11:30:00"), (2, f"{DAY} 15:00:00")]},
+        {"orders": [(999, SENTINEL)], "shipments": [(998, SENTINEL)]},
+    ]
+    stream, batch = both_modes(
+        spark,
+        tmp_path,
+        job,
+        {"orders": "id BIGINT, order_time TIMESTAMP", "shipments": "order_id BIGINT, ship_time TIMESTAMP"},
+        commits,
+        f"{DAY} 00:00:00",
+        f"{DAY} 23:00:00",
+    )
+    # order 2 shipped 4.5 h later: outside the bound.
+    expected = [(1, t("10:00"), t("12:00")), (3, t("11:00"), t("11:30"))]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_event_time_temporal_join(spark, tmp_path):
+    job = """
+    CREATE TABLE {orders} (order_id BIGINT, order_time TIMESTAMP, currency STRING, amount DOUBLE,
+      WATERMARK FOR order_time AS order_time - INTERVAL '5' SECONDS);
+    CREATE TABLE {rates} (currency STRING, rate DOUBLE, update_time TIMESTAMP,
+      WATERMARK FOR update_time AS update_time, PRIMARY KEY (currency) NOT ENFORCED);
+    CREATE TABLE {sink} (order_id BIGINT, order_time TIMESTAMP, converted DOUBLE);
+    INSERT INTO {sink} SELECT o.order_id, o.order_time, o.amount * r.rate AS converted
+    FROM {orders} AS o LEFT JOIN {rates} FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency;
+    """
+    rates = [("EUR", 1.1, f"{DAY} 09:00:00"), ("EUR", 1.2, f"{DAY} 10:15:00"), ("JPY", 0.009, f"{DAY} 09:00:00")]
+    commits = [
+        {"rates": rates, "orders": [(1, f"{DAY} 10:00:00", "EUR", 10.0), (2, f"{DAY} 10:30:00", "EUR", 10.0)]},
+        {"orders": [(3, f"{DAY} 10:45:00", "JPY", 1000.0), (4, f"{DAY} 10:50:00", "USD", 5.0)]},
+        {"orders": [(999, SENTINEL, "EUR", 0.0)]},
+    ]
+    stream, batch = both_modes(
+        spark,
+        tmp_path,
+        job,
+        {
+            "orders": "order_id BIGINT, order_time TIMESTAMP, currency STRING, amount DOUBLE",
+            "rates": "currency STRING, rate DOUBLE, update_time TIMESTAMP",
+        },
+        commits,
+        f"{DAY} 00:00:00",
+        f"{DAY} 23:00:00",
+    )
+    expected = [
+        (1, t("10:00"), pytest.approx(11.0)),
+        (2, t("10:30"), pytest.approx(12.0)),
+        (3, t("10:45"), pytest.approx(9.0)),
+        (4, t("10:50"), None),
+    ]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_backfill_twice_changes_nothing_and_partial_range_keeps_the_rest(spark, tmp_path):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.tot_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2)
+    job = (BIDS_JOB_HEAD + """
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE) PARTITIONED BY (days(window_start));
+    INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
+    GROUP BY window_start, window_end;
+    """).format(bids=bids, sink=sink)
+    run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
+    first = sorted_rows(spark, sink)
+    snapshots = spark.table(f"{sink}.snapshots").count()
+    run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
+    assert sorted_rows(spark, sink) == first
+    assert spark.table(f"{sink}.snapshots").count() == snapshots + 1  # one atomic commit per run
+    # A partial range inside the day partition: the windows outside it stay as they were.
+    append(spark, bids, BIDS_DDL, [(f"{DAY} 08:12:00", 100.0, "X", "supplier1")])
+    run_backfill(spark, job, f"{DAY} 08:10:00", f"{DAY} 08:15:00")
+    after = dict(((r[0], r[1]), r[2]) for r in sorted_rows(spark, sink))
+    assert after[(t("08:10"), t("08:15"))] == 104.0
+    assert after[(t("08:05"), t("08:10"))] == 11.0 and after[(t("08:15"), t("08:20"))] == 6.0
+    assert len(after) == len(first)
+
+
+def test_proctime_lookup_join_reads_the_dimension_as_of_the_range_end(spark, tmp_path):
+    suffix = next(_ids)
+    bids, dim, sink = f"lake.test.bids_{suffix}", f"lake.test.dim_{suffix}", f"lake.test.look_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    spark.sql(f"CREATE TABLE {dim} (supplier_id STRING, region STRING) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1)
+    append(spark, dim, "supplier_id STRING, region STRING", [("supplier1", "north"), ("supplier2", "south")])
+    first_commit = spark.sql(f"SELECT max(committed_at) AS c FROM {dim}.snapshots").first().c
+    spark.sql(f"UPDATE {dim} SET region = 'east' WHERE supplier_id = 'supplier1'")
+    job = f"""
+    CREATE TABLE {bids} (bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id STRING, proc AS PROCTIME(),
+      WATERMARK FOR bidtime AS bidtime);
+    CREATE TABLE {sink} (bidtime TIMESTAMP, item STRING, region STRING);
+    INSERT INTO {sink} SELECT b.bidtime, b.item, d.region FROM {bids} AS b
+    JOIN {dim} FOR SYSTEM_TIME AS OF b.proc AS d ON b.supplier_id = d.supplier_id;
+    """
+    at_first = first_commit.isoformat(sep=" ")
+    plan, _ = run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", lookup_as_of=at_first)
+    assert "VERSION AS OF" in plan.script()
+    assert [r[2] for r in sorted_rows(spark, sink)] == ["north", "north", "south"]
+    run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", lookup_as_of="latest")
+    assert [r[2] for r in sorted_rows(spark, sink)] == ["east", "east", "south"]
+
+
+def test_dry_run_prints_sql_and_writes_nothing(spark):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.dry_{suffix}"
+    job = (BIDS_JOB_HEAD + """
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+    INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
+    GROUP BY window_start, window_end;
+    """).format(bids=bids, sink=sink)
+    plan, results = run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", dry_run=True)
+    script = plan.script()
+    assert results == [] and "REPLACE WHERE" in script and "WINDOW(bidtime, '5 minutes')" in script
+    assert not spark.catalog.tableExists(sink) and not spark.catalog.tableExists(bids)
+
+
+def test_stream_replays_nothing_twice_after_a_crash_between_commit_and_checkpoint(spark, tmp_path):
+    """The sink commit records how far the stream emitted; a replayed micro-batch appends nothing."""
+    import shutil
+
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.crash_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    job = (BIDS_JOB_HEAD + """
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+    INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end;
+    """).format(bids=bids, sink=sink)
+    checkpoint = tmp_path / "ck"
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
+    run_stream(spark, job, str(checkpoint), available_now=True).wait()
+    first = sorted_rows(spark, sink)
+    assert len(first) == 2
+    # Lose Spark's record of the processed offsets (as if it crashed before writing them).
+    shutil.rmtree(checkpoint / "offsets")
+    run_stream(spark, job, str(checkpoint), available_now=True).wait()
+    assert sorted_rows(spark, sink) == first
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "INSERT INTO {sink} SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY item ORDER BY bidtime DESC) AS rn FROM {bids}) WHERE rn = 1;",
+            "keeping the last row per key",
+        ),
+        (
+            "INSERT INTO {sink} SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(price), INTERVAL '10' MINUTES)) GROUP BY window_start, window_end;",
+            "DESCRIPTOR(price) differs from the event-time column bidtime",
+        ),
+    ],
+)
+def test_bad_jobs_fail_with_one_sentence_and_write_nothing(spark, body, message):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.bad_{suffix}"
+    job = (BIDS_JOB_HEAD + body).format(bids=bids, sink=sink)
+    with pytest.raises(StreamingSqlError, match=re.escape(message)):
+        run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
+    assert not spark.catalog.tableExists(sink) and not spark.catalog.tableExists(bids)
+    with pytest.raises(StreamingSqlError, match="is not before end"):
+        run_backfill(spark, job, f"{DAY} 23:00:00", f"{DAY} 00:00:00")
