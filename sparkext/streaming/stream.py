@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -149,6 +150,9 @@ def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
         .option("streaming-skip-overwrite-snapshots", "true")
         .option("streaming-skip-delete-snapshots", "true")
     )
+    for key, value in source.options.items():  # Iceberg's own streaming read options
+        if key.startswith("streaming-") or key == "stream-from-timestamp":
+            reader = reader.option(key, value)
     start_snapshot = source.options.get("start-snapshot-id")
     if start_snapshot:
         times = dict((sid, ms) for ms, sid in snapshot_commit_times(spark, source.name))
@@ -173,8 +177,14 @@ class StreamRun:
     def stop(self) -> None:
         self.query.stop()
 
-    def wait(self) -> None:
-        self.query.awaitTermination()
+    def wait(self, poll_seconds: float = 0.5) -> None:
+        """Block until the stream ends; Ctrl-C raises KeyboardInterrupt here, between polls
+        (never inside a py4j call, which an interrupt would break)."""
+        while self.query.isActive:
+            time.sleep(poll_seconds)
+        error = self.query.exception()
+        if error is not None:
+            raise SparkextError(f"the stream stopped: {str(error.desc).splitlines()[0]}")
 
 
 def run_stream(

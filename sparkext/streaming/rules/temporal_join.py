@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import error_at, table_key
-from sparkext.streaming.sqltools import conjuncts, template
+from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
 
 VERSIONS = """
 SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
@@ -30,8 +30,13 @@ VALID = "(:probe >= :alias_ts AND (:probe < :alias_to OR :alias_to IS NULL))"
 def _probe_source(select: exp.Select, alias: str) -> exp.Table | None:
     candidates = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
     for candidate in candidates:
-        if isinstance(candidate, exp.Table) and (candidate.alias_or_name.lower() == alias.lower()):
-            return candidate
+        if candidate.alias_or_name.lower() != alias.lower():
+            continue
+        if isinstance(candidate, exp.Table):
+            call = window_tvf(candidate)
+            return bind_tvf(call)["DATA"] if call is not None else candidate
+        if isinstance(candidate, exp.Subquery) and "source_table" in candidate.meta:
+            return candidate.meta["source_table"]  # a window TVF's output
     return None
 
 

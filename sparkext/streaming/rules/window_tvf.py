@@ -107,6 +107,8 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 exp.GT(this=exp.column("window_end"), expression=context.literal(context.start))
             )
         alias = table.alias or data.name
-        table.replace(keep.subquery(alias))
+        subquery = keep.subquery(alias)
+        subquery.meta["source_table"] = data  # joins on its time attributes find the source
+        table.replace(subquery)
         context.emit(Emission("window", "window_end", kind, size, slide, offset))
     return expression
