@@ -20,6 +20,7 @@ BENCHMARKS = (
     "cdc_ingest",
     "rewrite_equality_deletes",
     "snapshot_as_of_event_time",
+    "stream_backfill",
 )
 RESULTS = Path(__file__).parent / "results"
 
