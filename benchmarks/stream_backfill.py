@@ -33,8 +33,8 @@ from benchmarks.harness import Result
 DAY = "2026-11-20"
 NEXT_DAY = "2026-11-21 00:00:00"
 JOB = """
-CREATE TABLE {events} (event_id BIGINT, ts TIMESTAMP, user_id BIGINT, item_id BIGINT, amount DECIMAL(12, 2),
-  proc AS PROCTIME(), WATERMARK FOR ts AS ts - INTERVAL '10' SECONDS);
+CREATE TABLE {events} (event_id BIGINT, ts TIMESTAMP, user_id BIGINT, item_id BIGINT,
+  amount DECIMAL(12, 2), proc AS PROCTIME(), WATERMARK FOR ts AS ts - INTERVAL '10' SECONDS);
 CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, category STRING,
   orders BIGINT, revenue DECIMAL(22, 2)) PARTITIONED BY (days(window_start));
 INSERT INTO {sink}
@@ -69,7 +69,11 @@ def _setup(spark, events: str, items: str, rows: int, commits: int) -> None:
         part.coalesce(1).writeTo(events).append()
     sentinel = f"TIMESTAMP '{DAY} 00:00:00' + INTERVAL 1 DAY + INTERVAL 10 MINUTES"
     spark.range(1).selectExpr(
-        "-1 AS event_id", f"{sentinel} AS ts", "0 AS user_id", "0 AS item_id", "CAST(0 AS DECIMAL(12, 2)) AS amount"
+        "-1 AS event_id",
+        f"{sentinel} AS ts",
+        "0 AS user_id",
+        "0 AS item_id",
+        "CAST(0 AS DECIMAL(12, 2)) AS amount",
     ).writeTo(events).append()
 
 

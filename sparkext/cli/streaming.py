@@ -1,7 +1,7 @@
 """``sparkext-sql backfill`` and ``sparkext-sql stream``: one job file, two modes.
 
-    sparkext-sql backfill job.sql --from '2024-01-01' --to '2024-01-02' [--dry-run]
-    sparkext-sql stream job.sql --checkpoint DIR [--available-now]
+sparkext-sql backfill job.sql --from '2024-01-01' --to '2024-01-02' [--dry-run]
+sparkext-sql stream job.sql --checkpoint DIR [--available-now]
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from sparkext.cli.shell import _parse_conf, error_message
 
 _COMMON = [
     click.argument("job", type=click.Path(dir_okay=False)),
-    click.option("--conf", "confs", multiple=True, metavar="K=V", help="A Spark setting; repeatable."),
+    click.option(
+        "--conf", "confs", multiple=True, metavar="K=V", help="A Spark setting; repeatable."
+    ),
     click.option("--master", help="Spark master URL (default from conf/spark-defaults.conf)."),
     click.option("--verbose", is_flag=True, help="Show Spark's logs and full stack traces."),
 ]
@@ -57,7 +59,13 @@ def _progress():
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @_common
-@click.option("--from", "start", required=True, metavar="TIME", help="Range start (inclusive), session time zone.")
+@click.option(
+    "--from",
+    "start",
+    required=True,
+    metavar="TIME",
+    help="Range start (inclusive), session time zone.",
+)
 @click.option("--to", "end", required=True, metavar="TIME", help="Range end (exclusive).")
 @click.option("--dry-run", is_flag=True, help="Print the batch SQL and exit without running it.")
 @click.option(
@@ -91,7 +99,12 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
         if r.sink is not None
     ]
     if rows:
-        write(["sink", "snapshot_id", "rows_added", "rows_deleted", "seconds"], rows, output_format, sys.stdout)
+        write(
+            ["sink", "snapshot_id", "rows_added", "rows_deleted", "seconds"],
+            rows,
+            output_format,
+            sys.stdout,
+        )
     for result in results:
         if result.frame is not None:
             write(result.frame.columns, result.frame.collect(), output_format, sys.stdout)
@@ -99,9 +112,15 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @_common
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
+@click.option(
+    "--checkpoint", required=True, type=click.Path(file_okay=False), help="Checkpoint directory."
+)
 @click.option("--available-now", is_flag=True, help="Process what the sources hold now, then stop.")
-@click.option("--interval", metavar="DURATION", help="Trigger interval (default: the 'monitor-interval' hint, else 10 s).")
+@click.option(
+    "--interval",
+    metavar="DURATION",
+    help="Trigger interval (default: the 'monitor-interval' hint, else 10 s).",
+)
 def stream(job, confs, master, verbose, checkpoint, available_now, interval) -> None:
     """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
     text = _read(job)
@@ -110,7 +129,12 @@ def stream(job, confs, master, verbose, checkpoint, available_now, interval) -> 
 
         spark = _session(confs, master, verbose)
         run = run_stream(
-            spark, text, checkpoint, available_now, interval, progress=lambda m: click.echo(m, err=True)
+            spark,
+            text,
+            checkpoint,
+            available_now,
+            interval,
+            progress=lambda m: click.echo(m, err=True),
         )
     except Exception as error:
         click.echo(error_message(error, verbose), err=True)

@@ -111,3 +111,11 @@ def snapshot_commit_times(spark: SparkSession, name: str) -> list[tuple[int, int
     """(commit time in epoch milliseconds, snapshot id) of every retained snapshot."""
     table = _java_table(spark, name)
     return [(int(s.timestampMillis()), int(s.snapshotId())) for s in table.snapshots()]
+
+
+def current_snapshot_summary(spark: SparkSession, name: str) -> tuple[int | None, dict[str, str]]:
+    """The current snapshot's id and summary, straight from the table metadata."""
+    snapshot = _java_table(spark, name).currentSnapshot()
+    if snapshot is None:
+        return None, {}
+    return int(snapshot.snapshotId()), {str(k): str(v) for k, v in snapshot.summary().items()}

@@ -64,7 +64,10 @@ def run_backfill(
     lookup_as_of: str = "end",
     progress: Callable[[str], None] = lambda message: None,
 ) -> tuple[BatchPlan, list[BackfillResult]]:
-    """Plan (and unless ``dry_run``, run) the backfill; returns the plan and one result per query."""
+    """Plan (and unless ``dry_run``, run) the backfill.
+
+    Returns the plan and one result per query.
+    """
     job = parse_job(text)
     if dry_run:
         return plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of), []

@@ -23,7 +23,7 @@ extra constructs are represented with stock nodes: a window TVF is ``exp.Anonymo
 ...     read=Streaming,
 ... )
 >>> tvf = tree.find(exp.Anonymous)
->>> tvf.name, tvf.expressions[0].expressions[0].name
+>>> tvf.name, tvf.expressions[0].name
 ('TABLE', 'TUMBLE')
 """
 
@@ -47,8 +47,9 @@ if not sqlglot.parser.__file__.endswith(".py"):  # pragma: no cover - depends on
     )
 
 
+# sqlglot's own parser tables are plain class attributes; overriding them is the extension point.
 class StreamingParser(SparkParser):
-    CONSTRAINT_PARSERS = {
+    CONSTRAINT_PARSERS = {  # noqa: RUF012
         **SparkParser.CONSTRAINT_PARSERS,
         "WATERMARK": lambda self: self.expression(
             exp.WatermarkColumnConstraint(
@@ -58,11 +59,11 @@ class StreamingParser(SparkParser):
         ),
     }
 
-    SCHEMA_UNNAMED_CONSTRAINTS = {*SparkParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
+    SCHEMA_UNNAMED_CONSTRAINTS = {*SparkParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}  # noqa: RUF012
 
-    FUNC_TOKENS = {*SparkParser.FUNC_TOKENS, TokenType.SESSION}
+    FUNC_TOKENS = {*SparkParser.FUNC_TOKENS, TokenType.SESSION}  # noqa: RUF012
 
-    FUNCTION_PARSERS = {
+    FUNCTION_PARSERS = {  # noqa: RUF012
         **SparkParser.FUNCTION_PARSERS,
         **{name: (lambda n: lambda self: self._parse_window_tvf(n))(name) for name in WINDOW_TVFS},
     }
@@ -128,9 +129,11 @@ class StreamingParser(SparkParser):
 class Streaming(Spark):
     """Flink-style streaming SQL (see the module documentation)."""
 
+    # sqlglot's own tokenizer tables are plain class attributes; overriding them is the
+    # extension point.
     class Tokenizer(Spark.Tokenizer):
         # A hint may follow a table name or alias: FROM t /*+ OPTIONS(...) */
-        TOKENS_PRECEDING_HINT = {
+        TOKENS_PRECEDING_HINT = {  # noqa: RUF012
             *Spark.Tokenizer.TOKENS_PRECEDING_HINT,
             TokenType.VAR,
             TokenType.IDENTIFIER,

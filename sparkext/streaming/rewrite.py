@@ -65,7 +65,10 @@ class BatchPlan:
 
 
 def table_ddl(job: Job) -> list[exp.Expr]:
-    """``CREATE TABLE IF NOT EXISTS … USING iceberg`` with each declared table's physical columns."""
+    """``CREATE TABLE IF NOT EXISTS … USING iceberg`` for each declared table.
+
+    Each table gets its declared physical columns (and PARTITIONED BY, if any).
+    """
     statements = []
     for decl in job.tables.values():
         schema = exp.Schema(
@@ -114,8 +117,9 @@ def rewrite_query(
     if leftover is not None:
         line, col = position(leftover)
         raise StreamingSqlError(
-            f"line {line}, column {col}: {leftover.name.upper()}(…) in this place cannot be rewritten "
-            "to batch SQL; window functions belong in FROM TABLE(…) or GROUP BY.",
+            f"line {line}, column {col}: {leftover.name.upper()}(…) in this place "
+            "cannot be rewritten to batch SQL; "
+            "window functions belong in FROM TABLE(…) or GROUP BY.",
             line,
             col,
         )

@@ -1,4 +1,7 @@
-"""UDFs the streaming tests name in CREATE FUNCTION (importable on executors: tests is a package)."""
+"""UDFs the streaming tests name in CREATE FUNCTION.
+
+Importable on executors: ``tests`` is a package.
+"""
 
 from __future__ import annotations
 

@@ -69,7 +69,11 @@ def test_hint_that_is_not_options_is_an_error():
 @pytest.mark.parametrize(
     ("sql", "kind", "names"),
     [
-        ("TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)", "TUMBLE", ["DATA", "TIMECOL", "SIZE"]),
+        (
+            "TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)",
+            "TUMBLE",
+            ["DATA", "TIMECOL", "SIZE"],
+        ),
         (
             "TUMBLE(DATA => TABLE bids, TIMECOL => DESCRIPTOR(bidtime), SIZE => INTERVAL '10' MINUTES, "
             "`OFFSET` => INTERVAL '1' MINUTE)",
@@ -111,7 +115,9 @@ def test_window_tvfs_positional_and_named(sql, kind, names):
 def test_tvf_positions_for_errors():
     table = next(
         t
-        for t in parse("SELECT *\nFROM TABLE(\n  HOP(TABLE bids, DESCRIPTOR(ts), INTERVAL '1' MINUTE))").find_all(exp.Table)
+        for t in parse(
+            "SELECT *\nFROM TABLE(\n  HOP(TABLE bids, DESCRIPTOR(ts), INTERVAL '1' MINUTE))"
+        ).find_all(exp.Table)
         if window_tvf(t) is not None
     )
     assert (window_tvf(table).meta["line"], window_tvf(table).meta["col"]) == (3, 5)
@@ -157,4 +163,4 @@ def test_job_statements_and_errors():
     with pytest.raises(StreamingSqlError, match="no INSERT INTO or SELECT"):
         parse_job("CREATE TABLE k (a INT)")
     with pytest.raises(StreamingSqlError, match="is not a duration"):
-        parse_job("SET 'table.exec.state.ttl' = 'forever'; SELECT 1").state_ttl
+        _ = parse_job("SET 'table.exec.state.ttl' = 'forever'; SELECT 1").state_ttl

@@ -44,9 +44,9 @@ def append(spark, table: str, ddl: str, rows) -> None:
     columns = [c.split()[0] for c in ddl.split(", ")]
     types = [c.split()[1] for c in ddl.split(", ")]
     frame = spark.createDataFrame(rows, ", ".join(f"{c} STRING" for c in columns))
-    frame.selectExpr(*[f"CAST({c} AS {ty}) AS {c}" for c, ty in zip(columns, types, strict=True)]).writeTo(
-        table
-    ).append()
+    frame.selectExpr(
+        *[f"CAST({c} AS {ty}) AS {c}" for c, ty in zip(columns, types, strict=True)]
+    ).writeTo(table).append()
 
 
 def sorted_rows(spark, table: str) -> list[tuple]:
@@ -64,7 +64,9 @@ def both_modes(spark, tmp_path, job: str, sources: dict, commits: list[dict], st
     for commit in commits:
         for key, rows in commit.items():
             append(spark, names[key], sources[key], rows)
-        run_stream(spark, job.format(sink=stream_sink, **names), checkpoint, available_now=True).wait()
+        run_stream(
+            spark, job.format(sink=stream_sink, **names), checkpoint, available_now=True
+        ).wait()
     run_backfill(spark, job.format(sink=batch_sink, **names), start, end)
     return sorted_rows(spark, stream_sink), sorted_rows(spark, batch_sink)
 
@@ -77,7 +79,9 @@ CREATE TABLE {bids} (bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id S
 
 def bids_case(spark, tmp_path, body: str, start="2020-04-15 00:00:00", end="2020-04-15 12:00:00"):
     commits = [{"bids": BIDS_1}, {"bids": BIDS_2}, {"bids": BIDS_SENTINEL}]
-    return both_modes(spark, tmp_path, BIDS_JOB_HEAD + body, {"bids": BIDS_DDL}, commits, start, end)
+    return both_modes(
+        spark, tmp_path, BIDS_JOB_HEAD + body, {"bids": BIDS_DDL}, commits, start, end
+    )
 
 
 def test_tumble(spark, tmp_path):
@@ -198,7 +202,10 @@ def test_window_dedup_keeps_last_row_per_window(spark, tmp_path):
         WHERE rownum <= 1;
         """,
     )
-    expected = [(t("08:00"), t("08:10"), t("08:09"), "D"), (t("08:10"), t("08:20"), t("08:17"), "F")]
+    expected = [
+        (t("08:00"), t("08:10"), t("08:09"), "D"),
+        (t("08:10"), t("08:20"), t("08:17"), "F"),
+    ]
     assert batch == expected
     assert stream == expected
 
@@ -237,7 +244,13 @@ def test_global_dedup_with_state_ttl(spark, tmp_path):
       SELECT *, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn FROM {clicks}) WHERE rn = 1;
     """
     commits = [
-        {"clicks": [(1, "a", f"{DAY} 10:00:00"), (1, "b", f"{DAY} 10:05:00"), (2, "c", f"{DAY} 10:07:00")]},
+        {
+            "clicks": [
+                (1, "a", f"{DAY} 10:00:00"),
+                (1, "b", f"{DAY} 10:05:00"),
+                (2, "c", f"{DAY} 10:07:00"),
+            ]
+        },
         {"clicks": [(1, "d", f"{DAY} 11:30:00"), (2, "e", f"{DAY} 11:00:00")]},
         {"clicks": [(9, "z", SENTINEL)]},
     ]
@@ -260,15 +273,24 @@ def test_interval_join(spark, tmp_path):
     WHERE o.id = s.order_id AND o.order_time BETWEEN s.ship_time - INTERVAL '4' HOUR AND s.ship_time;
     """
     commits = [
-        {"orders": [(1, f"{DAY} 10:00:00"), (2, f"{DAY} 10:30:00")], "shipments": [(1, f"{DAY} 12:00:00")]},
-        {"orders": [(3, f"{DAY} 11:00:00")], "shipments": [(3, f"{DAY} 11:30:00"), (2, f"{DAY} 15:00:00")]},
+        {
+            "orders": [(1, f"{DAY} 10:00:00"), (2, f"{DAY} 10:30:00")],
+            "shipments": [(1, f"{DAY} 12:00:00")],
+        },
+        {
+            "orders": [(3, f"{DAY} 11:00:00")],
+            "shipments": [(3, f"{DAY} 11:30:00"), (2, f"{DAY} 15:00:00")],
+        },
         {"orders": [(999, SENTINEL)], "shipments": [(998, SENTINEL)]},
     ]
     stream, batch = both_modes(
         spark,
         tmp_path,
         job,
-        {"orders": "id BIGINT, order_time TIMESTAMP", "shipments": "order_id BIGINT, ship_time TIMESTAMP"},
+        {
+            "orders": "id BIGINT, order_time TIMESTAMP",
+            "shipments": "order_id BIGINT, ship_time TIMESTAMP",
+        },
         commits,
         f"{DAY} 00:00:00",
         f"{DAY} 23:00:00",
@@ -289,9 +311,16 @@ def test_event_time_temporal_join(spark, tmp_path):
     INSERT INTO {sink} SELECT o.order_id, o.order_time, o.amount * r.rate AS converted
     FROM {orders} AS o LEFT JOIN {rates} FOR SYSTEM_TIME AS OF o.order_time AS r ON o.currency = r.currency;
     """
-    rates = [("EUR", 1.1, f"{DAY} 09:00:00"), ("EUR", 1.2, f"{DAY} 10:15:00"), ("JPY", 0.009, f"{DAY} 09:00:00")]
+    rates = [
+        ("EUR", 1.1, f"{DAY} 09:00:00"),
+        ("EUR", 1.2, f"{DAY} 10:15:00"),
+        ("JPY", 0.009, f"{DAY} 09:00:00"),
+    ]
     commits = [
-        {"rates": rates, "orders": [(1, f"{DAY} 10:00:00", "EUR", 10.0), (2, f"{DAY} 10:30:00", "EUR", 10.0)]},
+        {
+            "rates": rates,
+            "orders": [(1, f"{DAY} 10:00:00", "EUR", 10.0), (2, f"{DAY} 10:30:00", "EUR", 10.0)],
+        },
         {"orders": [(3, f"{DAY} 10:45:00", "JPY", 1000.0), (4, f"{DAY} 10:50:00", "USD", 5.0)]},
         {"orders": [(999, SENTINEL, "EUR", 0.0)]},
     ]
@@ -322,11 +351,14 @@ def test_backfill_twice_changes_nothing_and_partial_range_keeps_the_rest(spark, 
     bids, sink = f"lake.test.bids_{suffix}", f"lake.test.tot_{suffix}"
     spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
     append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2)
-    job = (BIDS_JOB_HEAD + """
+    job = (
+        BIDS_JOB_HEAD
+        + """
     CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE) PARTITIONED BY (days(window_start));
     INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
     GROUP BY window_start, window_end;
-    """).format(bids=bids, sink=sink)
+    """
+    ).format(bids=bids, sink=sink)
     run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
     first = sorted_rows(spark, sink)
     snapshots = spark.table(f"{sink}.snapshots").count()
@@ -344,11 +376,20 @@ def test_backfill_twice_changes_nothing_and_partial_range_keeps_the_rest(spark, 
 
 def test_proctime_lookup_join_reads_the_dimension_as_of_the_range_end(spark, tmp_path):
     suffix = next(_ids)
-    bids, dim, sink = f"lake.test.bids_{suffix}", f"lake.test.dim_{suffix}", f"lake.test.look_{suffix}"
+    bids, dim, sink = (
+        f"lake.test.bids_{suffix}",
+        f"lake.test.dim_{suffix}",
+        f"lake.test.look_{suffix}",
+    )
     spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
     spark.sql(f"CREATE TABLE {dim} (supplier_id STRING, region STRING) USING iceberg")
     append(spark, bids, BIDS_DDL, BIDS_1)
-    append(spark, dim, "supplier_id STRING, region STRING", [("supplier1", "north"), ("supplier2", "south")])
+    append(
+        spark,
+        dim,
+        "supplier_id STRING, region STRING",
+        [("supplier1", "north"), ("supplier2", "south")],
+    )
     first_commit = spark.sql(f"SELECT max(committed_at) AS c FROM {dim}.snapshots").first().c
     spark.sql(f"UPDATE {dim} SET region = 'east' WHERE supplier_id = 'supplier1'")
     job = f"""
@@ -369,11 +410,14 @@ def test_proctime_lookup_join_reads_the_dimension_as_of_the_range_end(spark, tmp
 def test_dry_run_prints_sql_and_writes_nothing(spark):
     suffix = next(_ids)
     bids, sink = f"lake.test.bids_{suffix}", f"lake.test.dry_{suffix}"
-    job = (BIDS_JOB_HEAD + """
+    job = (
+        BIDS_JOB_HEAD
+        + """
     CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
     INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
     GROUP BY window_start, window_end;
-    """).format(bids=bids, sink=sink)
+    """
+    ).format(bids=bids, sink=sink)
     plan, results = run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", dry_run=True)
     script = plan.script()
     assert results == [] and "REPLACE WHERE" in script and "WINDOW(bidtime, '5 minutes')" in script
@@ -387,11 +431,14 @@ def test_stream_replays_nothing_twice_after_a_crash_between_commit_and_checkpoin
     suffix = next(_ids)
     bids, sink = f"lake.test.bids_{suffix}", f"lake.test.crash_{suffix}"
     spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
-    job = (BIDS_JOB_HEAD + """
+    job = (
+        BIDS_JOB_HEAD
+        + """
     CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
     INSERT INTO {sink} SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
     GROUP BY window_start, window_end;
-    """).format(bids=bids, sink=sink)
+    """
+    ).format(bids=bids, sink=sink)
     checkpoint = tmp_path / "ck"
     append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
     run_stream(spark, job, str(checkpoint), available_now=True).wait()

@@ -71,13 +71,30 @@ def test_stream_then_backfill_the_same_file(tmp_path):
     # The stream emitted every minute up to its watermark (12:00 - 5 s): item 9 has no category.
     assert rows(env) == EXPECTED
 
-    dry = run(env, "backfill", str(JOB), "--from", "2026-11-20 00:00:00", "--to", "2026-11-21", "--dry-run")
+    dry = run(
+        env,
+        "backfill",
+        str(JOB),
+        "--from",
+        "2026-11-20 00:00:00",
+        "--to",
+        "2026-11-21",
+        "--dry-run",
+    )
     assert "INSERT INTO lake.demo.clicks_per_minute" in dry.stdout
     assert "REPLACE WHERE" in dry.stdout and "WINDOW(ts, '1 minutes')" in dry.stdout
     assert rows(env) == EXPECTED  # a dry run writes nothing
 
     for _ in range(2):  # the backfill writes what the stream wrote, and a rerun changes nothing
-        run(env, "backfill", str(JOB), "--from", "2026-11-20 00:00:00", "--to", "2026-11-20 12:00:00")
+        run(
+            env,
+            "backfill",
+            str(JOB),
+            "--from",
+            "2026-11-20 00:00:00",
+            "--to",
+            "2026-11-20 12:00:00",
+        )
         assert rows(env) == EXPECTED
 
     bad = subprocess.run(

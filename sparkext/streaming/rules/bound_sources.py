@@ -1,4 +1,6 @@
-"""Every streaming source → ``(SELECT * FROM t WHERE ts >= start - lookback AND ts < end + lookahead)``.
+"""Every streaming source → a time-bounded subquery.
+
+``(SELECT * FROM t WHERE ts >= start - lookback AND ts < end + lookahead)``.
 
 This is where the watermark DDL becomes an event-time filter: the event-time column comes from
 the job's ``WATERMARK FOR`` (or the table's ``sparkext.event-time-column`` property, or a TVF's

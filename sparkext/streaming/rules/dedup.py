@@ -37,12 +37,14 @@ def _keeps_first_only(rank_alias: str, outer: exp.Select | None) -> bool:
     if outer is None:
         return False
     for condition in conjuncts(outer.args.get("where")):
-        if isinstance(condition, exp.EQ | exp.LTE | exp.LT) and isinstance(
-            condition.this, exp.Column
+        if (
+            isinstance(condition, exp.EQ | exp.LTE | exp.LT)
+            and isinstance(condition.this, exp.Column)
+            and condition.this.name.lower() == rank_alias.lower()
+            and condition.expression.is_int
         ):
-            if condition.this.name.lower() == rank_alias.lower() and condition.expression.is_int:
-                limit = int(condition.expression.name) - (1 if isinstance(condition, exp.LT) else 0)
-                return limit == 1
+            limit = int(condition.expression.name) - (1 if isinstance(condition, exp.LT) else 0)
+            return limit == 1
     return False
 
 
@@ -67,8 +69,9 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         if column is not None and source.decl is not None and column.name in source.decl.proctime:
             raise error_at(
                 window,
-                "deduplication on processing time keeps whichever row arrived first, which a backfill "
-                f"cannot know; order by the event-time column {source.event_time}.",
+                "deduplication on processing time keeps whichever row arrived first, "
+                "which a backfill cannot know; "
+                f"order by the event-time column {source.event_time}.",
             )
         if column is None or column.name.lower() != (source.event_time or "").lower():
             raise error_at(

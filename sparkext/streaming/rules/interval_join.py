@@ -76,7 +76,7 @@ def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         other = next(a for a in streams if a != probe_alias)
         lower = upper = None  # other.t in [probe.t + lower, probe.t + upper]
         for condition in conditions:
-            for left, op, right, offset in _bounds(condition, times):
+            for left, op, _right, offset in _bounds(condition, times):
                 if left == other:  # other.t op probe.t + offset
                     bound_op, shift = op, offset
                 else:  # probe.t op other.t + offset  ⇔  other.t (flipped) probe.t - offset
@@ -88,9 +88,9 @@ def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         if lower is None or upper is None:
             raise error_at(
                 select,
-                f"{streams[probe_alias][1].name} and {streams[other][1].name} are joined without a time "
-                "bound on both sides, which needs unbounded state; add e.g. "
-                "a.t BETWEEN b.t - INTERVAL '1' HOUR AND b.t.",
+                f"{streams[probe_alias][1].name} and {streams[other][1].name} "
+                "are joined without a time bound on both sides, which needs unbounded state; "
+                "add e.g. a.t BETWEEN b.t - INTERVAL '1' HOUR AND b.t.",
             )
         probe_table, probe_source = streams[probe_alias]
         other_table, _ = streams[other]

@@ -2,9 +2,10 @@
 
 Spark computes sessions only while aggregating, so the enclosing SELECT must group by
 ``window_start, window_end`` (plus the PARTITION BY keys); those two become one
-``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. One level up, a filter keeps
-the sessions that end in (start, end] (Spark cannot filter session_window in HAVING). A session can start long before the range: the source looks back the
-gap plus ``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
+``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. One level up, a filter
+keeps the sessions that end in (start, end] (Spark cannot filter session_window in HAVING).
+A session can start long before the range: the source looks back the gap plus
+``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
 """
 
 from __future__ import annotations
@@ -49,20 +50,24 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
         session = exp.Anonymous(
             this="session_window", expressions=[exp.column(column), duration(gap)]
         )
-        parts = {
-            "window_start": lambda: exp.Dot(
-                this=session.copy(), expression=exp.to_identifier("start")
-            ),
-            "window_end": lambda: exp.Dot(this=session.copy(), expression=exp.to_identifier("end")),
-            "window_time": lambda: shift(parts["window_end"](), -timedelta(milliseconds=1)),
-        }
+        parts = ("window_start", "window_end", "window_time")
+
+        def part(name: str, session: exp.Expr = session) -> exp.Expr:
+            """``session_window(…).start`` / ``.end``, or the end minus 1 ms for window_time."""
+            if name == "window_start":
+                return exp.Dot(this=session.copy(), expression=exp.to_identifier("start"))
+            end = exp.Dot(this=session.copy(), expression=exp.to_identifier("end"))
+            if name == "window_end":
+                return end
+            return shift(end, -timedelta(milliseconds=1))
+
         for node in list(scope_nodes(select)):
             if (
                 isinstance(node, exp.Column)
                 and node.name.lower() in parts
                 and node.parent is not group
             ):
-                replacement = parts[node.name.lower()]()
+                replacement = part(node.name.lower())
                 if node.parent is select and node.arg_key == "expressions":
                     replacement = exp.alias_(replacement, node.name)
                 node.replace(replacement)
@@ -85,11 +90,13 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
             else:
                 names.append(f"_c{index}")
                 projection.replace(exp.alias_(projection.copy(), names[-1]))
-        select.select(exp.alias_(parts["window_end"](), "_sparkext_session_end"), copy=False)
+        select.select(exp.alias_(part("window_end"), "_sparkext_session_end"), copy=False)
         ends = exp.column("_sparkext_session_end")
         keep = exp.LTE(this=ends, expression=context.literal(context.end))
         if context.start is not None:
-            keep = exp.and_(exp.GT(this=ends.copy(), expression=context.literal(context.start)), keep)
+            keep = exp.and_(
+                exp.GT(this=ends.copy(), expression=context.literal(context.start)), keep
+            )
         wrapper = exp.select(*[exp.column(n) for n in names])
         if select is expression:
             expression = wrapper

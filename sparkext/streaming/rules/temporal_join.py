@@ -74,8 +74,9 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         if probe is None:
             raise error_at(
                 attribute,
-                f"FOR SYSTEM_TIME AS OF {attribute.sql(dialect='spark')} must name a time column of "
-                "a table joined before it, e.g. FOR SYSTEM_TIME AS OF o.order_time.",
+                f"FOR SYSTEM_TIME AS OF {attribute.sql(dialect='spark')} "
+                "must name a time column of a table joined before it, "
+                "e.g. FOR SYSTEM_TIME AS OF o.order_time.",
             )
         source = context.source(probe)
         dim.meta["dimension"] = True
@@ -85,16 +86,17 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         if attribute.name.lower() != (source.event_time or "").lower():
             raise error_at(
                 attribute,
-                f"{attribute.name} is neither the event-time column of {source.name} nor a PROCTIME() "
-                "column; a temporal join is on one of them.",
+                f"{attribute.name} is neither the event-time column of {source.name} "
+                "nor a PROCTIME() column; a temporal join is on one of them.",
             )
         dim_source = context.source(dim)
         if dim_source.event_time is None:
             raise error_at(
                 dim,
-                f"an event-time temporal join needs versions of {dim_source.name}: declare it in the "
-                "job with a WATERMARK (rows are versions valid from their event time), or set its "
-                "property 'sparkext.event-time-column'; or join on a PROCTIME() column for a lookup.",
+                f"an event-time temporal join needs versions of {dim_source.name}: "
+                "declare it in the job with a WATERMARK (rows are versions valid from their "
+                "event time), or set its property 'sparkext.event-time-column'; "
+                "or join on a PROCTIME() column for a lookup.",
             )
         alias = dim.alias_or_name
         keys = []

@@ -1,0 +1,97 @@
+"""Versions of an ingest_cdc table over an event-time range, for event-time temporal joins.
+
+A probe row at event time t must join the dimension's state as of t. For a table written by
+ingest_cdc that state is known exactly from two things this package already has:
+
+* its state as of the range's low end (``state_as_of``: base snapshot + event logs, late events
+  placed by event time) — valid from the low end;
+* every change whose event time lies inside the range, from the event logs
+  (``sparkext.cdc.events-location``) — each valid from its own event time.
+
+Sorted per key by (event time, source position), each version is valid until the next; a delete
+version (``_cdc_op = 'd'``) ends the key. The caller adds ``lead()`` and the join condition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from sparkext.errors import EventTimeError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+VALID_FROM = "_sparkext_valid_from"
+
+
+def is_cdc_table(spark: SparkSession, name: str) -> bool:
+    """Whether ingest_cdc has committed to ``name`` (its snapshots carry event-time bounds)."""
+    from sparkext.iceberg.catalog import resolve_table
+    from sparkext.iceberg.snapshots import ancestry
+    from sparkext.planning.event_time import has_event_time
+
+    return has_event_time(ancestry(spark, resolve_table(spark, name)))
+
+
+def cdc_versions(
+    spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime
+) -> DataFrame:
+    """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
+    ``_cdc_position``, for the versions of ``name`` valid somewhere in [low, high)."""
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc import summary as keys
+    from sparkext.history.as_of import (
+        EVENT_TIME,
+        OP,
+        POSITION,
+        SYSTEM_NAMES,
+        _read_logs,
+        epoch_ms,
+        state_as_of,
+    )
+    from sparkext.iceberg.catalog import identifier_columns, resolve_table
+    from sparkext.iceberg.snapshots import ancestry
+
+    table = resolve_table(spark, name)
+    chain = ancestry(spark, table)
+    if low is None:  # from the beginning: the state just before the first CDC event
+        firsts = [
+            int(s.summary[keys.EVENT_TIME_MIN]) for s in chain if keys.EVENT_TIME_MIN in s.summary
+        ]
+        low = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=min(firsts) - 1)
+    schema = spark.table(name).schema
+    user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
+    names = [n for n, _ in user]
+    key = identifier_columns(spark, name)
+    low_ms, high_ms = epoch_ms(low), epoch_ms(high)
+    logs = [
+        s.summary[keys.EVENTS_LOCATION]
+        for s in chain
+        if keys.EVENTS_LOCATION in s.summary
+        and int(s.summary.get(keys.EVENT_TIME_MAX, low_ms + 1)) > low_ms
+        and int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms
+    ]
+    base = state_as_of(spark, table, low).frame.select(
+        *names,
+        F.lit(None).cast("timestamp").alias(VALID_FROM),
+        F.lit("r").alias(OP),
+        F.lit(None).cast("string").alias(POSITION),
+    )
+    changes = _read_logs(spark, logs, user, key)
+    if changes is None:
+        return base
+    inside = (F.col(EVENT_TIME) > F.lit(low)) & (F.col(EVENT_TIME) < F.lit(high))
+    changes = changes.where(inside)
+    truncate = changes.where(F.col(OP) == "t").select(EVENT_TIME).limit(1).collect()  # ≤ 1 row
+    if truncate:
+        raise EventTimeError(
+            f"Table '{name}' was truncated at event time {truncate[0][0]}, inside the range; an "
+            "event-time temporal join cannot place a truncate per key: backfill the ranges "
+            "before and after it separately."
+        )
+    changes = changes.dropDuplicates([*key, POSITION]).select(
+        *names, F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION
+    )
+    return base.unionByName(changes)
