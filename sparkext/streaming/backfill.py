@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
-from sparkext.streaming.rewrite import BatchPlan, plan_batch
+from sparkext.streaming.rewrite import BatchPlan, plan_batch, table_ddl
 from sparkext.streaming.udf import register_job_functions
 
 if TYPE_CHECKING:
@@ -55,6 +55,14 @@ def _last_commit(spark: SparkSession, sink: str) -> tuple[int | None, int | None
     )
 
 
+def register_views(spark: SparkSession, views) -> None:
+    """Fill the temp views a batch statement reads (versions of ingest_cdc dimensions)."""
+    from sparkext.history.versions import cdc_versions
+
+    for view in views:
+        cdc_versions(spark, view.table, view.low, view.high).createOrReplaceTempView(view.name)
+
+
 def run_backfill(
     spark: SparkSession,
     text: str,
@@ -72,13 +80,14 @@ def run_backfill(
     if dry_run:
         return plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of), []
     register_job_functions(spark, job)
-    for statement in plan_batch(job, start, end, None, lookup_as_of).ddl:
+    for statement in table_ddl(job):
         spark.sql(statement.sql(dialect="spark"))
     plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
     results = []
     for index, query in enumerate(plan.queries, 1):
         progress(f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}")
         began = time.perf_counter()
+        register_views(spark, query.views)
         frame = spark.sql(query.sql(pretty=False))
         if query.sink is None:
             results.append(

@@ -49,3 +49,9 @@ class SparkCatalog:
             (datetime.fromtimestamp(ms / 1000, zone).replace(tzinfo=None), snapshot_id)
             for ms, snapshot_id in snapshot_commit_times(self.spark, table)
         ]
+
+    @cache  # noqa: B019 - one catalog object per rewrite
+    def cdc(self, table: str) -> bool:
+        from sparkext.history.versions import is_cdc_table
+
+        return self._table(table) is not None and is_cdc_table(self.spark, table)

@@ -39,6 +39,9 @@ class Catalog(Protocol):
     def snapshots(self, table: str) -> list[tuple[datetime, int]]:
         """(commit time in the session time zone, snapshot id) of every snapshot."""
 
+    def cdc(self, table: str) -> bool:
+        """Whether ingest_cdc writes the table (its changes carry event times)."""
+
 
 @dataclass
 class StaticCatalog:
@@ -59,6 +62,9 @@ class StaticCatalog:
     def snapshots(self, table: str) -> list[tuple[datetime, int]]:
         found = self.tables.get(table.lower(), {}).get("snapshots", [])
         return [(datetime.fromisoformat(when), snapshot_id) for when, snapshot_id in found]
+
+    def cdc(self, table: str) -> bool:
+        return bool(self.tables.get(table.lower(), {}).get("cdc", False))
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,17 @@ class Emission:
     offset: timedelta = timedelta(0)
 
 
+@dataclass(frozen=True)
+class ViewSpec:
+    """A temp view the runner must register before the statement runs: the versions of an
+    ingest_cdc table valid in [low, high) (low None: from its first change)."""
+
+    name: str
+    table: str
+    low: datetime | None
+    high: datetime
+
+
 @dataclass
 class RewriteContext:
     job: Job
@@ -99,6 +116,7 @@ class RewriteContext:
     emission: Emission | None = None
     completion_delay: timedelta = timedelta(0)  # how far behind the watermark a range is complete
     notes: list[str] = field(default_factory=list)
+    views: list[ViewSpec] = field(default_factory=list)
 
     def emit(self, emission: Emission) -> None:
         if self.emission is None or (self.emission.kind == "rows" and emission.kind == "window"):

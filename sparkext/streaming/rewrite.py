@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 
 from sqlglot import exp
 
-from sparkext.streaming.context import Catalog, Emission, RewriteContext, StaticCatalog
+from sparkext.streaming.context import (
+    Catalog,
+    Emission,
+    RewriteContext,
+    StaticCatalog,
+    ViewSpec,
+)
 from sparkext.streaming.job import Job, StreamingSqlError, parse_job, position, table_key
 from sparkext.streaming.rules import RULES
 
@@ -40,6 +46,7 @@ class BatchQuery:
     emission: Emission | None
     completion_delay: timedelta
     notes: list[str] = field(default_factory=list)
+    views: list[ViewSpec] = field(default_factory=list)
 
     def sql(self, pretty: bool = True) -> str:
         return self.statement.sql(dialect="spark", pretty=pretty)
@@ -60,6 +67,12 @@ class BatchPlan:
         parts += [d.sql(dialect="spark", pretty=True) + ";" for d in self.ddl]
         for query in self.queries:
             parts += [f"-- note: {n}" for n in query.notes]
+            parts += [
+                f"-- view {v.name}: versions of {v.table} (ingest_cdc) valid in "
+                f"[{v.low or 'its first change'}, {v.high}): its state at the start "
+                "(snapshot_as_of_event_time) and every logged change after it"
+                for v in query.views
+            ]
             parts.append(query.sql() + ";")
         return "\n\n".join(parts) + "\n"
 
@@ -127,7 +140,9 @@ def rewrite_query(
     if isinstance(expression, exp.Insert):
         target = expression.this
         sink = table_key(target.this if isinstance(target, exp.Schema) else target)
-    return BatchQuery(expression, sink, context.emission, context.completion_delay, context.notes)
+    return BatchQuery(
+        expression, sink, context.emission, context.completion_delay, context.notes, context.views
+    )
 
 
 def plan_batch(

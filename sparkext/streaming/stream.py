@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from sparkext.errors import SparkextError
+from sparkext.streaming.backfill import register_views
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
-from sparkext.streaming.rewrite import plan_batch, rewrite_query
+from sparkext.streaming.rewrite import rewrite_query, table_ddl
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.udf import register_job_functions
@@ -201,7 +202,7 @@ def run_stream(
     checkpoint = str(Path(checkpoint).resolve())
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     register_job_functions(spark, job)
-    for statement in plan_batch(job, None, datetime(2000, 1, 1), None, lookup_as_of).ddl:
+    for statement in table_ddl(job):
         spark.sql(statement.sql(dialect="spark"))
     catalog = SparkCatalog(spark)
     sources = streaming_sources(job, catalog)
@@ -249,6 +250,7 @@ def run_stream(
                 query, job, SparkCatalog(spark), emitted, until, lookup_as_of, APPEND_RULES
             )
             insert = batch_plan.statement
+            register_views(spark, batch_plan.views)
             frame = spark.sql(insert.expression.sql(dialect="spark"))
             target = insert.this
             names = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []

@@ -41,6 +41,7 @@ CATALOG = StaticCatalog(
             "snapshots": [["2024-01-01 09:00:00", 11], ["2024-01-01 13:00:00", 12]],
         },
         "lake.db.flat": {"properties": {}, "columns": ["window_end", "n"], "partitioning": []},
+        "lake.db.customers": {"properties": {}, "columns": ["id", "tier"], "cdc": True},
     }
 )
 

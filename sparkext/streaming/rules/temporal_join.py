@@ -7,16 +7,19 @@ it, else the oldest one, with a note), or its current snapshot (``'latest'``), o
 On the event-time attribute it is a temporal join: the dimension must be versioned (its rows carry
 their own event time: a WATERMARK in the job or the property ``sparkext.event-time-column``);
 each version is valid from its time until the next version of the same key (keys = the equality
-conditions in ON), and the probe row joins the version valid at its event time.
+conditions in ON), and the probe row joins the version valid at its event time. A dimension written
+by ingest_cdc needs no declaration: its versions are its state as of the range's start
+(snapshot_as_of_event_time) and every logged change after it, which the runner provides as a temp
+view (``sparkext.history.versions``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlglot import exp
 
-from sparkext.streaming.context import RewriteContext
+from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
 from sparkext.streaming.job import error_at, table_key
 from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
 
@@ -25,6 +28,16 @@ SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
 FROM :dim WHERE :ts < :hi
 """
 VALID = "(:probe >= :alias_ts AND (:probe < :alias_to OR :alias_to IS NULL))"
+CDC_VERSIONS = """
+SELECT *, lead(_sparkext_valid_from) OVER (
+    PARTITION BY :keys ORDER BY _sparkext_valid_from NULLS FIRST, _cdc_position
+) AS _sparkext_valid_to
+FROM :view
+"""
+CDC_VALID = """
+((:alias_from IS NULL OR :probe >= :alias_from)
+ AND (:probe < :alias_to OR :alias_to IS NULL) AND :alias_op <> 'd')
+"""
 
 
 def _probe_source(select: exp.Select, alias: str) -> exp.Table | None:
@@ -56,6 +69,51 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
             f"oldest snapshot {snapshot_id} (committed {committed})."
         )
     return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id))
+
+
+def _own_versions(dim, event_time, attribute, keys, context):
+    """A versioned table: its rows are the versions, valid from their own event time."""
+    alias = dim.alias_or_name
+    plain = dim.copy()
+    plain.set("version", None)
+    plain.set("alias", None)
+    plain.meta["dimension"] = True
+    ts = exp.column(event_time)
+    versions = template(VERSIONS, ts=ts, dim=plain, hi=context.literal(context.end))
+    versions.find(exp.Window).set("partition_by", keys)
+    subquery = versions.subquery(alias)
+    subquery.meta["dimension"] = True
+    valid = template(
+        VALID,
+        probe=attribute.copy(),
+        alias_ts=exp.column(event_time, table=alias),
+        alias_to=exp.column("_sparkext_valid_to", table=alias),
+    )
+    return subquery, valid
+
+
+def _cdc_versions(dim, name, probe, attribute, keys, context):
+    """An ingest_cdc table: its state at the range's start and its logged changes after it
+    (a temp view the runner fills from snapshot_as_of_event_time and the event logs)."""
+    alias = dim.alias_or_name
+    lookback = probe.meta.get("lookback", timedelta(0))
+    low = None
+    if context.start is not None and lookback != UNBOUNDED:
+        low = context.start - lookback
+    view = ViewSpec(f"_sparkext_versions_{len(context.views) + 1}", name, low, context.end)
+    context.views.append(view)
+    versions = template(CDC_VERSIONS, view=exp.to_table(view.name))
+    versions.find(exp.Window).set("partition_by", keys)
+    subquery = versions.subquery(alias)
+    subquery.meta["dimension"] = True
+    valid = template(
+        CDC_VALID,
+        probe=attribute.copy(),
+        alias_from=exp.column("_sparkext_valid_from", table=alias),
+        alias_to=exp.column("_sparkext_valid_to", table=alias),
+        alias_op=exp.column("_cdc_op", table=alias),
+    )
+    return subquery, valid
 
 
 def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
@@ -90,13 +148,14 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 "nor a PROCTIME() column; a temporal join is on one of them.",
             )
         dim_source = context.source(dim)
-        if dim_source.event_time is None:
+        is_cdc = dim_source.decl is None and context.catalog.cdc(dim_source.name)
+        if dim_source.event_time is None and not is_cdc:
             raise error_at(
                 dim,
                 f"an event-time temporal join needs versions of {dim_source.name}: "
                 "declare it in the job with a WATERMARK (rows are versions valid from their "
-                "event time), or set its property 'sparkext.event-time-column'; "
-                "or join on a PROCTIME() column for a lookup.",
+                "event time), or set its property 'sparkext.event-time-column', or write it "
+                "with ingest_cdc; or join on a PROCTIME() column for a lookup.",
             )
         alias = dim.alias_or_name
         keys = []
@@ -109,21 +168,10 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
             raise error_at(
                 join, f"the temporal join with {dim_source.name} needs key equalities in ON."
             )
-        plain = dim.copy()
-        plain.set("version", None)
-        plain.set("alias", None)
-        plain.meta["dimension"] = True
-        ts = exp.column(dim_source.event_time)
-        versions = template(VERSIONS, ts=ts, dim=plain, hi=context.literal(context.end))
-        versions.find(exp.Window).set("partition_by", keys)
-        subquery = versions.subquery(alias)
-        subquery.meta["dimension"] = True
+        if is_cdc:
+            subquery, valid = _cdc_versions(dim, dim_source.name, probe, attribute, keys, context)
+        else:
+            subquery, valid = _own_versions(dim, dim_source.event_time, attribute, keys, context)
         dim.replace(subquery)
-        valid = template(
-            VALID,
-            probe=attribute.copy(),
-            alias_ts=exp.column(dim_source.event_time, table=alias),
-            alias_to=exp.column("_sparkext_valid_to", table=alias),
-        )
         join.set("on", exp.and_(join.args.get("on"), valid))
     return expression
