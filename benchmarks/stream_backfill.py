@@ -140,13 +140,18 @@ def run(spark) -> list[Result]:
             hint=", 'streaming-max-files-per-micro-batch'='1'",
         )
 
-        started = time.perf_counter()
-        run_backfill(spark, job["backfill"], f"{DAY} 00:00:00", NEXT_DAY)
-        seconds["backfill"] = time.perf_counter() - started
+        # Backfill and native replay alternate twice (each into a fresh sink, the second
+        # backfill into a sink that the first one filled: a rerun); the faster of each counts,
+        # so JVM warm-up does not favour whichever runs second.
+        for round_ in (1, 2):
+            started = time.perf_counter()
+            run_backfill(spark, job["backfill"], f"{DAY} 00:00:00", NEXT_DAY)
+            seconds["backfill"] = min(seconds.get("backfill", 1e9), time.perf_counter() - started)
 
-        started = time.perf_counter()
-        _native_stream(spark, events, items, sinks["native"], f"{checkpoints}/native")
-        seconds["native"] = time.perf_counter() - started
+            native_sink = sinks["native"] if round_ == 1 else f"{sinks['native']}_2"
+            started = time.perf_counter()
+            _native_stream(spark, events, items, native_sink, f"{checkpoints}/native{round_}")
+            seconds["native"] = min(seconds.get("native", 1e9), time.perf_counter() - started)
 
         started = time.perf_counter()
         run_stream(spark, job["available_now"], f"{checkpoints}/now", available_now=True).wait()

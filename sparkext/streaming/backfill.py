@@ -34,25 +34,23 @@ class BackfillResult:
 
 
 def _last_commit(spark: SparkSession, sink: str) -> tuple[int | None, int | None, int | None]:
-    from sparkext.iceberg.catalog import resolve_table
+    from sparkext.iceberg.catalog import current_snapshot_summary
 
-    table = resolve_table(spark, sink)
-    if table.current_snapshot_id is None:
+    snapshot_id, summary = current_snapshot_summary(spark, sink)
+    if snapshot_id is None:
         return None, None, None
-    row = (
-        spark.table(table.metadata_table("snapshots"))
-        .where(f"snapshot_id = {int(table.current_snapshot_id)}")
-        .select("summary")
-        .first()
-    )
-    summary = dict(row.summary or {}) if row else {}
-    added = summary.get("added-records")
-    deleted = summary.get("deleted-records")
     return (
-        table.current_snapshot_id,
-        int(added) if added is not None else 0,
-        int(deleted) if deleted is not None else 0,
+        snapshot_id,
+        int(summary.get("added-records", 0)),
+        int(summary.get("deleted-records", 0)),
     )
+
+
+def create_missing_tables(spark: SparkSession, job) -> None:
+    """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet."""
+    for decl, statement in zip(job.tables.values(), table_ddl(job), strict=True):
+        if not spark.catalog.tableExists(decl.name):
+            spark.sql(statement.sql(dialect="spark"))
 
 
 def register_views(spark: SparkSession, views) -> None:
@@ -80,8 +78,7 @@ def run_backfill(
     if dry_run:
         return plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of), []
     register_job_functions(spark, job)
-    for statement in table_ddl(job):
-        spark.sql(statement.sql(dialect="spark"))
+    create_missing_tables(spark, job)
     plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
     results = []
     for index, query in enumerate(plan.queries, 1):

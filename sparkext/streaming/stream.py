@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from sparkext.errors import SparkextError
-from sparkext.streaming.backfill import register_views
+from sparkext.streaming.backfill import create_missing_tables, register_views
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
-from sparkext.streaming.rewrite import rewrite_query, table_ddl
+from sparkext.streaming.rewrite import rewrite_query
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.udf import register_job_functions
@@ -202,8 +202,7 @@ def run_stream(
     checkpoint = str(Path(checkpoint).resolve())
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     register_job_functions(spark, job)
-    for statement in table_ddl(job):
-        spark.sql(statement.sql(dialect="spark"))
+    create_missing_tables(spark, job)
     catalog = SparkCatalog(spark)
     sources = streaming_sources(job, catalog)
     queries = []
