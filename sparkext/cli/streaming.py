@@ -117,11 +117,17 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
 )
 @click.option("--available-now", is_flag=True, help="Process what the sources hold now, then stop.")
 @click.option(
+    "--from",
+    "start_from",
+    metavar="TIME",
+    help="Emit only results after TIME (e.g. where a backfill ended); needed for a sink with rows.",
+)
+@click.option(
     "--interval",
     metavar="DURATION",
     help="Trigger interval (default: the 'monitor-interval' hint, else 10 s).",
 )
-def stream(job, confs, master, verbose, checkpoint, available_now, interval) -> None:
+def stream(job, confs, master, verbose, checkpoint, available_now, start_from, interval) -> None:
     """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
     text = _read(job)
     try:
@@ -135,6 +141,7 @@ def stream(job, confs, master, verbose, checkpoint, available_now, interval) -> 
             available_now,
             interval,
             progress=lambda m: click.echo(m, err=True),
+            start_from=start_from,
         )
     except Exception as error:
         click.echo(error_message(error, verbose), err=True)

@@ -39,6 +39,9 @@ def cdc_versions(
 ) -> DataFrame:
     """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
     ``_cdc_position``, for the versions of ``name`` valid somewhere in [low, high)."""
+    from zoneinfo import ZoneInfo
+
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from sparkext.cdc import summary as keys
@@ -56,16 +59,24 @@ def cdc_versions(
 
     table = resolve_table(spark, name)
     chain = ancestry(spark, table)
+    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
     if low is None:  # from the beginning: the state just before the first CDC event
         firsts = [
             int(s.summary[keys.EVENT_TIME_MIN]) for s in chain if keys.EVENT_TIME_MIN in s.summary
         ]
-        low = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=min(firsts) - 1)
+        if not firsts:
+            raise EventTimeError(
+                f"Table '{name}' has no retained commit with event times; give the backfill a "
+                "start time (--from)."
+            )
+        low = dt.datetime.fromtimestamp((min(firsts) - 1) / 1000, zone).replace(tzinfo=None)
+    # the range is in the session time zone: aware values are exact instants for Spark and ms
+    low_at, high_at = low.replace(tzinfo=zone), high.replace(tzinfo=zone)
     schema = spark.table(name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
     names = [n for n, _ in user]
     key = identifier_columns(spark, name)
-    low_ms, high_ms = epoch_ms(low), epoch_ms(high)
+    low_ms, high_ms = epoch_ms(low_at), epoch_ms(high_at)
     logs = [
         s.summary[keys.EVENTS_LOCATION]
         for s in chain
@@ -73,7 +84,7 @@ def cdc_versions(
         and int(s.summary.get(keys.EVENT_TIME_MAX, low_ms + 1)) > low_ms
         and int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms
     ]
-    base = state_as_of(spark, table, low).frame.select(
+    base = state_as_of(spark, table, low_at).frame.select(
         *names,
         F.lit(None).cast("timestamp").alias(VALID_FROM),
         F.lit("r").alias(OP),
@@ -82,7 +93,7 @@ def cdc_versions(
     changes = _read_logs(spark, logs, user, key)
     if changes is None:
         return base
-    inside = (F.col(EVENT_TIME) > F.lit(low)) & (F.col(EVENT_TIME) < F.lit(high))
+    inside = (F.col(EVENT_TIME) > F.lit(low_at)) & (F.col(EVENT_TIME) < F.lit(high_at))
     changes = changes.where(inside)
     truncate = changes.where(F.col(OP) == "t").select(EVENT_TIME).limit(1).collect()  # ≤ 1 row
     if truncate:
@@ -91,7 +102,18 @@ def cdc_versions(
             "event-time temporal join cannot place a truncate per key: backfill the ranges "
             "before and after it separately."
         )
-    changes = changes.dropDuplicates([*key, POSITION]).select(
-        *names, F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION
+    # As snapshot_as_of_event_time decides, the change with the newest source position among
+    # those up to a time wins: a change older in the binlog than one placed before it in event
+    # time never becomes the valid version.
+    running = (
+        Window.partitionBy(*key)
+        .orderBy(EVENT_TIME, POSITION)
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    changes = (
+        changes.dropDuplicates([*key, POSITION])
+        .withColumn("_newest", F.max(POSITION).over(running))
+        .where(F.col(POSITION) == F.col("_newest"))
+        .select(*names, F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION)
     )
     return base.unionByName(changes)

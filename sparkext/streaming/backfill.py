@@ -1,9 +1,10 @@
 """Backfill: run a streaming job's text as bounded batch SQL over [start, end).
 
 Planner → runner → committer: :func:`~sparkext.streaming.rewrite.plan_batch` (pure) gives one
-``INSERT INTO sink REPLACE WHERE <range> SELECT …`` per query; Spark runs each as one Iceberg
-overwrite commit (validated by Iceberg against the snapshot it read), so a rerun of the same
-range leaves the sink as it was.
+``INSERT INTO sink REPLACE WHERE <range> SELECT …`` per query (what ``--dry-run`` prints); it runs
+as one Iceberg overwrite-by-filter commit with serializable isolation, validated from the
+snapshot the statement read, so a rerun of the same range leaves the sink as it was and a
+concurrent commit is reported, never overwritten.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
-from sparkext.streaming.rewrite import BatchPlan, plan_batch, table_ddl
+from sparkext.streaming.rewrite import BatchPlan, BatchQuery, plan_batch, table_ddl
 from sparkext.streaming.udf import register_job_functions
 
 if TYPE_CHECKING:
@@ -46,11 +49,15 @@ def _last_commit(spark: SparkSession, sink: str) -> tuple[int | None, int | None
     )
 
 
-def create_missing_tables(spark: SparkSession, job) -> None:
-    """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet."""
+def create_missing_tables(spark: SparkSession, job) -> bool:
+    """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet;
+    True when it created one."""
+    created = False
     for decl, statement in zip(job.tables.values(), table_ddl(job), strict=True):
         if not spark.catalog.tableExists(decl.name):
             spark.sql(statement.sql(dialect="spark"))
+            created = True
+    return created
 
 
 def register_views(spark: SparkSession, views) -> None:
@@ -59,6 +66,35 @@ def register_views(spark: SparkSession, views) -> None:
 
     for view in views:
         cdc_versions(spark, view.table, view.low, view.high).createOrReplaceTempView(view.name)
+
+
+def _write(spark: SparkSession, query: BatchQuery) -> None:
+    """Run one ``INSERT … REPLACE WHERE`` as Iceberg's overwrite-by-filter, validated: a commit
+    another writer made to the sink after this statement read it fails the overwrite (reported
+    in one sentence, nothing written) instead of being deleted unseen."""
+    from pyspark.sql import functions as F
+
+    from sparkext.iceberg.catalog import current_snapshot_summary
+    from sparkext.iceberg.errors import commit_conflicts
+
+    insert = query.statement
+    target = insert.this
+    columns = spark.table(query.sink).columns
+    listed = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else columns
+    read_snapshot, _ = current_snapshot_summary(spark, query.sink)
+    frame = spark.sql(insert.expression.sql(dialect="spark")).toDF(*listed)
+    frame = frame.select(*[F.col(c) if c in listed else F.lit(None).alias(c) for c in columns])
+    writer = frame.writeTo(query.sink).option("isolation-level", "serializable")
+    if read_snapshot is not None:
+        writer = writer.option("validate-from-snapshot-id", str(read_snapshot))
+    condition = insert.args["where"]
+    with commit_conflicts(
+        lambda message: (
+            f"another writer committed to {query.sink} while the backfill ran "
+            f"({message}); nothing was written: run the backfill again."
+        )
+    ):
+        writer.overwrite(F.expr(condition.sql(dialect="spark")))
 
 
 def run_backfill(
@@ -72,25 +108,28 @@ def run_backfill(
 ) -> tuple[BatchPlan, list[BackfillResult]]:
     """Plan (and unless ``dry_run``, run) the backfill.
 
-    Returns the plan and one result per query.
+    Returns the plan and one result per query. The job is planned (and so checked) before any
+    table is created or function registered.
     """
     job = parse_job(text)
-    if dry_run:
-        return plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of), []
-    register_job_functions(spark, job)
-    create_missing_tables(spark, job)
     plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
+    if dry_run:
+        return plan, []
+    register_job_functions(spark, job)
+    if create_missing_tables(spark, job):  # partitioning and snapshots are known now
+        plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
     results = []
     for index, query in enumerate(plan.queries, 1):
         progress(f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}")
         began = time.perf_counter()
         register_views(spark, query.views)
-        frame = spark.sql(query.sql(pretty=False))
         if query.sink is None:
+            frame = spark.sql(query.sql(pretty=False))
             results.append(
                 BackfillResult(None, None, None, None, time.perf_counter() - began, frame)
             )
             continue
+        _write(spark, query)
         snapshot_id, added, deleted = _last_commit(spark, query.sink)
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)

@@ -23,6 +23,7 @@ class SparkCatalog:
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
+        self.time_zone = spark.conf.get("spark.sql.session.timeZone")
 
     @cache  # noqa: B019 - one catalog object per rewrite
     def _table(self, table: str):

@@ -48,6 +48,7 @@ class StaticCatalog:
     """A catalog described by data: {name: {"properties": …, "columns": …, "partitioning": …}}."""
 
     tables: dict[str, dict] = field(default_factory=dict)
+    time_zone: str = "UTC"
 
     def properties(self, table: str) -> dict[str, str] | None:
         found = self.tables.get(table.lower())
@@ -93,6 +94,7 @@ class Emission:
     size: timedelta | None = None
     slide: timedelta | None = None
     offset: timedelta = timedelta(0)
+    alias: str = ""  # rows: the table (alias) whose event time decides
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,11 @@ class RewriteContext:
             or (decl is not None and decl.watermark is not None)
         )
         return Source(name, column, delay, streaming, decl)
+
+    @property
+    def time_zone(self) -> str:
+        """The session time zone the range's times are in."""
+        return getattr(self.catalog, "time_zone", "UTC")
 
     def literal(self, moment: datetime) -> exp.Expr:
         """A Spark TIMESTAMP literal (naive datetimes are in the session time zone)."""

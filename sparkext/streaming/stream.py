@@ -37,7 +37,7 @@ from sparkext.streaming.backfill import create_missing_tables, register_views
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
-from sparkext.streaming.rewrite import rewrite_query
+from sparkext.streaming.rewrite import parse_time, rewrite_query
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.udf import register_job_functions
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 EMITTED_KEY = "sparkext.stream.emitted-until"
 CHECKPOINT_KEY = "sparkext.stream.checkpoint"
+QUERY_KEY = "sparkext.stream.query"  # which INSERT of the job (1, 2, …)
 APPEND_RULES = tuple(r for r in RULES if r is not insert_overwrite_rule)
 DEFAULT_INTERVAL = "10 seconds"
 
@@ -64,6 +65,7 @@ class StreamState:
     """What a stream remembers between micro-batches (also in <checkpoint>/sparkext-state.json)."""
 
     maxima: dict[str, str] = field(default_factory=dict)  # source → largest event time seen
+    emitted: dict[str, str] = field(default_factory=dict)  # query id → end of its last range
 
     @classmethod
     def load(cls, path: Path) -> StreamState:
@@ -73,7 +75,7 @@ class StreamState:
 
     def save(self, path: Path) -> None:
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"maxima": self.maxima}))
+        temporary.write_text(json.dumps({"maxima": self.maxima, "emitted": self.emitted}))
         os.replace(temporary, path)
 
 
@@ -124,17 +126,23 @@ def streaming_sources(job: Job, catalog) -> list[StreamSource]:
     return list(found.values())
 
 
-def _emitted_until(spark: SparkSession, sink: str, checkpoint: str) -> datetime | None:
-    """The end of the last range this stream appended to ``sink`` (from snapshot summaries)."""
+def _emitted_until(
+    spark: SparkSession, sink: str, checkpoint: str, query_id: str
+) -> datetime | None:
+    """The end of the last range this stream's query appended to ``sink`` (snapshot summaries
+    of the retained snapshots)."""
+    from pyspark.sql import functions as F
+
     from sparkext.iceberg.catalog import resolve_table
 
     table = resolve_table(spark, sink)
     if table.current_snapshot_id is None:
         return None
+    summary = F.col("summary")
     rows = (
         spark.table(table.metadata_table("snapshots"))
-        .where(f"summary['{CHECKPOINT_KEY}'] = '{checkpoint}'")
-        .selectExpr(f"summary['{EMITTED_KEY}'] AS until")
+        .where((summary[CHECKPOINT_KEY] == F.lit(checkpoint)) & (summary[QUERY_KEY] == query_id))
+        .select(summary[EMITTED_KEY].alias("until"))
         .collect()  # metadata rows of this stream's commits
     )
     values = [datetime.fromisoformat(r.until) for r in rows if r.until]
@@ -196,17 +204,19 @@ def run_stream(
     interval: str | None = None,
     lookup_as_of: str = "latest",
     progress: Callable[[str], None] = lambda message: None,
+    start_from: datetime | str | None = None,
 ) -> StreamRun:
-    """Start the job as a stream; ``available_now`` processes what is there and stops."""
+    """Start the job as a stream; ``available_now`` processes what is there and stops.
+
+    ``start_from``: emit only results after this time (where a backfill ended); without it a
+    new checkpoint emits from the sources' beginning and refuses a sink that already has rows.
+    """
     job = parse_job(text)
     checkpoint = str(Path(checkpoint).resolve())
-    Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    register_job_functions(spark, job)
-    create_missing_tables(spark, job)
     catalog = SparkCatalog(spark)
     sources = streaming_sources(job, catalog)
-    queries = []
-    for query in job.queries:
+    queries = []  # (query, sink, completion delay, query id); checked before anything is created
+    for number, query in enumerate(job.queries, 1):
         if not isinstance(query, exp.Insert):
             raise StreamingSqlError(
                 "stream mode needs INSERT INTO a sink; a bare SELECT has nowhere to go."
@@ -214,16 +224,33 @@ def run_stream(
         probe = rewrite_query(
             query, job, catalog, None, datetime(2000, 1, 1), lookup_as_of, APPEND_RULES
         )
-        queries.append(
-            (
-                query,
-                table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this),
-                probe.completion_delay,
-            )
-        )
+        sink = table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this)
+        queries.append((query, sink, probe.completion_delay, str(number)))
+    start = parse_time(start_from, "--from")
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    register_job_functions(spark, job)
+    create_missing_tables(spark, job)
     state_file = Path(checkpoint) / "sparkext-state.json"
     state = StreamState.load(state_file)
     delays = {s.name: s.delay for s in sources}
+    for _, sink, _, query_id in queries:
+        fresh = (
+            query_id not in state.emitted
+            and _emitted_until(spark, sink, checkpoint, query_id) is None
+        )
+        if fresh and start is None and not spark.table(sink).isEmpty():
+            raise StreamingSqlError(
+                f"{sink} already holds rows and this checkpoint has emitted nothing into it, so "
+                "the stream would write them again; start it after them with --from <time> "
+                "(e.g. the end of the backfill), or use a new sink."
+            )
+
+    def emitted_until(sink: str, query_id: str) -> datetime | None:
+        found = [_emitted_until(spark, sink, checkpoint, query_id)]
+        if query_id in state.emitted:  # survives the expiry of the sink's snapshots
+            found.append(datetime.fromisoformat(state.emitted[query_id]))
+        found = [f for f in found if f is not None]
+        return max(found) if found else start
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -236,13 +263,13 @@ def run_stream(
             seen = state.maxima.get(row.source)
             if seen is None or row.t > datetime.fromisoformat(seen):
                 state.maxima[row.source] = row.t.isoformat(sep=" ")
-        if len(state.maxima) < len(sources):
+        if any(name not in state.maxima for name in delays):
             state.save(state_file)
             return
         watermark = min(datetime.fromisoformat(state.maxima[n]) - delays[n] for n in delays)
-        for query, sink, completion_delay in queries:
+        for query, sink, completion_delay, query_id in queries:
             until = watermark - completion_delay
-            emitted = _emitted_until(spark, sink, checkpoint)
+            emitted = emitted_until(sink, query_id)
             if emitted is not None and until <= emitted:
                 continue
             batch_plan = rewrite_query(
@@ -258,8 +285,10 @@ def run_stream(
                 frame.writeTo(sink)
                 .option(f"snapshot-property.{EMITTED_KEY}", until.isoformat(sep=" "))
                 .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
+                .option(f"snapshot-property.{QUERY_KEY}", query_id)
                 .append()
             )
+            state.emitted[query_id] = until.isoformat(sep=" ")
             progress(f"batch {batch_id}: {sink} up to {until}")
         state.save(state_file)
 

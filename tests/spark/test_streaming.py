@@ -559,3 +559,86 @@ def test_event_time_temporal_join_on_an_ingest_cdc_dimension(spark, tmp_path):
         (4, t("10:35"), 5),
         (5, t("10:45"), None),
     ]
+
+
+TOTALS_JOB = (
+    BIDS_JOB_HEAD
+    + """
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);
+    INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
+    FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end;
+    """
+)
+
+
+def test_stream_after_a_backfill_needs_from_and_then_continues_it(spark, tmp_path):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.cont_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
+    job = TOTALS_JOB.format(bids=bids, sink=sink)
+    run_backfill(spark, job, f"{DAY} 08:00:00", f"{DAY} 08:10:00")
+    assert sorted_rows(spark, sink) == [(t("08:00"), t("08:10"), 11.0)]
+    with pytest.raises(StreamingSqlError, match="already holds rows"):
+        run_stream(spark, job, str(tmp_path / "ck"), available_now=True)
+    run_stream(
+        spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
+    ).wait()
+    assert sorted_rows(spark, sink) == [
+        (t("08:00"), t("08:10"), 11.0),
+        (t("08:10"), t("08:20"), 10.0),
+    ]
+
+
+def test_two_inserts_into_one_sink_are_both_streamed(spark, tmp_path):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.two_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
+    job = (
+        BIDS_JOB_HEAD
+        + """
+        CREATE TABLE {sink} (kind STRING, window_end TIMESTAMP, total DOUBLE);
+        INSERT INTO {sink} SELECT 'sum', window_end, SUM(price)
+        FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        INSERT INTO {sink} SELECT 'max', window_end, MAX(price)
+        FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        """
+    ).format(bids=bids, sink=sink)
+    run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+    assert sorted_rows(spark, sink) == [
+        ("max", t("08:10"), 5.0),
+        ("max", t("08:20"), 6.0),
+        ("sum", t("08:10"), 11.0),
+        ("sum", t("08:20"), 10.0),
+    ]
+
+
+def test_a_backfill_racing_another_writer_is_reported_and_writes_nothing(spark, monkeypatch):
+    import sparkext.iceberg.catalog as iceberg_catalog
+    from sparkext.errors import CommitConflictError
+
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.race_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2)
+    job = TOTALS_JOB.format(bids=bids, sink=sink)
+    run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
+    read_before = iceberg_catalog.current_snapshot_summary(spark, sink)
+    # Another writer commits to the range after the backfill read the sink.
+    spark.sql(
+        f"INSERT INTO {sink} VALUES (TIMESTAMP '{DAY} 09:00:00', TIMESTAMP '{DAY} 09:10:00', 1.0)"
+    )
+    rows = sorted_rows(spark, sink)
+    real = iceberg_catalog.current_snapshot_summary
+    monkeypatch.setattr(
+        iceberg_catalog,
+        "current_snapshot_summary",
+        lambda s, name: read_before if name == sink else real(s, name),
+    )
+    with pytest.raises(CommitConflictError, match=f"another writer committed to {sink}"):
+        run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
+    assert sorted_rows(spark, sink) == rows

@@ -63,7 +63,7 @@ def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
             if context.start is not None and lookback != UNBOUNDED:
                 low = context.literal(context.start - lookback)
                 query = query.where(exp.GTE(this=ts.copy(), expression=low))
-            context.emit(Emission("rows", source.event_time))
+            context.emit(Emission("rows", source.event_time, alias=table.alias_or_name))
         elif table.args.get("version") is not None:
             plain.set("version", table.args["version"].copy())
         table.replace(query.subquery(table.alias_or_name))

@@ -2,7 +2,7 @@
 
 ``ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) … WHERE rn = 1`` on a stream emits a key's
 first row; with ``SET 'table.exec.state.ttl'`` the key is forgotten after that long. In batch the
-ROW_NUMBER becomes ``CASE WHEN ts < start THEN 0 WHEN lag(ts) … >= ts - ttl THEN 2 ELSE 1 END``:
+ROW_NUMBER becomes ``CASE WHEN ts < start THEN 2 WHEN lag(ts) … >= ts - ttl THEN 2 ELSE 1 END``:
 a row is first when no row of its key came within the TTL before it, which depends on the row
 only, so adjacent ranges agree; rows before the range are read (lookback = TTL, or the whole
 history without a TTL) but never emitted. Keeping the last row (ORDER BY … DESC), Top-N over a
@@ -21,12 +21,12 @@ from sparkext.streaming.job import error_at
 from sparkext.streaming.sqltools import conjuncts, template
 
 FIRST_ROW = """
-CASE WHEN :ts < :lo THEN 0
+CASE WHEN :ts < :lo THEN 2
      WHEN lag(:ts) OVER (PARTITION BY :keys ORDER BY :ts) >= :ts - :ttl THEN 2
      ELSE 1 END
 """
 FIRST_ROW_FOREVER = """
-CASE WHEN :ts < :lo THEN 0
+CASE WHEN :ts < :lo THEN 2
      WHEN lag(:ts) OVER (PARTITION BY :keys ORDER BY :ts) IS NOT NULL THEN 2
      ELSE 1 END
 """
@@ -57,11 +57,28 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             continue  # window Top-N / window dedup: plain batch SQL already
         select = window.find_ancestor(exp.Select)
         source_table = select.args["from_"].this if select.args.get("from_") else None
+        if isinstance(source_table, exp.Subquery) and any(
+            context.source(t).streaming
+            for t in source_table.find_all(exp.Table)
+            if isinstance(t.this, exp.Identifier) and not t.meta.get("dimension")
+        ):
+            raise error_at(
+                window,
+                "ROW_NUMBER over a subquery of a stream cannot be bounded by event time; "
+                "rank the stream's table directly (FROM t) or per window.",
+            )
         if not isinstance(source_table, exp.Table) or source_table.meta.get("dimension"):
             continue
         source = context.source(source_table)
         if not source.streaming:
             continue
+        if source.event_time is None:
+            raise error_at(
+                window,
+                f"the stream {source.name} has no event-time column: declare it in the job "
+                "(CREATE TABLE … WATERMARK FOR ts AS ts - INTERVAL …) or set the table property "
+                "'sparkext.event-time-column'.",
+            )
         order = (window.args.get("order") or exp.Order()).expressions
         column = (
             order[0].this if len(order) == 1 and isinstance(order[0].this, exp.Column) else None
@@ -96,7 +113,7 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             )
         ttl = context.job.state_ttl
         start = context.literal(context.start) if context.start is not None else None
-        values = {"ts": exp.column(column.name), "lo": start or exp.null()}
+        values = {"ts": column.copy(), "lo": start or exp.null()}
         if ttl is None:
             replacement = template(FIRST_ROW_FOREVER, **values)
             source_table.meta["lookback"] = UNBOUNDED
@@ -116,5 +133,5 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             replacement.set("ifs", replacement.args["ifs"][1:])
         source_table.meta["emits"] = True
         window.replace(replacement)
-        context.emit(Emission("rows", source.event_time))
+        context.emit(Emission("rows", source.event_time, alias=source_table.alias_or_name))
     return expression

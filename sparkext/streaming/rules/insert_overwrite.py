@@ -10,7 +10,8 @@ back the rows of those partitions outside the range, in the same commit.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 from sqlglot import exp
 
@@ -20,24 +21,40 @@ from sparkext.streaming.job import error_at, table_key
 _MICRO = timedelta(microseconds=1)
 
 
-def _floor(moment: datetime, unit: str) -> datetime:
-    if unit == "hour":
-        return moment.replace(minute=0, second=0, microsecond=0)
-    if unit == "day":
-        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    if unit == "month":
-        return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+def _utc(moment: datetime, zone: str) -> datetime:
+    """A session-local naive time as naive UTC (Iceberg's hour/day/… transforms and Spark's
+    window() grid are in UTC)."""
+    return moment.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc).replace(tzinfo=None)
 
 
-def _next(moment: datetime, unit: str) -> datetime:
+def _local(moment: datetime, zone: str) -> datetime:
+    return moment.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+
+
+def _floor(moment: datetime, unit: str, zone: str = "UTC") -> datetime:
+    moment = _utc(moment, zone)
     if unit == "hour":
-        return moment + timedelta(hours=1)
-    if unit == "day":
-        return moment + timedelta(days=1)
-    if unit == "month":
-        return moment.replace(year=moment.year + moment.month // 12, month=moment.month % 12 + 1)
-    return moment.replace(year=moment.year + 1)
+        moment = moment.replace(minute=0, second=0, microsecond=0)
+    elif unit == "day":
+        moment = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    elif unit == "month":
+        moment = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    else:
+        moment = moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    return _local(moment, zone)
+
+
+def _next(moment: datetime, unit: str, zone: str = "UTC") -> datetime:
+    moment = _utc(moment, zone)
+    if unit == "hour":
+        moment = moment + timedelta(hours=1)
+    elif unit == "day":
+        moment = moment + timedelta(days=1)
+    elif unit == "month":
+        moment = moment.replace(year=moment.year + moment.month // 12, month=moment.month % 12 + 1)
+    else:
+        moment = moment.replace(year=moment.year + 1)
+    return _local(moment, zone)
 
 
 def _range(emission: Emission, role: str, column: exp.Column, context: RewriteContext):
@@ -60,9 +77,11 @@ def _range(emission: Emission, role: str, column: exp.Column, context: RewriteCo
     # window_start of TUMBLE/HOP: window_end = window_start + size ∈ (start, end]
     epoch = datetime(1970, 1, 1) + emission.offset
     slide = emission.slide
+    zone = context.time_zone
 
     def grid_floor(moment: datetime) -> datetime:
-        return moment - ((moment - epoch) % slide)
+        utc = _utc(moment, zone)
+        return _local(utc - ((utc - epoch) % slide), zone)
 
     high = grid_floor(end - emission.size)
     low = grid_floor(start - emission.size) + slide if start else None
@@ -93,6 +112,11 @@ def _partition_unit(name: str, column: str, context: RewriteContext) -> str | No
 _UNITS = ("identity", "hour", "day", "month", "year")
 
 
+def _qualifier(projection: exp.Expr) -> str:
+    inner = projection.this if isinstance(projection, exp.Alias) else projection
+    return inner.table if isinstance(inner, exp.Column) else ""
+
+
 def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
     if not isinstance(expression, exp.Insert):
         return expression
@@ -110,18 +134,27 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
         or ([c.name for c in decl.physical] if decl else [])
     )
     selects = expression.expression.selects
-    outputs = [p.alias_or_name if not isinstance(p, exp.Func) else "" for p in selects]
+    # (output name, table qualifier): a row result's time must come from its emitting table
+    outputs = [
+        (p.alias_or_name if not isinstance(p, exp.Func) else "", _qualifier(p)) for p in selects
+    ]
     if any(p.is_star for p in selects):  # SELECT *: the sink's own names stand in
-        outputs = columns
+        outputs = [(c, "") for c in columns]
     wanted = [emission.column] + (["window_start"] if emission.window in ("TUMBLE", "HOP") else [])
-    found = [(w, i) for w in wanted for i, o in enumerate(outputs) if o.lower() == w.lower()]
+    found = [
+        (w, i)
+        for w in wanted
+        for i, (output, qualifier) in enumerate(outputs)
+        if output.lower() == w.lower()
+        and (not qualifier or not emission.alias or qualifier.lower() == emission.alias.lower())
+    ]
     if not found:
         raise error_at(
             sink,
             f"INSERT INTO {name} must write {' or '.join(wanted)} into a sink column so a backfill "
             "can replace exactly its range; select it into the sink.",
         )
-    names = [(role, columns[i] if i < len(columns) else outputs[i]) for role, i in found]
+    names = [(role, columns[i] if i < len(columns) else outputs[i][0]) for role, i in found]
     role, column_name = next(
         ((r, c) for r, c in names if _partition_unit(name, c, context)), names[0]
     )
@@ -132,14 +165,16 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
     if unit is None:
         superset = exp.true()
     elif unit != "identity" and low is not None:
-        first, last = _floor(low, unit), _next(_floor(high, unit), unit)
+        zone = context.time_zone
+        first, last = _floor(low, unit, zone), _next(_floor(high, unit, zone), unit, zone)
         if first != low or last != high + step:
             superset = exp.and_(
                 exp.GTE(this=column.copy(), expression=context.literal(first)),
                 exp.LT(this=column.copy(), expression=context.literal(last)),
             )
     elif unit != "identity":
-        last = _next(_floor(high, unit), unit)
+        zone = context.time_zone
+        last = _next(_floor(high, unit, zone), unit, zone)
         if last != high + step:
             superset = exp.LT(this=column.copy(), expression=context.literal(last))
     if superset is None:
@@ -147,11 +182,12 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
         return expression
     keep_source = sink.copy()
     keep_source.set("alias", None)
+    outside = exp.not_(exp.func("coalesce", exp.paren(predicate), exp.false()))
     keep = (
-        exp.select("*")
+        exp.select(*[exp.column(c) for c in columns])  # in the INSERT's column order
         .from_(keep_source)
         .where(superset.copy())
-        .where(exp.not_(exp.paren(predicate)))
+        .where(outside)
     )
     expression.set("expression", exp.union(expression.expression, keep, distinct=False))
     expression.set("where", superset)

@@ -92,11 +92,20 @@ def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 "are joined without a time bound on both sides, which needs unbounded state; "
                 "add e.g. a.t BETWEEN b.t - INTERVAL '1' HOUR AND b.t.",
             )
+        for join in joins:
+            side = (join.args.get("side") or "").upper()
+            if side in ("RIGHT", "FULL"):
+                raise error_at(
+                    join,
+                    f"a {side} OUTER interval join keeps rows of {streams[other][1].name} that "
+                    "no probe row owns, so no range could replace them; write it as a LEFT join "
+                    "from that stream instead.",
+                )
         probe_table, probe_source = streams[probe_alias]
         other_table, _ = streams[other]
         other_table.meta["lookback"] = max(other_table.meta.get("lookback", timedelta(0)), -lower)
         other_table.meta["lookahead"] = max(other_table.meta.get("lookahead", timedelta(0)), upper)
         probe_table.meta["emits"] = True
         context.completion_delay = max(context.completion_delay, upper)
-        context.emit(Emission("rows", probe_source.event_time))
+        context.emit(Emission("rows", probe_source.event_time, alias=probe_alias))
     return expression

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta
 from sqlglot import exp
 
 from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
-from sparkext.streaming.job import error_at, table_key
+from sparkext.streaming.job import StreamingSqlError, error_at, table_key
 from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
 
 VERSIONS = """
 SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
-FROM :dim WHERE :ts < :hi
+FROM :dim
 """
 VALID = "(:probe >= :alias_ts AND (:probe < :alias_to OR :alias_to IS NULL))"
 CDC_VERSIONS = """
@@ -57,7 +57,13 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
     mode = context.lookup_as_of.lower()
     if mode == "latest":
         return None
-    moment = context.end if mode == "end" else datetime.fromisoformat(context.lookup_as_of)
+    try:
+        moment = context.end if mode == "end" else datetime.fromisoformat(context.lookup_as_of)
+    except ValueError:
+        raise StreamingSqlError(
+            f"lookup-as-of '{context.lookup_as_of}' is not 'end', 'latest' or a time such as "
+            "'2026-11-20 00:00:00'."
+        ) from None
     snapshots = sorted(context.catalog.snapshots(table_key(dim)))
     if not snapshots:
         return None
@@ -79,7 +85,7 @@ def _own_versions(dim, event_time, attribute, keys, context):
     plain.set("alias", None)
     plain.meta["dimension"] = True
     ts = exp.column(event_time)
-    versions = template(VERSIONS, ts=ts, dim=plain, hi=context.literal(context.end))
+    versions = template(VERSIONS, ts=ts, dim=plain)
     versions.find(exp.Window).set("partition_by", keys)
     subquery = versions.subquery(alias)
     subquery.meta["dimension"] = True

@@ -15,7 +15,7 @@ from datetime import timedelta
 from sqlglot import exp
 
 from sparkext.streaming.context import Emission, RewriteContext
-from sparkext.streaming.job import error_at, interval
+from sparkext.streaming.job import error_at, interval, parse_duration
 from sparkext.streaming.sqltools import (
     bind_tvf,
     duration,
@@ -48,13 +48,16 @@ def _micros(delta: timedelta) -> exp.Literal:
 
 
 def _offset(query: exp.Expr, offset: timedelta) -> None:
-    """Add Spark's startTime argument (Flink's window offset) to every window() call."""
+    """Add Spark's startTime argument (Flink's window offset) to every window() call; Spark
+    wants it below the slide, which the same windows allow (offset modulo the slide)."""
     if offset:
         for call in query.find_all(exp.Anonymous):
             if call.name.lower() == "window":
                 size = call.expressions[1]
                 slide = call.expressions[2] if len(call.expressions) > 2 else size
-                call.set("expressions", [call.expressions[0], size, slide.copy(), duration(offset)])
+                step = parse_duration(slide.name)
+                shifted = duration(offset % step)
+                call.set("expressions", [call.expressions[0], size, slide.copy(), shifted])
 
 
 def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
@@ -69,6 +72,8 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         context.source(data, descriptor=column)  # checks the descriptor against the table
         size = interval(args["SIZE"])
         offset = interval(args["OFFSET"]) if "OFFSET" in args else timedelta(0)
+        if size <= timedelta(0):
+            raise error_at(call, f"{kind}'s size must be a positive interval.")
         ts = exp.column(column)
         data.meta["lookback"] = max(data.meta.get("lookback", timedelta(0)), size)
         if kind == "CUMULATE":
@@ -88,7 +93,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             slide = step
         else:
             slide = interval(args["SLIDE"]) if kind == "HOP" else size
-            if not size or not slide or (kind == "HOP" and size % slide):
+            if slide <= timedelta(0) or (kind == "HOP" and size % slide):
                 raise error_at(call, "HOP's size must be a whole multiple of its slide.")
             inner = template(
                 SLIDING,
