@@ -68,6 +68,24 @@ def register_views(spark: SparkSession, views) -> None:
         cdc_versions(spark, view.table, view.low, view.high).createOrReplaceTempView(view.name)
 
 
+def sink_frame(spark: SparkSession, insert: exp.Insert, sink: str) -> DataFrame:
+    """The rows of ``insert``'s query as the sink's columns, in its order and types: its own
+    column list (``INSERT INTO t (a, b)``) or the sink's columns by position, the rest NULL."""
+    from pyspark.sql import functions as F
+
+    schema = spark.table(sink).schema
+    target = insert.this
+    listed = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
+    listed = listed or [f.name for f in schema.fields]
+    frame = spark.sql(insert.expression.sql(dialect="spark")).toDF(*listed)
+    return frame.select(
+        *[
+            (F.col(f.name) if f.name in listed else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
 def _write(spark: SparkSession, query: BatchQuery) -> None:
     """Run one ``INSERT … REPLACE WHERE`` as Iceberg's overwrite-by-filter, validated: a commit
     another writer made to the sink after this statement read it fails the overwrite (reported
@@ -78,12 +96,8 @@ def _write(spark: SparkSession, query: BatchQuery) -> None:
     from sparkext.iceberg.errors import commit_conflicts
 
     insert = query.statement
-    target = insert.this
-    columns = spark.table(query.sink).columns
-    listed = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else columns
     read_snapshot, _ = current_snapshot_summary(spark, query.sink)
-    frame = spark.sql(insert.expression.sql(dialect="spark")).toDF(*listed)
-    frame = frame.select(*[F.col(c) if c in listed else F.lit(None).alias(c) for c in columns])
+    frame = sink_frame(spark, insert, query.sink)
     writer = frame.writeTo(query.sink).option("isolation-level", "serializable")
     if read_snapshot is not None:
         writer = writer.option("validate-from-snapshot-id", str(read_snapshot))

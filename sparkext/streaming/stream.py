@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from sparkext.errors import SparkextError
-from sparkext.streaming.backfill import create_missing_tables, register_views
+from sparkext.streaming.backfill import create_missing_tables, register_views, sink_frame
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
 from sparkext.streaming.rewrite import parse_time, rewrite_query
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
+from sparkext.streaming.sqltools import bind_tvf
 from sparkext.streaming.udf import register_job_functions
 
 if TYPE_CHECKING:
@@ -99,14 +100,9 @@ def streaming_sources(job: Job, catalog) -> list[StreamSource]:
             source = context.source(table)
             if not source.streaming:
                 continue
-            descriptor = None
-            parent = table.parent
-            if isinstance(parent, exp.Anonymous | exp.Kwarg):
-                call = parent if isinstance(parent, exp.Anonymous) else parent.parent
-                for argument in call.expressions:
-                    value = argument.expression if isinstance(argument, exp.Kwarg) else argument
-                    if isinstance(value, exp.Anonymous) and value.name.upper() == "DESCRIPTOR":
-                        descriptor = value.expressions[0].name
+            call = table.find_ancestor(exp.Anonymous)
+            if table.meta.get("table_argument") and call is not None:  # TABLE t of a window TVF
+                descriptor = bind_tvf(call)["TIMECOL"].expressions[0].name
                 source = context.source(table, descriptor)
             if source.event_time is None:
                 raise StreamingSqlError(
@@ -277,12 +273,9 @@ def run_stream(
             )
             insert = batch_plan.statement
             register_views(spark, batch_plan.views)
-            frame = spark.sql(insert.expression.sql(dialect="spark"))
-            target = insert.this
-            names = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
-            frame = frame.toDF(*(names or spark.table(sink).columns))
             (
-                frame.writeTo(sink)
+                sink_frame(spark, insert, sink)
+                .writeTo(sink)
                 .option(f"snapshot-property.{EMITTED_KEY}", until.isoformat(sep=" "))
                 .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
                 .option(f"snapshot-property.{QUERY_KEY}", query_id)

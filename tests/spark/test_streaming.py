@@ -642,3 +642,45 @@ def test_a_backfill_racing_another_writer_is_reported_and_writes_nothing(spark, 
     with pytest.raises(CommitConflictError, match=f"another writer committed to {sink}"):
         run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
     assert sorted_rows(spark, sink) == rows
+
+
+def test_insert_with_a_column_list_in_both_modes(spark, tmp_path):
+    """INSERT INTO t (cols) names a subset in its own order: the other sink columns stay NULL."""
+    stream, batch = bids_case(
+        spark,
+        tmp_path,
+        """
+        CREATE TABLE {sink} (note STRING, total DOUBLE, window_end TIMESTAMP);
+        INSERT INTO {sink} (window_end, total) SELECT window_end, SUM(price)
+        FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end;
+        """,
+    )
+    expected = [(None, 10.0, t("08:20")), (None, 11.0, t("08:10"))]
+    assert sorted(batch, key=str) == sorted(expected, key=str)
+    assert sorted(stream, key=str) == sorted(expected, key=str)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("SELECT * FROM {bids};", "stream mode needs INSERT INTO a sink"),
+        (
+            "CREATE TABLE {sink} (id BIGINT); INSERT INTO {sink} SELECT 1 FROM lake.test.nothing;",
+            "the job reads no stream",
+        ),
+        (
+            "CREATE TABLE {sink} (t TIMESTAMP); INSERT INTO {sink} SELECT bidtime FROM {bids} "
+            "/*+ OPTIONS('streaming'='true', 'start-snapshot-id'='12345') */;",
+            "'start-snapshot-id'='12345' is not a snapshot of",
+        ),
+    ],
+)
+def test_stream_mode_refuses_bad_jobs_in_one_sentence(spark, tmp_path, body, message):
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.bad_stream_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1)
+    job = (BIDS_JOB_HEAD + body).format(bids=bids, sink=sink)
+    with pytest.raises(StreamingSqlError, match=re.escape(message)):
+        run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()

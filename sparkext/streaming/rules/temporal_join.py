@@ -27,7 +27,7 @@ VERSIONS = """
 SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
 FROM :dim
 """
-VALID = "(:probe >= :alias_ts AND (:probe < :alias_to OR :alias_to IS NULL))"
+VALID = "(:probe >= :alias_from AND (:probe < :alias_to OR :alias_to IS NULL))"
 CDC_VERSIONS = """
 SELECT *, lead(_sparkext_valid_from) OVER (
     PARTITION BY :keys ORDER BY _sparkext_valid_from NULLS FIRST, _cdc_position
@@ -77,31 +77,35 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
     return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id))
 
 
-def _own_versions(dim, event_time, attribute, keys, context):
-    """A versioned table: its rows are the versions, valid from their own event time."""
-    alias = dim.alias_or_name
-    plain = dim.copy()
-    plain.set("version", None)
-    plain.set("alias", None)
-    plain.meta["dimension"] = True
-    ts = exp.column(event_time)
-    versions = template(VERSIONS, ts=ts, dim=plain)
+def _versions_join(versions, keys, alias, valid_template, attribute, valid_from):
+    """The versions as the joined subquery (``lead()`` partitioned by the join keys) and the
+    condition that picks the version valid at the probe's time."""
     versions.find(exp.Window).set("partition_by", keys)
     subquery = versions.subquery(alias)
     subquery.meta["dimension"] = True
     valid = template(
-        VALID,
+        valid_template,
         probe=attribute.copy(),
-        alias_ts=exp.column(event_time, table=alias),
+        alias_from=exp.column(valid_from, table=alias),
         alias_to=exp.column("_sparkext_valid_to", table=alias),
+        alias_op=exp.column("_cdc_op", table=alias),
     )
     return subquery, valid
+
+
+def _own_versions(dim, event_time, attribute, keys, context):
+    """A versioned table: its rows are the versions, valid from their own event time."""
+    plain = dim.copy()
+    plain.set("version", None)
+    plain.set("alias", None)
+    plain.meta["dimension"] = True
+    versions = template(VERSIONS, ts=exp.column(event_time), dim=plain)
+    return _versions_join(versions, keys, dim.alias_or_name, VALID, attribute, event_time)
 
 
 def _cdc_versions(dim, name, probe, attribute, keys, context):
     """An ingest_cdc table: its state at the range's start and its logged changes after it
     (a temp view the runner fills from snapshot_as_of_event_time and the event logs)."""
-    alias = dim.alias_or_name
     lookback = probe.meta.get("lookback", timedelta(0))
     low = None
     if context.start is not None and lookback != UNBOUNDED:
@@ -109,17 +113,8 @@ def _cdc_versions(dim, name, probe, attribute, keys, context):
     view = ViewSpec(f"_sparkext_versions_{len(context.views) + 1}", name, low, context.end)
     context.views.append(view)
     versions = template(CDC_VERSIONS, view=exp.to_table(view.name))
-    versions.find(exp.Window).set("partition_by", keys)
-    subquery = versions.subquery(alias)
-    subquery.meta["dimension"] = True
-    valid = template(
-        CDC_VALID,
-        probe=attribute.copy(),
-        alias_from=exp.column("_sparkext_valid_from", table=alias),
-        alias_to=exp.column("_sparkext_valid_to", table=alias),
-        alias_op=exp.column("_cdc_op", table=alias),
-    )
-    return subquery, valid
+    alias = dim.alias_or_name
+    return _versions_join(versions, keys, alias, CDC_VALID, attribute, "_sparkext_valid_from")
 
 
 def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
