@@ -52,6 +52,10 @@ class CommitConflictError(SparkextError, RuntimeError):
     """Another writer changed the table between plan and commit and retries ran out."""
 
 
+class CommitStateUnknownError(SparkextError, RuntimeError):
+    """The catalog could not say whether a commit landed; nothing was deleted."""
+
+
 class SparkError(SparkextError, RuntimeError):
     """A statement passed through to Spark failed; the message is Spark's own first line."""
 

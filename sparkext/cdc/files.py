@@ -25,9 +25,12 @@ FILE_SCHEMA = pa.schema(
         pa.field("records", pa.int64()),
         pa.field("bytes", pa.int64()),
         pa.field("partition", pa.string()),
+        pa.field("metrics", pa.string()),
     ]
 )
-FILE_SCHEMA_DDL = "path string, kind int, records bigint, bytes bigint, partition string"
+FILE_SCHEMA_DDL = (
+    "path string, kind int, records bigint, bytes bigint, partition string, metrics string"
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class WrittenFile:
     records: int
     bytes: int
     partition: tuple[str, ...] = ()  # Iceberg partition strings, one per partition field
+    metrics: str | None = None  # JSON from parquet_metrics(), computed where the file was written
 
 
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
@@ -49,28 +53,92 @@ def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schem
     return pa.schema(fields)
 
 
+def parquet_metrics(
+    schema: pa.Schema, metadata, table_properties: Mapping[str, str] | None = None
+) -> str | None:
+    """Iceberg file metrics of a Parquet file from its footer, as JSON (bounds base64-encoded).
+
+    Computed where the file was written (pyiceberg's statistics code: Iceberg's metrics modes,
+    ``truncate(16)`` by default, honour ``write.metadata.metrics.*``), so the driver commits
+    without reading footers. ``None`` when pyiceberg cannot map a type: the driver then reads
+    the footer itself.
+    """
+    import base64
+
+    try:
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+            pyarrow_to_schema,
+        )
+
+        iceberg_schema = pyarrow_to_schema(schema)
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=metadata,
+            stats_columns=compute_statistics_plan(iceberg_schema, dict(table_properties or {})),
+            parquet_column_mapping=parquet_path_to_id_mapping(iceberg_schema),
+        ).to_serialized_dict()
+    except Exception:  # an unusual type: the driver reads the footer instead
+        return None
+    encoded = {
+        name: statistics[name]
+        for name in (
+            "record_count",
+            "column_sizes",
+            "value_counts",
+            "null_value_counts",
+            "nan_value_counts",
+        )
+    }
+    for name in ("lower_bounds", "upper_bounds"):
+        encoded[name] = {
+            str(k): base64.b64encode(v).decode("ascii") for k, v in statistics[name].items()
+        }
+    return json.dumps(encoded)
+
+
 def file_writer(
     directory: str,
     field_ids: Mapping[str, int],
     prefix: str,
     partition_fields: Sequence[PartitionField] = (),
+    metrics_properties: Mapping[str, str] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Return a ``mapInArrow`` function writing one data and one delete file per task and partition.
 
     Rows carry an ``__kind`` column (DATA or EQUALITY_DELETES) that picks the file they go to; the
     partition (from key columns only) is computed here, so a partitioned table needs no shuffle.
+    Each file's Iceberg metrics are computed here too (``metrics_properties``: the table's
+    ``write.metadata.metrics.*``). A task that fails deletes the files it wrote.
     """
+    properties = dict(metrics_properties or {})
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
         from pyarrow import fs
 
+        filesystem, base = fs.FileSystem.from_uri(directory)
+        writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
+        try:
+            yield from _write_files(batches, filesystem, base, writers)
+        except Exception:  # not GeneratorExit: a closed consumer already has the files
+            for path, writer in writers.values():  # leave nothing of a failed task behind
+                try:
+                    writer.close()
+                    filesystem.delete_file(path)
+                except Exception:  # best effort; the task's own error is what matters
+                    pass
+            raise
+
+    def _write_files(batches, filesystem, base, writers) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
         partition_of = partitioner(partition_fields) if partition_fields else None
         sources = sorted({f.source for f in partition_fields})
-        writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
         counts: dict[tuple[int, tuple[str, ...]], int] = {}
-        filesystem, base = fs.FileSystem.from_uri(directory)
+        schemas: dict[tuple[int, tuple[str, ...]], pa.Schema] = {}
         created = False
         for batch in batches:
             schema = _with_field_ids(batch.schema, field_ids)
@@ -94,12 +162,16 @@ def file_writer(
                         )
                         writers[slot] = (path, writer)
                         counts[slot] = 0
+                        schemas[slot] = schema
                     table = pa.Table.from_batches([part]).drop_columns([KIND]).cast(schema)
                     writers[slot][1].write_table(table)
                     counts[slot] += part.num_rows
         out: dict[str, list] = {name: [] for name in FILE_SCHEMA.names}
         for (kind, partition), (path, writer) in writers.items():
             writer.close()
+            out["metrics"].append(
+                parquet_metrics(schemas[(kind, partition)], writer.writer.metadata, properties)
+            )
             out["path"].append(_uri(directory, path))
             out["kind"].append(kind)
             out["records"].append(counts[(kind, partition)])
@@ -109,6 +181,31 @@ def file_writer(
             yield pa.RecordBatch.from_pydict(out, schema=FILE_SCHEMA)
 
     return write
+
+
+def remove_written(directory: str, prefix: str) -> int:
+    """Delete the files directly under ``directory`` whose names start with ``prefix``.
+
+    For a write job that failed: its successful tasks' files were never reported to the driver.
+    Every sparkext writer names its files ``<prefix>-…`` with a prefix unique to the attempt, so
+    nothing else matches. Returns how many files were removed (best effort).
+    """
+    from pyarrow import fs
+
+    try:
+        filesystem, base = fs.FileSystem.from_uri(directory)
+        infos = filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True))
+    except Exception:  # the job's own error is what the user needs; orphans are harmless
+        return 0
+    removed = 0
+    for info in infos:
+        if info.type == fs.FileType.File and info.base_name.startswith(prefix):
+            try:
+                filesystem.delete_file(info.path)
+                removed += 1
+            except Exception:  # best effort
+                pass
+    return removed
 
 
 def _split(rows: pa.RecordBatch, partition_of, sources: Sequence[str]):

@@ -29,6 +29,7 @@ from sparkext.cdc.files import (
     KIND,
     WrittenFile,
     file_writer,
+    remove_written,
 )
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
@@ -575,12 +576,26 @@ class Ingestor:
         self.progress(f"batch {batch_id}: writing files")
         rows = self._rows(applied, columns, key, self._wiped(table, columns, truncate))
         directory = table.data_directory()
-        prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}"
-        writer = file_writer(directory, field_ids, prefix, table.partition_fields())
+        prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}-{uuid.uuid4().hex[:8]}"
+        writer = file_writer(
+            directory, field_ids, prefix, table.partition_fields(), table.metrics_properties()
+        )
         written = rows.mapInArrow(writer, FILE_SCHEMA_DDL)
+        try:
+            described = written.collect()  # one row per written file
+        except Exception:
+            remove_written(directory, prefix)  # files of the tasks that did finish
+            raise
         files = [
-            WrittenFile(r.path, r.kind, r.records, r.bytes, tuple(json.loads(r.partition or "[]")))
-            for r in written.collect()  # one row per written file
+            WrittenFile(
+                r.path,
+                r.kind,
+                r.records,
+                r.bytes,
+                tuple(json.loads(r.partition or "[]")),
+                r.metrics,
+            )
+            for r in described
         ]
         _crash_point("after-write")
 
@@ -614,9 +629,17 @@ class Ingestor:
         # A batch of only late or duplicate events still commits (no files): its snapshot
         # carries the event log an event-time snapshot needs, and replay safety stays uniform.
         self.progress(f"batch {batch_id}: committing {len(files)} file(s)")
-        snapshot = commit.commit(
-            files, key, summary, truncate=truncate is not None and truncate.all
-        )
+        from sparkext.errors import CommitStateUnknownError
+
+        try:
+            snapshot = commit.commit(
+                files, key, summary, truncate=truncate is not None and truncate.all
+            )
+        except CommitStateUnknownError:
+            raise  # the commit may have landed: its files must stay
+        except Exception:
+            commit.discard(files)  # definitely not committed: leave no orphan files
+            raise
         m.commits += 1
         m.snapshot_ids.append(snapshot)
         _crash_point("after-commit")

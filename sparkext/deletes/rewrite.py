@@ -123,7 +123,18 @@ def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
     writer = direct_delete_writer(
         key.field_id, first_type, deletes, directory, prefix, v3, target_file_size
     )
-    return candidates.mapInArrow(writer, WRITTEN_DDL).collect()
+    return _collect_written(candidates.mapInArrow(writer, WRITTEN_DDL), directory, prefix)
+
+
+def _collect_written(frame: DataFrame, directory: str, prefix: str) -> list:
+    """Run a writer job and collect its one row per file; a failed job leaves no files."""
+    from sparkext.cdc.files import remove_written
+
+    try:
+        return frame.collect()
+    except Exception:
+        remove_written(directory, prefix)  # files of the tasks that did finish
+        raise
 
 
 def _equality_positions(
@@ -201,8 +212,8 @@ def run_round(
     filesystem pyarrow does not know, a key column missing from an old file) the round is
     redone with Iceberg's own reader, which handles all of those.
     """
+    from sparkext.deletes.writers import DIRECT_READ_UNSUPPORTED
     from sparkext.errors import SparkextError
-    from sparkext.iceberg.errors import spark_message
 
     args = (spark, table, snapshot_id, plan, where, target_file_size, progress, file_granularity)
     try:
@@ -210,10 +221,13 @@ def run_round(
     except SparkextError:
         raise
     except Exception as error:
-        message = spark_message(error)
-        if message is None:
-            raise
-        progress(f"reading Parquet keys directly failed ({message[:200]}); using Iceberg's reader")
+        if DIRECT_READ_UNSUPPORTED not in str(error):
+            raise  # a real failure: reported as itself, not hidden by a second run
+        reason = str(error).split(DIRECT_READ_UNSUPPORTED + ": ", 1)[-1].splitlines()[0]
+        progress(
+            f"reading Parquet keys directly is not possible ({reason[:200]}); "
+            "using Iceberg's reader"
+        )
         outcome = _write(*args, iceberg_reader=True)
     return _commit(table, snapshot_id, plan, *outcome, progress)
 
@@ -288,7 +302,7 @@ def _write(
                 .sortWithinPartitions("group", "file_path", "pos")
             )
         progress("writing delete files")
-        written = ordered.mapInArrow(writer, WRITTEN_DDL).collect()
+        written = _collect_written(ordered.mapInArrow(writer, WRITTEN_DDL), directory, prefix)
     data_files.unpersist()
     if positions is not None:
         positions.unpersist()
@@ -298,10 +312,14 @@ def _write(
 def _commit(
     table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
 ):
+    from sparkext.errors import CommitStateUnknownError
+
     try:
         return _commit_written(
             table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
         )
+    except CommitStateUnknownError:
+        raise  # the commit may have landed: deleting its files could corrupt the table
     except Exception:
         table.discard([w.path for w in written])  # nothing committed: leave no orphan files
         raise
@@ -320,6 +338,7 @@ def _commit_written(
             referenced_data_file=w.referenced_data_file,
             content_offset=None if w.content_offset is None else int(w.content_offset),
             content_size=None if w.content_size is None else int(w.content_size),
+            metrics=w.metrics,
         )
         for w in written
     ]

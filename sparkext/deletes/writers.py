@@ -18,7 +18,7 @@ FILE_PATH_FIELD_ID = 2147483546  # Iceberg's MetadataColumns.DELETE_FILE_PATH
 POS_FIELD_ID = 2147483545  # Iceberg's MetadataColumns.DELETE_FILE_POS
 WRITTEN_DDL = (
     "path string, pkey string, records bigint, file_size bigint, "
-    "referenced_data_file string, content_offset bigint, content_size bigint"
+    "referenced_data_file string, content_offset bigint, content_size bigint, metrics string"
 )
 _WRITTEN = pa.schema(
     [
@@ -29,8 +29,14 @@ _WRITTEN = pa.schema(
         ("referenced_data_file", pa.string()),
         ("content_offset", pa.int64()),
         ("content_size", pa.int64()),
+        ("metrics", pa.string()),  # JSON Iceberg metrics (partition-scoped position files)
     ]
 )
+# Iceberg's MetricsConfig.forPositionDelete: full bounds for both columns (no truncation)
+_POSITION_METRICS = {
+    "write.metadata.metrics.column.file_path": "full",
+    "write.metadata.metrics.column.pos": "full",
+}
 _POSITION_SCHEMA = pa.schema(
     [
         pa.field("file_path", pa.string(), nullable=False).with_metadata(
@@ -62,6 +68,27 @@ def _uri(directory: str, path: str) -> str:
     return uri(directory, path)
 
 
+DIRECT_READ_UNSUPPORTED = "sparkext-direct-read-unsupported"
+
+
+class DirectReadUnsupported(ValueError):
+    """An executor cannot read a file's key columns straight from Parquet (no field ids, a
+    filesystem pyarrow does not know, a column missing from an old file): the driver redoes the
+    round with Iceberg's reader. The marker in the message is how the driver recognises it."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"{DIRECT_READ_UNSUPPORTED}: {reason}")
+
+
+def _open_parquet(path: str):
+    """pyarrow's file handle for ``path``, or DirectReadUnsupported for an unknown filesystem."""
+    try:
+        filesystem, local = _filesystem(path)
+        return filesystem.open_input_file(local)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:
+        raise DirectReadUnsupported(f"cannot open {path} with pyarrow ({error})") from error
+
+
 _KEY_CACHE: dict[tuple, pa.Array] = {}  # per Python worker: (path, field id, type) -> keys
 _KEY_CACHE_MAX_ROWS = 20_000_000
 
@@ -82,12 +109,11 @@ def _first_keys(path: str, field_id: int, arrow_type: pa.DataType) -> pa.Array:
 
     cached = _KEY_CACHE.get((path, field_id, str(arrow_type)))
     if cached is None:
-        filesystem, local = _filesystem(path)
-        with filesystem.open_input_file(local) as handle:
+        with _open_parquet(path) as handle:
             parquet = pq.ParquetFile(handle)
             name = _field_names(parquet).get(field_id)
             if name is None:
-                raise ValueError(f"equality-delete file {path} has no field id {field_id}")
+                raise DirectReadUnsupported(f"equality-delete file {path} has no field {field_id}")
             column = parquet.read(columns=[name]).column(name)
         cached = pc.unique(column.combine_chunks().cast(arrow_type))
         if sum(len(v) for v in _KEY_CACHE.values()) + len(cached) > _KEY_CACHE_MAX_ROWS:
@@ -162,13 +188,12 @@ def _matching_rows(
     if not applicable:
         return
     lookup = _lookup(tuple(sorted(d[0] for d in applicable)), field_ids[0], first_type)
-    filesystem, local = _filesystem(path)
-    with filesystem.open_input_file(local) as handle:
+    with _open_parquet(path) as handle:
         parquet = pq.ParquetFile(handle)
         by_id = _field_names(parquet)
         names = [by_id.get(i) for i in field_ids]
-        if None in names:
-            raise ValueError(f"data file {path} lacks an equality column")
+        if None in names:  # no field ids (add_files), or a column added after it was written
+            raise DirectReadUnsupported(f"data file {path} has no field id for a key column")
         offset = 0
         for chunk in parquet.iter_batches(columns=names, batch_size=262144):
             first = chunk.column(names[0]).cast(first_type)
@@ -377,7 +402,14 @@ def position_delete_writer(
                 size = filesystem.get_file_info(state["path"]).size
                 uri = _uri(directory, state["path"])
                 single = state["paths"][0] if len(state["paths"]) == 1 else None
-                done.append((uri, state["pkey"], state["rows"], size, single, None, None))
+                metrics = None
+                if single is None:  # readers need its file_path bounds: computed here
+                    from sparkext.cdc.files import parquet_metrics
+
+                    metrics = parquet_metrics(
+                        _POSITION_SCHEMA, state["writer"].writer.metadata, _POSITION_METRICS
+                    )
+                done.append((uri, state["pkey"], state["rows"], size, single, None, None, metrics))
                 state["writer"] = None
 
         def open_(group: str, pkey: str) -> None:
@@ -489,7 +521,8 @@ def deletion_vector_writer(
 
 
 def _written(rows: list[tuple]) -> pa.RecordBatch:
-    columns = list(zip(*rows, strict=True))
+    width = len(_WRITTEN)
+    columns = list(zip(*(row + (None,) * (width - len(row)) for row in rows), strict=True))
     return pa.RecordBatch.from_arrays(
         [pa.array(list(c), type=f.type) for c, f in zip(columns, _WRITTEN, strict=True)],
         schema=_WRITTEN,

@@ -26,30 +26,36 @@ def write_partition(
     """
     from pyspark.sql import functions as F
 
-    rows = frame.withColumn(column, F.lit(value))
-    if not spark.catalog.tableExists(target):
-        (
-            rows.writeTo(target)
-            .using("iceberg")
-            .partitionedBy(F.col(column))
-            .tableProperty("format-version", "2")
-            .tableProperty("write.spark.accept-any-schema", "true")
-            .create()
-        )
-    else:
-        rows.writeTo(target).option("mergeSchema", "true").overwrite(F.col(column) == F.lit(value))
-    from sparkext.iceberg.catalog import resolve_table
-
-    ref = resolve_table(spark, target)
-    if ref.current_snapshot_id is None:
-        return Written(0, None)
-    last = (
-        spark.table(ref.metadata_table("snapshots"))
-        .where(F.col("snapshot_id") == F.lit(ref.current_snapshot_id))
-        .select("snapshot_id", "summary")
-        .first()
+    from sparkext.iceberg.commit import (
+        RUN_ID,
+        new_run_id,
+        snapshot_facts,
+        snapshot_with_run_id,
     )
-    if last is None:
+    from sparkext.iceberg.errors import spark_write
+
+    run_id = new_run_id()
+    rows = frame.withColumn(column, F.lit(value))
+    with spark_write(target, f"the snapshot of {column} = {value}", "run the procedure again"):
+        if not spark.catalog.tableExists(target):
+            (
+                rows.writeTo(target)
+                .using("iceberg")
+                .partitionedBy(F.col(column))
+                .tableProperty("format-version", "2")
+                .tableProperty("write.spark.accept-any-schema", "true")
+                .option(f"snapshot-property.{RUN_ID}", run_id)
+                .create()
+            )
+        else:
+            (
+                rows.writeTo(target)
+                .option("mergeSchema", "true")
+                .option(f"snapshot-property.{RUN_ID}", run_id)
+                .overwrite(F.col(column) == F.lit(value))
+            )
+    snapshot_id = snapshot_with_run_id(spark, target, run_id)
+    if snapshot_id is None:
         return Written(0, None)
-    summary = dict(last.summary or {})
-    return Written(int(summary.get("added-records", 0)), last.snapshot_id)
+    summary = snapshot_facts(spark, target, snapshot_id).summary
+    return Written(int(summary.get("added-records", 0)), snapshot_id)

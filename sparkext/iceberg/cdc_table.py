@@ -168,6 +168,14 @@ class CdcTable:
         snapshot = self._table.currentSnapshot()
         return int(snapshot.snapshotId()) if snapshot is not None else None
 
+    def metrics_properties(self) -> dict[str, str]:
+        """The table's ``write.metadata.metrics.*`` properties (executors compute file metrics)."""
+        return {
+            str(k): str(v)
+            for k, v in self._table.properties().items()
+            if str(k).startswith("write.metadata.metrics.")
+        }
+
     def property(self, key: str) -> str | None:
         value = self._table.properties().get(key)
         return str(value) if value is not None else None
@@ -190,7 +198,8 @@ class CdcTable:
             if checkpoint is not None:
                 if not found_latest:
                     found_latest = True
-                    max_position = str(summary.get(MAX_POSITION))
+                    position = summary.get(MAX_POSITION)
+                    max_position = str(position) if position is not None else None
                     truncate = summary.get(TRUNCATE_POSITION)
                     truncate = str(truncate) if truncate is not None else None
                     source = json.loads(str(summary.get(SOURCE_PROGRESS) or "{}"))
@@ -206,7 +215,7 @@ class CdcTable:
 
     # ---- writing ------------------------------------------------------------------------
     def begin(self) -> CdcCommit:
-        return CdcCommit(self._spark, self._table)
+        return CdcCommit(self._spark, self._table, self.name)
 
 
 def create_table(
@@ -264,23 +273,41 @@ def create_table(
 
 
 class CdcCommit:
-    """One batch's transaction: schema changes, truncate, and the RowDelta, committed together."""
+    """One batch's commit: schema changes, truncate, and the RowDelta, in ONE Iceberg snapshot.
 
-    def __init__(self, spark: SparkSession, table):
+    Built through the commit layer (:mod:`sparkext.iceberg.commit`): validated from the snapshot
+    the batch started from, re-staged on a lost race, never cleaned up on an unknown state.
+    """
+
+    def __init__(self, spark: SparkSession, table, name: str):
         self._spark = spark
         self._table = table
+        self._name = name
         self._start = table.currentSnapshot()
-        self._txn = table.newTransaction()
+        self._additions: list[tuple[str, str]] = []
+        self._widenings: list[tuple[str, str]] = []
+        self._field_ids: dict[str, int] | None = None
+
+    @property
+    def start_snapshot_id(self) -> int | None:
+        return int(self._start.snapshotId()) if self._start is not None else None
 
     def evolve(self, additions: Iterable[tuple[str, str]], widenings: Iterable[tuple[str, str]]):
-        additions, widenings = list(additions), list(widenings)
-        if not additions and not widenings:
+        """Record schema changes; they are staged with the batch's files, in its commit."""
+        self._additions += list(additions)
+        self._widenings += list(widenings)
+        self._field_ids = None
+
+    def _stage_schema(self, txn) -> None:
+        if not self._additions and not self._widenings:
             return
         jvm = self._spark._jvm
-        update = self._txn.updateSchema()
-        for column, spark_type in additions:
-            update = update.addColumn(column, _iceberg_type(jvm, spark_type))
-        for column, spark_type in widenings:
+        schema = txn.table().schema()
+        update = txn.updateSchema()
+        for column, spark_type in self._additions:
+            if schema.findField(column) is None:  # another writer may have added it already
+                update = update.addColumn(column, _iceberg_type(jvm, spark_type))
+        for column, spark_type in self._widenings:
             update = update.updateColumn(column, _iceberg_type(jvm, spark_type))
         update.commit()
 
@@ -300,9 +327,18 @@ class CdcCommit:
         )
         return probe.partition()
 
-    def field_ids(self) -> dict[str, int]:
-        schema = self._txn.table().schema()
+    @staticmethod
+    def _ids(txn) -> dict[str, int]:
+        schema = txn.table().schema()
         return {str(f.name()): int(f.fieldId()) for f in schema.columns()}
+
+    def field_ids(self) -> dict[str, int]:
+        """Field ids of the batch's schema (after its changes), which the files are written with."""
+        if self._field_ids is None:
+            scratch = self._table.newTransaction()  # staged only, never committed
+            self._stage_schema(scratch)
+            self._field_ids = self._ids(scratch)
+        return self._field_ids
 
     def commit(
         self,
@@ -310,18 +346,45 @@ class CdcCommit:
         key: Sequence[str],
         summary: Mapping[str, str],
         truncate: bool,
+        run_id: str | None = None,
     ) -> int:
         """Commit the files (and truncate) atomically; return the new snapshot id."""
+        from sparkext.errors import CommitConflictError
+        from sparkext.iceberg.commit import CommitRequest, commit, new_run_id
+
+        expected_ids = self.field_ids()
+
+        def build(attempt) -> None:
+            self._stage_schema(attempt.txn)
+            if self._ids(attempt.txn) != expected_ids:
+                raise CommitConflictError(
+                    f"Another writer changed the schema of {self._name} while this batch was "
+                    "being written; nothing of this batch was committed: run ingest_cdc again."
+                )
+            delta = self._row_delta(attempt.txn, files, key, truncate)
+            attempt.stamp(delta).commit()
+
+        request = CommitRequest(
+            table_name=self._name,
+            planned_snapshot_id=self.start_snapshot_id,
+            build=build,
+            what="this batch",
+            rerun_hint="run ingest_cdc again",
+            summary=summary,
+            run_id=run_id or new_run_id(),
+        )
+        return commit(self._spark, self._table, request).snapshot_id
+
+    def _row_delta(self, txn, files: Sequence[WrittenFile], key: Sequence[str], truncate: bool):
         from sparkext.cdc.files import DATA
 
         jvm = self._spark._jvm
         iceberg = jvm.org.apache.iceberg
-        table = self._txn.table()
-        spec, io = table.spec(), table.io()
-        metrics = iceberg.MetricsConfig.forTable(table)
+        table = txn.table()
+        spec = table.spec()
         schema = table.schema()
         key_ids = _int_array(self._spark, [schema.findField(k).fieldId() for k in key])
-        delta = self._txn.newRowDelta()
+        delta = txn.newRowDelta()
         if truncate:  # every live file goes, in the same snapshot as the batch's new files
             removed_deletes = set()
             scan = self._table.newScan()  # the snapshot the batch started from
@@ -340,7 +403,7 @@ class CdcCommit:
             finally:
                 tasks.close()
         for f in files:
-            file_metrics = iceberg.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path), metrics)
+            file_metrics = java_metrics(self._spark, table, f.path, f.metrics)
             partition = self._partition(spec, f.partition) if f.partition else None
             if f.kind == DATA:
                 builder = (
@@ -367,18 +430,59 @@ class CdcCommit:
                 delta = delta.addDeletes(builder.build())
         if self._start is not None:
             delta = delta.validateFromSnapshot(self._start.snapshotId())
-        delta = delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
-        for k, v in summary.items():
-            delta = delta.set(k, v)
-        from sparkext.iceberg.errors import commit_conflicts
+        return delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
 
-        with commit_conflicts(
-            lambda message: (
-                f"Another writer changed {table.name()} while this batch was being "
-                f"written ({message}); run ingest_cdc again: nothing of this batch was committed."
+    def discard(self, files: Sequence[WrittenFile]) -> None:
+        """Delete the files of a batch that was definitely not committed (best effort)."""
+        import contextlib
+
+        io = self._table.io()
+        for path in sorted({f.path for f in files}):
+            with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
+                io.deleteFile(path)
+
+
+def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, deletes=False):
+    """Iceberg ``Metrics`` for a file an executor wrote.
+
+    ``metrics`` is the JSON the executor computed from its own Parquet footer
+    (:func:`sparkext.cdc.files.parquet_metrics`); without it the footer is read here (slower:
+    one read per file on the driver).
+    """
+    iceberg = spark._jvm.org.apache.iceberg
+    if metrics is None:
+        config = (
+            iceberg.MetricsConfig.forPositionDelete(table)
+            if deletes
+            else iceberg.MetricsConfig.forTable(table)
+        )
+        return iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(path), config)
+    import base64
+
+    jvm = spark._jvm
+    values = json.loads(metrics)
+
+    def longs(name: str):
+        out = jvm.java.util.HashMap()
+        for key, value in (values.get(name) or {}).items():
+            out.put(jvm.java.lang.Integer.valueOf(int(key)), jvm.java.lang.Long.valueOf(int(value)))
+        return out
+
+    def buffers(name: str):
+        out = jvm.java.util.HashMap()
+        for key, value in (values.get(name) or {}).items():
+            out.put(
+                jvm.java.lang.Integer.valueOf(int(key)),
+                jvm.java.nio.ByteBuffer.wrap(bytearray(base64.b64decode(value))),
             )
-        ):
-            delta.commit()
-            self._txn.commitTransaction()
-        self._table.refresh()
-        return int(self._table.currentSnapshot().snapshotId())
+        return out
+
+    return iceberg.Metrics(
+        jvm.java.lang.Long.valueOf(int(values["record_count"])),
+        longs("column_sizes"),
+        longs("value_counts"),
+        longs("null_value_counts"),
+        longs("nan_value_counts"),
+        buffers("lower_bounds"),
+        buffers("upper_bounds"),
+    )

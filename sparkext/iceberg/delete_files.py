@@ -45,6 +45,7 @@ class NewDeleteFile:
     referenced_data_file: str | None = None  # DVs: the one data file
     content_offset: int | None = None  # DVs: where the blob sits in the Puffin file
     content_size: int | None = None
+    metrics: str | None = None  # JSON Iceberg metrics computed by the writer (see cdc.files)
 
     @property
     def is_dv(self) -> bool:
@@ -343,61 +344,71 @@ class DeleteTable:
         summary: Mapping[str, str],
         newest_equality_sequence: int | None = None,
     ) -> int:
-        """Remove the replaced delete files and add the new ones in ONE RewriteFiles."""
-        jvm = self._spark._jvm
-        iceberg = jvm.org.apache.iceberg
-        self._table.refresh()
-        self._check_no_rewritten_data(start_snapshot_id, newest_equality_sequence)
-        self._check_no_new_dvs(
-            start_snapshot_id, {a.referenced_data_file for a in added if a.is_dv}
-        )
-        rewrite = self._table.newRewrite().validateFromSnapshot(start_snapshot_id)
-        for f in removed:
-            rewrite = rewrite.deleteFile(self._java_files[f.ident])
-        io = self._table.io()
-        metrics_config = iceberg.MetricsConfig.forPositionDelete(self._table)
-        for a in added:
-            spec_id, partition = self._partition_of(a.partition)
-            spec = self._table.specs().get(spec_id)
-            builder = iceberg.FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
-            builder = builder.withPath(a.path).withFileSizeInBytes(a.file_size)
-            if not spec.isUnpartitioned():
-                builder = builder.withPartition(partition)
-            if a.is_dv:
-                builder = (
-                    builder.withFormat(iceberg.FileFormat.PUFFIN)
-                    .withRecordCount(a.records)
-                    .withReferencedDataFile(a.referenced_data_file)
-                    .withContentOffset(a.content_offset)
-                    .withContentSizeInBytes(a.content_size)
-                )
-            elif a.referenced_data_file is not None:
-                # file-scoped: the reference tells readers which data file it is for, so the
-                # footer need not be read for file_path bounds
-                builder = (
-                    builder.withFormat(iceberg.FileFormat.PARQUET)
-                    .withRecordCount(a.records)
-                    .withReferencedDataFile(a.referenced_data_file)
-                )
-            else:
-                metrics = iceberg.parquet.ParquetUtil.fileMetrics(
-                    io.newInputFile(a.path), metrics_config
-                )
-                builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)
-            rewrite = rewrite.addFile(builder.build(), a.sequence_number)
-        for k, v in summary.items():
-            rewrite = rewrite.set(k, v)
-        from sparkext.iceberg.errors import commit_conflicts
+        """Remove the replaced delete files and add the new ones in ONE RewriteFiles.
 
-        with commit_conflicts(
-            lambda message: (
-                f"Another writer changed {self.ref.name} while its equality deletes "
-                f"were being converted ({message}); nothing was committed, run the procedure again."
+        The checks Iceberg's RewriteFiles does not make (data files rewritten with an older
+        sequence number; a DV added for a data file we add one for) run inside every commit
+        attempt, over exactly the snapshots the commit's compare-and-swap replaces.
+        """
+        from sparkext.iceberg.commit import CommitRequest, commit
+
+        iceberg = self._spark._jvm.org.apache.iceberg
+        referenced = {a.referenced_data_file for a in added if a.is_dv}
+
+        def check(attempt) -> None:
+            io = attempt.table.io()
+            self._check_no_rewritten_data(attempt.java_since_plan, io, newest_equality_sequence)
+            self._check_no_new_dvs(attempt.java_since_plan, io, referenced)
+
+        def build(attempt) -> None:
+            table = attempt.table
+            rewrite = table.newRewrite().validateFromSnapshot(start_snapshot_id)
+            for f in removed:
+                rewrite = rewrite.deleteFile(self._java_files[f.ident])
+            for a in added:
+                rewrite = rewrite.addFile(self._delete_file(iceberg, table, a), a.sequence_number)
+            attempt.stamp(rewrite).commit()
+
+        request = CommitRequest(
+            table_name=self.ref.name,
+            planned_snapshot_id=start_snapshot_id,
+            build=build,
+            check=check,
+            what="the equality-delete conversion",
+            rerun_hint="run the procedure again",
+            summary=summary,
+        )
+        return commit(self._spark, self._table, request).snapshot_id
+
+    def _delete_file(self, iceberg, table, a: NewDeleteFile):
+        spec_id, partition = self._partition_of(a.partition)
+        spec = table.specs().get(spec_id)
+        builder = iceberg.FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()
+        builder = builder.withPath(a.path).withFileSizeInBytes(a.file_size)
+        if not spec.isUnpartitioned():
+            builder = builder.withPartition(partition)
+        if a.is_dv:
+            builder = (
+                builder.withFormat(iceberg.FileFormat.PUFFIN)
+                .withRecordCount(a.records)
+                .withReferencedDataFile(a.referenced_data_file)
+                .withContentOffset(a.content_offset)
+                .withContentSizeInBytes(a.content_size)
             )
-        ):
-            rewrite.commit()
-        self._table.refresh()
-        return int(self._table.currentSnapshot().snapshotId())
+        elif a.referenced_data_file is not None:
+            # file-scoped: the reference tells readers which data file it is for, so the
+            # footer need not be read for file_path bounds
+            builder = (
+                builder.withFormat(iceberg.FileFormat.PARQUET)
+                .withRecordCount(a.records)
+                .withReferencedDataFile(a.referenced_data_file)
+            )
+        else:
+            from sparkext.iceberg.cdc_table import java_metrics
+
+            metrics = java_metrics(self._spark, table, a.path, a.metrics, deletes=True)
+            builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)
+        return builder.build()
 
     def _partition_of(self, pkey: str) -> tuple[int, object]:
         if pkey in self._partitions:
@@ -416,14 +427,7 @@ class DeleteTable:
             with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
                 io.deleteFile(path)
 
-    def _snapshots_since(self, start_snapshot_id: int):
-        snapshot = self._table.currentSnapshot()
-        while snapshot is not None and int(snapshot.snapshotId()) != start_snapshot_id:
-            yield snapshot
-            parent = snapshot.parentId()
-            snapshot = self._table.snapshot(parent) if parent is not None else None
-
-    def _check_no_rewritten_data(self, start_snapshot_id: int, newest: int | None) -> None:
+    def _check_no_rewritten_data(self, since_plan, io, newest: int | None) -> None:
         """Fail if a writer added data files OLDER than a converted delete since the plan.
 
         A compaction (rewrite_data_files keeps the starting sequence number) can rewrite a data
@@ -432,8 +436,7 @@ class DeleteTable:
         """
         if newest is None:
             return
-        io = self._table.io()
-        for snapshot in self._snapshots_since(start_snapshot_id):
+        for snapshot in since_plan:
             added = snapshot.addedDataFiles(io).iterator()
             while added.hasNext():
                 seq = added.next().dataSequenceNumber()
@@ -444,13 +447,12 @@ class DeleteTable:
                         "converted; nothing was committed, run the procedure again."
                     )
 
-    def _check_no_new_dvs(self, start_snapshot_id: int, referenced: set[str | None]) -> None:
+    def _check_no_new_dvs(self, since_plan, io, referenced: set[str | None]) -> None:
         """Fail if a writer added a DV for a data file we add one for (at most one DV per file)."""
-        referenced.discard(None)
+        referenced = referenced - {None}
         if not referenced:
             return
-        io = self._table.io()
-        for snapshot in self._snapshots_since(start_snapshot_id):
+        for snapshot in since_plan:
             added = snapshot.addedDeleteFiles(io).iterator()
             while added.hasNext():
                 f = added.next()

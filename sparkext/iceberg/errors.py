@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sparkext.errors import (
     CommitConflictError,
+    CommitStateUnknownError,
     SparkError,
     SparkextError,
     SqlParseError,
@@ -82,17 +83,52 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
     return SparkError(message)
 
 
-@contextmanager
-def commit_conflicts(sentence: Callable[[str], str]) -> Iterator[None]:
-    """Turn a failed Iceberg commit into ONE CommitConflictError sentence.
+def java_exception_classes(error: BaseException) -> list[str]:
+    """Class names of the Java exception behind ``error`` and of its causes, outermost first.
 
-    ``sentence`` gets the first line of the Java message and returns what the user reads.
-    Errors that are not Spark/Java ones pass through unchanged.
+    Empty for errors that did not come from the JVM.
+    """
+    java = getattr(error, "java_exception", None)
+    names: list[str] = []
+    seen = 0
+    while java is not None and seen < 20:
+        try:
+            names.append(str(java.getClass().getName()))
+            cause = java.getCause()
+        except Exception:  # the JVM may be gone
+            break
+        java = None if cause is None or cause.equals(java) else cause
+        seen += 1
+    return names
+
+
+@contextmanager
+def spark_write(table: str, what: str, rerun_hint: str) -> Iterator[None]:
+    """Tell a Spark write's failures apart by their Java exception class.
+
+    A failed Iceberg validation or a lost commit race is :class:`CommitConflictError`; an unknown
+    commit state is :class:`CommitStateUnknownError` (nothing may be cleaned up); any other
+    failure (a user's UDF, a cast, a lost executor, storage) is translated as itself. The cause
+    stays chained, so ``--verbose`` shows it.
     """
     try:
         yield
+    except SparkextError:
+        raise
     except Exception as error:
+        classes = [name.rsplit(".", 1)[-1] for name in java_exception_classes(error)]
         message = spark_message(error)
         if message is None:
             raise
-        raise CommitConflictError(sentence(message)) from None
+        if "CommitStateUnknownException" in classes:
+            raise CommitStateUnknownError(
+                f"The catalog could not say whether {what} was committed to {table} "
+                f"({message}); nothing was deleted: check {table}'s snapshots before running "
+                "again."
+            ) from error
+        if "ValidationException" in classes or "CommitFailedException" in classes:
+            raise CommitConflictError(
+                f"Another writer committed to {table} while {what} ran ({message}); "
+                f"nothing was written: {rerun_hint}."
+            ) from error
+        raise (translate(error) or SparkError(message)) from error

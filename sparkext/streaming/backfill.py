@@ -36,12 +36,17 @@ class BackfillResult:
     frame: DataFrame | None = None  # the result of a query without sink
 
 
-def _last_commit(spark: SparkSession, sink: str) -> tuple[int | None, int | None, int | None]:
-    from sparkext.iceberg.catalog import current_snapshot_summary
+def _commit_of_run(
+    spark: SparkSession, sink: str, run_id: str
+) -> tuple[int | None, int | None, int | None]:
+    """The snapshot this run's write made (found by its run id; None when it committed
+    nothing), with its added and deleted row counts."""
+    from sparkext.iceberg.commit import snapshot_facts, snapshot_with_run_id
 
-    snapshot_id, summary = current_snapshot_summary(spark, sink)
+    snapshot_id = snapshot_with_run_id(spark, sink, run_id)
     if snapshot_id is None:
-        return None, None, None
+        return None, 0, 0
+    summary = snapshot_facts(spark, sink, snapshot_id).summary
     return (
         snapshot_id,
         int(summary.get("added-records", 0)),
@@ -86,28 +91,29 @@ def sink_frame(spark: SparkSession, insert: exp.Insert, sink: str) -> DataFrame:
     )
 
 
-def _write(spark: SparkSession, query: BatchQuery) -> None:
+def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
     """Run one ``INSERT … REPLACE WHERE`` as Iceberg's overwrite-by-filter, validated: a commit
     another writer made to the sink after this statement read it fails the overwrite (reported
-    in one sentence, nothing written) instead of being deleted unseen."""
+    in one sentence, nothing written) instead of being deleted unseen. The snapshot carries
+    ``run_id`` so the result names this write's snapshot, not whoever committed last."""
     from pyspark.sql import functions as F
 
     from sparkext.iceberg.catalog import current_snapshot_summary
-    from sparkext.iceberg.errors import commit_conflicts
+    from sparkext.iceberg.commit import RUN_ID
+    from sparkext.iceberg.errors import spark_write
 
     insert = query.statement
     read_snapshot, _ = current_snapshot_summary(spark, query.sink)
     frame = sink_frame(spark, insert, query.sink)
-    writer = frame.writeTo(query.sink).option("isolation-level", "serializable")
+    writer = (
+        frame.writeTo(query.sink)
+        .option("isolation-level", "serializable")
+        .option(f"snapshot-property.{RUN_ID}", run_id)
+    )
     if read_snapshot is not None:
         writer = writer.option("validate-from-snapshot-id", str(read_snapshot))
     condition = insert.args["where"]
-    with commit_conflicts(
-        lambda message: (
-            f"another writer committed to {query.sink} while the backfill ran "
-            f"({message}); nothing was written: run the backfill again."
-        )
-    ):
+    with spark_write(query.sink, "the backfill", "run the backfill again"):
         writer.overwrite(F.expr(condition.sql(dialect="spark")))
 
 
@@ -143,8 +149,11 @@ def run_backfill(
                 BackfillResult(None, None, None, None, time.perf_counter() - began, frame)
             )
             continue
-        _write(spark, query)
-        snapshot_id, added, deleted = _last_commit(spark, query.sink)
+        from sparkext.iceberg.commit import new_run_id
+
+        run_id = new_run_id()
+        _write(spark, query, run_id)
+        snapshot_id, added, deleted = _commit_of_run(spark, query.sink, run_id)
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)
         )

@@ -1,0 +1,310 @@
+"""One commit layer for every sparkext writer that commits through Iceberg's Java API.
+
+Modelled on pyiceberg's ``table/update/validate.py`` and Iceberg's commit managers. An attempt:
+
+1. opens a transaction on a freshly refreshed table state (the *base*);
+2. walks the ancestry from the base back to the snapshot the plan read, raising when that
+   snapshot is no longer an ancestor (a rollback, or a commit to another branch);
+3. runs the writer's own checks over the snapshots committed since the plan;
+4. stages the writer's operations in the transaction (Iceberg's validations run here, against
+   the base), stamped with the run id in the snapshot summary;
+5. swaps the table from the base to the staged metadata with ONE compare-and-swap
+   (``TableOperations.commit(base, staged)``) — no hidden retry in between, so the checks of
+   step 3 hold for exactly the state the commit replaces.
+
+A lost race (``CommitFailedException``) discards what the attempt staged and starts over from
+step 1, a bounded number of times with back-off. Everything else is told apart by the Java
+exception class: a failed validation is a conflict (:class:`CommitConflictError`), an unknown
+commit state is :class:`CommitStateUnknownError` and never deletes anything (the commit may have
+landed), and any other failure keeps its cause for ``--verbose``. After a commit the new
+snapshot's parent is checked to be the base, and Spark's cached plans over the table are
+refreshed (as Iceberg's own procedures do).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkext.errors import CommitConflictError, CommitStateUnknownError
+from sparkext.iceberg.errors import java_exception_classes, translate
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RUN_ID = "sparkext.run-id"
+RETRIES_DEFAULT = 4
+_BACKOFF_MIN_S = 0.1
+_BACKOFF_MAX_S = 5.0
+
+
+def new_run_id() -> str:
+    """A fresh id that tags the snapshot one write makes (``sparkext.run-id`` in its summary)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A committed snapshot as the writers' checks see it (no JavaObjects outside this package)."""
+
+    snapshot_id: int
+    parent_id: int | None
+    sequence_number: int
+    operation: str | None
+    summary: Mapping[str, str]
+
+
+class Attempt:
+    """One try at a commit, handed to the writer's ``check`` and ``build`` functions.
+
+    ``table`` is the transaction's table (a JavaObject: only code of this package touches it);
+    ``since_plan`` the snapshots committed after the planned one, oldest first.
+    """
+
+    def __init__(self, txn: Any, since_plan: list[Any], summary: Mapping[str, str]):
+        self.txn = txn
+        self.table = txn.table()
+        self.java_since_plan = since_plan
+        self._summary = dict(summary)
+
+    @property
+    def since_plan(self) -> list[SnapshotInfo]:
+        return [_info(s) for s in self.java_since_plan]
+
+    def stamp(self, operation: Any) -> Any:
+        """Set the run's summary properties on a snapshot-producing operation."""
+        for key, value in self._summary.items():
+            operation = operation.set(key, value)
+        return operation
+
+
+def _info(snapshot: Any) -> SnapshotInfo:
+    parent = snapshot.parentId()
+    operation = snapshot.operation()
+    return SnapshotInfo(
+        snapshot_id=int(snapshot.snapshotId()),
+        parent_id=int(parent) if parent is not None else None,
+        sequence_number=int(snapshot.sequenceNumber()),
+        operation=str(operation) if operation is not None else None,
+        summary={str(k): str(v) for k, v in snapshot.summary().items()},
+    )
+
+
+def ancestors_between(metadata: Any, newest_id: int | None, oldest_exclusive: int | None):
+    """Snapshots from ``newest_id`` back to (not including) ``oldest_exclusive``, newest first.
+
+    Raises :class:`CommitConflictError` when ``oldest_exclusive`` is not an ancestor of
+    ``newest_id`` (the walk reached the root or an expired parent without meeting it): the table
+    was rolled back, or the planned snapshot belongs to another branch. ``oldest_exclusive=None``
+    (the plan read an empty table) walks to the root.
+    """
+    chain = []
+    current = newest_id
+    while current is not None and current != oldest_exclusive:
+        snapshot = metadata.snapshot(current)
+        if snapshot is None:
+            break
+        chain.append(snapshot)
+        parent = snapshot.parentId()
+        current = int(parent) if parent is not None else None
+    if oldest_exclusive is not None and current != oldest_exclusive:
+        raise _NotAnAncestor(oldest_exclusive)
+    return chain
+
+
+class _NotAnAncestor(Exception):
+    def __init__(self, snapshot_id: int):
+        super().__init__(snapshot_id)
+        self.snapshot_id = snapshot_id
+
+
+@dataclass
+class CommitRequest:
+    """What a writer asks the commit layer to do.
+
+    ``build`` stages the operations in ``attempt.txn`` (calling ``commit()`` on each pending
+    update, after ``attempt.stamp``); ``check`` raises :class:`CommitConflictError` when a
+    snapshot committed since the plan makes this commit wrong. Both may run several times.
+    ``what`` names the change for error sentences ("this batch", "the conversion").
+    """
+
+    table_name: str
+    planned_snapshot_id: int | None
+    build: Callable[[Attempt], None]
+    what: str
+    rerun_hint: str
+    check: Callable[[Attempt], None] = lambda attempt: None
+    summary: Mapping[str, str] = field(default_factory=dict)
+    run_id: str = field(default_factory=new_run_id)
+    retries: int = RETRIES_DEFAULT
+
+
+@dataclass(frozen=True)
+class Committed:
+    snapshot_id: int
+    run_id: str
+    attempts: int
+
+
+def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Committed:
+    """Commit ``request`` to ``java_table`` (see the module docstring); return the new snapshot."""
+    jvm = spark._jvm
+    ops = java_table.operations()
+    summary = {**request.summary, RUN_ID: request.run_id}
+    last_race: BaseException | None = None
+    for attempt_number in range(1, request.retries + 2):
+        txn = jvm.org.apache.iceberg.Transactions.newTransaction(request.table_name, ops)
+        base = txn.startMetadata()
+        base_current = base.currentSnapshot()
+        base_id = int(base_current.snapshotId()) if base_current is not None else None
+        try:
+            since = ancestors_between(base, base_id, request.planned_snapshot_id)
+        except _NotAnAncestor as missing:
+            raise CommitConflictError(
+                f"Snapshot {missing.snapshot_id} that {request.what} was planned from is no "
+                f"longer an ancestor of {request.table_name}'s current state (rolled back, or "
+                f"replaced); nothing was committed: {request.rerun_hint}."
+            ) from None
+        since.reverse()
+        attempt = Attempt(txn, since, summary)
+        request.check(attempt)
+        try:
+            request.build(attempt)
+        except Exception as error:
+            raise _classified(error, request) from error
+        staged = txn.currentMetadata()
+        try:
+            _swap(ops, base, staged)
+        except Exception as error:
+            classes = java_exception_classes(error)
+            if _is(classes, "CommitFailedException") and not _is(
+                classes, "CommitStateUnknownException"
+            ):
+                _discard_staged(ops, base, staged)  # definitely not committed
+                last_race = error
+                _sleep(attempt_number)
+                continue
+            raise _classified(error, request) from error
+        snapshot = staged.currentSnapshot()
+        snapshot_id = int(snapshot.snapshotId())
+        parent = snapshot.parentId()
+        if (int(parent) if parent is not None else None) != base_id:  # pragma: no cover
+            raise CommitConflictError(
+                f"The snapshot {snapshot_id} written for {request.what} does not follow the "
+                f"state it was checked against ({base_id}); check {request.table_name}'s history."
+            )
+        java_table.refresh()
+        refresh_spark_cache(spark, request.table_name)
+        return Committed(snapshot_id, request.run_id, attempt_number)
+    raise CommitConflictError(
+        f"Other writers kept committing to {request.table_name} while {request.what} was being "
+        f"committed ({request.retries + 1} attempts); nothing was committed: "
+        f"{request.rerun_hint}."
+    ) from last_race
+
+
+def _swap(ops: Any, base: Any, staged: Any) -> None:
+    """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses."""
+    ops.commit(base, staged)
+
+
+def _is(classes: list[str], simple_name: str) -> bool:
+    return any(c.rsplit(".", 1)[-1] == simple_name for c in classes)
+
+
+def _classified(error: BaseException, request: CommitRequest) -> BaseException:
+    """The one sentence for an error raised while staging or committing."""
+    from sparkext.errors import SparkextError
+    from sparkext.iceberg.errors import spark_message
+
+    if isinstance(error, SparkextError):
+        return error
+    classes = java_exception_classes(error)
+    message = spark_message(error) or str(error)
+    if _is(classes, "CommitStateUnknownException"):
+        return CommitStateUnknownError(
+            f"The catalog could not say whether {request.what} was committed to "
+            f"{request.table_name} ({message}); no file was deleted: look for snapshot "
+            f"property {RUN_ID} = '{request.run_id}' in {request.table_name}'s snapshots "
+            "before running again."
+        )
+    if _is(classes, "ValidationException") or _is(classes, "CommitFailedException"):
+        return CommitConflictError(
+            f"Another writer changed {request.table_name} in a way that conflicts with "
+            f"{request.what} ({message}); nothing was committed: {request.rerun_hint}."
+        )
+    return translate(error) or error
+
+
+def _sleep(attempt_number: int) -> None:
+    delay = min(_BACKOFF_MAX_S, _BACKOFF_MIN_S * 2 ** (attempt_number - 1))
+    time.sleep(delay * (0.5 + random.random()))
+
+
+def _discard_staged(ops: Any, base: Any, staged: Any) -> None:
+    """Delete the manifest lists and manifests an attempt wrote that no commit references.
+
+    Only after a definite failure (the catalog refused the swap): the staged snapshots are not
+    in the table, and the manifests written for them carry their snapshot id.
+    """
+    import contextlib
+
+    io = ops.io()
+    known = {int(s.snapshotId()) for s in base.snapshots()}
+    for snapshot in staged.snapshots():
+        snapshot_id = int(snapshot.snapshotId())
+        if snapshot_id in known:
+            continue
+        with contextlib.suppress(Exception):  # a leftover is an orphan, never a corruption
+            for manifest in _iterate(snapshot.allManifests(io)):
+                if manifest.snapshotId() is not None and int(manifest.snapshotId()) == snapshot_id:
+                    io.deleteFile(manifest.path())
+            io.deleteFile(snapshot.manifestListLocation())
+
+
+def _iterate(java_iterable: Any) -> Iterator[Any]:
+    iterator = java_iterable.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
+
+
+def refresh_spark_cache(spark: SparkSession, table_name: str) -> None:
+    """Re-cache Spark's cached plans that read ``table_name`` (``CACHE TABLE`` and friends)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):  # a cache refresh must never fail a commit
+        session = spark._jsparkSession
+        plan = session.table(table_name).queryExecution().analyzed()
+        while plan.getClass().getSimpleName() == "SubqueryAlias":
+            plan = plan.child()
+        session.sharedState().cacheManager().recacheByPlan(session, plan)
+
+
+def snapshot_with_run_id(
+    spark: SparkSession, table_name: str, run_id: str, limit: int = 1000
+) -> int | None:
+    """The snapshot of the current ancestry whose summary carries ``run_id`` (a Spark write's)."""
+    from sparkext.iceberg.catalog import _java_table
+
+    table = _java_table(spark, table_name)
+    table.refresh()
+    snapshot = table.currentSnapshot()
+    seen = 0
+    while snapshot is not None and seen < limit:
+        if str(snapshot.summary().get(RUN_ID)) == run_id:
+            return int(snapshot.snapshotId())
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+        seen += 1
+    return None
+
+
+def snapshot_facts(spark: SparkSession, table_name: str, snapshot_id: int) -> SnapshotInfo:
+    """Summary and ids of one snapshot, from table metadata."""
+    from sparkext.iceberg.catalog import _java_table
+
+    return _info(_java_table(spark, table_name).snapshot(snapshot_id))

@@ -1,0 +1,343 @@
+"""The one commit layer (sparkext/iceberg/commit.py) under races, unknown states and failures.
+
+The competing commits here land INSIDE our commit: after our checks ran and before the
+catalog's compare-and-swap, which is the window an injected-before-commit test cannot see.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sparkext
+from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
+from tests.spark.test_rewrite_equality_deletes import Workload, call, create, live_files, rows
+
+
+def _old_sequence_compaction(spark, table_name: str) -> None:
+    """Rewrite one base data file into a copy that keeps its data sequence number (1)."""
+    from tests.helpers.iceberg import java_table
+
+    jvm = spark._jvm
+    table = java_table(spark, table_name)
+    tasks = table.newScan().planFiles().iterator()
+    old = tasks.next().file()
+    while int(old.dataSequenceNumber()) != 1:
+        old = tasks.next().file()
+    copy = (
+        jvm.org.apache.iceberg.DataFiles.builder(table.spec())
+        .copy(old)
+        .withPath(old.location() + ".copy.parquet")
+        .build()
+    )
+    with open(old.location(), "rb") as src, open(copy.location(), "wb") as dst:
+        dst.write(src.read())
+    removed, added = jvm.java.util.HashSet(), jvm.java.util.HashSet()
+    removed.add(old)
+    added.add(copy)
+    table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()
+
+
+def test_compaction_inside_the_commit_window_is_a_conflict(spark, table_name, monkeypatch):
+    """The compaction lands after our checks passed: the swap fails, the next attempt's checks
+    see it, and nothing resurrects (Iceberg's own retry would have committed on top of it)."""
+    from sparkext.iceberg.delete_files import DeleteTable
+
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=31)
+    work.load()
+    work.commit(1)
+    original = DeleteTable._check_no_new_dvs
+    raced = []
+
+    def check_then_race(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if not raced:
+            raced.append(1)
+            _old_sequence_compaction(spark, table_name)
+
+    monkeypatch.setattr(DeleteTable, "_check_no_new_dvs", check_then_race)
+    before = live_files(spark, table_name, 2)
+    with pytest.raises(CommitConflictError, match="rewrote data files"):
+        call(table_name)
+    assert raced
+    assert live_files(spark, table_name, 2) == before
+    assert rows(spark, table_name) == work.expected()
+
+
+def _unknown_state(spark):
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    cause = jvm.java.lang.RuntimeException("connection reset by the catalog")
+    java = jvm.org.apache.iceberg.exceptions.CommitStateUnknownException(cause)
+    error = Py4JJavaError("An error occurred while calling o1.commit.\n", java)
+    return error
+
+
+def _swap_then_unknown(spark, monkeypatch):
+    """The catalog applies the commit, then the answer is lost."""
+    import sparkext.iceberg.commit as layer
+
+    real = layer._swap
+
+    def swap(ops, base, staged):
+        real(ops, base, staged)
+        raise _unknown_state(spark)
+
+    monkeypatch.setattr(layer, "_swap", swap)
+
+
+def _missing_files(spark, table_name: str) -> list[str]:
+    paths = [
+        r.file_path for r in spark.table(f"{table_name}.all_files").select("file_path").collect()
+    ]
+    return [p for p in paths if not Path(p.removeprefix("file:")).exists()]
+
+
+def test_unknown_commit_state_deletes_nothing_rewrite(spark, table_name, monkeypatch):
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=32)
+    work.load()
+    work.commit(1)
+    _swap_then_unknown(spark, monkeypatch)
+    with pytest.raises(CommitStateUnknownError) as caught:
+        call(table_name)
+    message = str(caught.value)
+    assert "\n" not in message and "no file was deleted" in message
+    assert "sparkext.run-id" in message
+    # the commit did land: every file it references must still be there, rows unchanged
+    assert _missing_files(spark, table_name) == []
+    assert live_files(spark, table_name, 2) == 0
+    assert rows(spark, table_name) == work.expected()
+
+
+def test_unknown_commit_state_deletes_nothing_ingest(spark, table_name, tmp_path, monkeypatch):
+    from tests.spark.test_ingest_cdc import events, land
+
+    source = tmp_path / "landing"
+    checkpoint = tmp_path / "checkpoint"
+    land(source, "b0.json", events(("c", 1, 1, "a"), ("c", 2, 2, "b")))
+    _swap_then_unknown(spark, monkeypatch)
+    with pytest.raises(CommitStateUnknownError):
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{source}', "
+            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+        )
+    assert _missing_files(spark, table_name) == []
+    got = sorted(tuple(r) for r in spark.table(table_name).select("id", "name").collect())
+    assert got == [(1, "a"), (2, "b")]
+
+
+def test_lost_race_retries_and_leaves_no_staged_metadata(spark, table_name, monkeypatch):
+    """Another writer commits between our staging and our swap: the swap is refused, what the
+    attempt staged is deleted, and the next attempt commits on the new state."""
+    import sparkext.iceberg.commit as layer
+
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=33)
+    work.load()
+    work.commit(1)
+    real = layer._swap
+    attempts = []
+
+    def swap(ops, base, staged):
+        attempts.append(1)
+        if len(attempts) == 1:  # an unrelated append wins the race
+            spark.sql(f"INSERT INTO {table_name} VALUES ('zz', 999, 1, 'p9')")
+        real(ops, base, staged)
+
+    monkeypatch.setattr(layer, "_swap", swap)
+    result = call(table_name)
+    assert len(attempts) == 2 and result.equality_delete_files_removed == 1
+    assert ("zz", 999, 1, "p9") in rows(spark, table_name)
+    location = Path(
+        spark.sql(f"DESCRIBE TABLE EXTENDED {table_name}")
+        .where("col_name = 'Location'")
+        .first()
+        .data_type.removeprefix("file:")
+    )
+    referenced = {
+        Path(r.path.removeprefix("file:")).name
+        for r in spark.table(f"{table_name}.all_manifests").select("path").collect()
+    } | {
+        Path(r.manifest_list.removeprefix("file:")).name
+        for r in spark.table(f"{table_name}.snapshots").select("manifest_list").collect()
+    }
+    on_disk = {p.name for p in (location / "metadata").iterdir() if p.suffix == ".avro"}
+    assert on_disk == referenced  # the refused attempt's manifests are gone
+
+
+def test_planned_snapshot_rolled_back_is_a_conflict(spark, table_name, monkeypatch):
+    from sparkext.iceberg.delete_files import DeleteTable
+
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=34)
+    work.load()
+    first = spark.table(f"{table_name}.snapshots").agg({"committed_at": "max"}).first()[0]
+    first_id = (
+        spark.table(f"{table_name}.snapshots")
+        .where(f"committed_at = '{first}'")
+        .first()
+        .snapshot_id
+    )
+    work.commit(1)
+    original = DeleteTable.commit
+
+    def rolled_back(self, *args, **kwargs):
+        catalog, *rest = table_name.split(".")
+        spark.sql(f"CALL {catalog}.system.rollback_to_snapshot('{'.'.join(rest)}', {first_id})")
+        spark.sql(f"INSERT INTO {table_name} VALUES ('new', 1, 1, 'p1')")  # a new branch of history
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeleteTable, "commit", rolled_back)
+    with pytest.raises(CommitConflictError, match="no longer an ancestor"):
+        call(table_name)
+
+
+def test_commit_to_a_cached_table_refreshes_the_cache(spark, table_name, tmp_path):
+    from tests.spark.test_ingest_cdc import events, land
+
+    source = tmp_path / "landing"
+    checkpoint = tmp_path / "checkpoint"
+    ingest = (
+        f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{source}', "
+        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+    )
+    land(source, "b0.json", events(("c", 1, 1, "a")))
+    sparkext.sql(ingest)
+    spark.sql(f"CACHE TABLE {table_name}")
+    try:
+        assert spark.table(table_name).count() == 1
+        land(source, "b1.json", events(("c", 2, 2, "b"), ("u", 1, 3, "A")))
+        sparkext.sql(ingest)
+        query = f"SELECT id, name FROM {table_name}"
+        assert sorted(tuple(r) for r in spark.sql(query).collect()) == [
+            (1, "A"),
+            (2, "b"),
+        ]
+    finally:
+        spark.sql(f"UNCACHE TABLE IF EXISTS {table_name}")
+
+
+def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
+    """A user's function failing inside a backfill is that failure, with its cause chained."""
+    from sparkext.streaming.backfill import run_backfill
+
+    sink = "lake.test.commit_layer_sink"
+    source = "lake.test.commit_layer_source"
+    spark.sql(f"DROP TABLE IF EXISTS {sink}")
+    spark.sql(f"DROP TABLE IF EXISTS {source}")
+    spark.sql(f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg")
+    spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        job = f"""
+        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
+          WITH ('connector' = 'iceberg');
+        INSERT INTO {sink}
+        SELECT window_start, window_end, count(*) + CAST('not a number' AS BIGINT)
+        FROM TABLE(TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+        GROUP BY window_start, window_end;
+        """
+        with pytest.raises(SparkextError) as caught:
+            run_backfill(spark, job, "2026-01-01 00:00:00", "2026-01-01 00:10:00")
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+    assert not isinstance(caught.value, CommitConflictError)
+    assert "another writer" not in str(caught.value).lower()
+    assert caught.value.__cause__ is not None  # --verbose can show it
+
+
+def test_backfill_reports_its_own_snapshot_not_the_next_writers(spark, monkeypatch):
+    import sparkext.streaming.backfill as backfill
+
+    sink = "lake.test.commit_layer_sink2"
+    source = "lake.test.commit_layer_source2"
+    spark.sql(f"DROP TABLE IF EXISTS {sink}")
+    spark.sql(f"DROP TABLE IF EXISTS {source}")
+    spark.sql(f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg")
+    spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
+    job = f"""
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
+      WITH ('connector' = 'iceberg');
+    INSERT INTO {sink}
+    SELECT window_start, window_end, count(*)
+    FROM TABLE(TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+    GROUP BY window_start, window_end;
+    """
+    real = backfill._write
+
+    def write_then_someone_else(spark_, query, *args):
+        real(spark_, query, *args)
+        spark.sql(
+            f"INSERT INTO {sink} VALUES (TIMESTAMP '2030-01-01 00:00:00', "
+            "TIMESTAMP '2030-01-01 00:01:00', 7)"
+        )
+
+    monkeypatch.setattr(backfill, "_write", write_then_someone_else)
+    _, results = backfill.run_backfill(spark, job, "2026-01-01 00:00:00", "2026-01-01 00:10:00")
+    (result,) = results
+    ours = (
+        spark.table(f"{sink}.snapshots")
+        .where(f"snapshot_id = {result.snapshot_id}")
+        .select("summary")
+        .first()
+    )
+    assert ours is not None and "sparkext.run-id" in ours.summary
+    newest = spark.sql(
+        f"SELECT snapshot_id FROM {sink}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).first()
+    assert result.snapshot_id != newest.snapshot_id
+    assert result.rows_added == 1
+
+
+def test_cdc_progress_without_a_position_is_none_not_the_string(spark, table_name):
+    """A commit of ours without a max position (e.g. a truncate-only batch) must not turn into
+    the string 'None', which sorts below every real position."""
+    from sparkext.iceberg.cdc_table import BATCH_ID, CHECKPOINT_ID, CdcTable
+    from tests.helpers.iceberg import java_table
+
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT NOT NULL, v STRING) USING iceberg")
+    table = java_table(spark, table_name)
+    table.newFastAppend().set(CHECKPOINT_ID, "ck").set(BATCH_ID, "0").commit()
+    progress = CdcTable(spark, table_name).progress("ck")
+    assert progress.max_position is None
+    assert progress.batches == {"ck": 0}
+
+
+def test_failed_cdc_write_job_leaves_no_files(spark, table_name, tmp_path, monkeypatch):
+    """A batch whose writing job fails leaves none of its files (the tasks that finished and
+    the task that failed)."""
+    import sparkext.cdc.ingest as ingest
+    from tests.spark.test_ingest_cdc import events, land
+
+    source = tmp_path / "landing"
+    checkpoint = tmp_path / "checkpoint"
+    land(source, "b0.json", events(*[("c", i, i, "x") for i in range(1, 50)]))
+    real = ingest.file_writer
+
+    def failing_writer(*args, **kwargs):
+        write = real(*args, **kwargs)
+
+        def run(batches):
+            yield from write(batches)
+            raise RuntimeError("disk full")  # after the task's files were closed and reported
+
+        return run
+
+    monkeypatch.setattr(ingest, "file_writer", failing_writer)
+    with pytest.raises(Exception):  # noqa: B017 - any error: the point is what is left behind
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{source}', "
+            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+        )
+    data = [
+        p
+        for p in Path(str(spark.conf.get("spark.sql.catalog.lake.warehouse"))).rglob(
+            "cdc-*.parquet"
+        )
+        if table_name.rsplit(".", 1)[-1] + "/" in str(p)
+    ]
+    assert data == []
