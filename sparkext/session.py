@@ -6,6 +6,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
 ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_JAR_ENV = "SPARKEXT_ICEBERG_JAR"
 SUPPORTED_JAVA = (17, 21)
+WORKER_PYTHON = "spark.pyspark.python"
+WORKER_PYTHON_ENV = "PYSPARK_PYTHON"
 _SHORTCUTS = {
     "master": "spark.master",
     "app_name": "spark.app.name",
@@ -87,8 +92,49 @@ def iceberg_jars(conf: dict[str, str], environ: dict[str, str] | None = None) ->
     return out
 
 
+def worker_python(conf: dict[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Make local executors run this interpreter unless the user chose one.
+
+    PySpark's workers otherwise run ``python3`` from PATH, which outside an activated venv (pipx,
+    cron, IDEs, systemd, ``venv/bin/python job.py``) lacks pyarrow and sparkext. The user's
+    ``spark.pyspark.python`` or ``$PYSPARK_PYTHON`` wins; on a cluster the executors' Python is
+    theirs to set (README, conf/cluster.conf.example).
+
+    >>> worker_python({"spark.master": "local[2]"}, {})["spark.pyspark.python"] == sys.executable
+    True
+    >>> worker_python({"spark.master": "yarn"}, {})
+    {'spark.master': 'yarn'}
+    """
+    environ = os.environ if environ is None else environ
+    out = dict(conf)
+    chosen = out.get(WORKER_PYTHON) or environ.get(WORKER_PYTHON_ENV)
+    if not chosen and out.get("spark.master", "").startswith("local") and sys.executable:
+        out[WORKER_PYTHON] = sys.executable
+    return out
+
+
+@contextmanager
+def _worker_python_env(python: str | None) -> Iterator[None]:
+    """Hand ``spark.pyspark.python`` to PySpark, which reads only $PYSPARK_PYTHON when it starts."""
+    if not python:
+        yield
+        return
+    saved = os.environ.get(WORKER_PYTHON_ENV)
+    os.environ[WORKER_PYTHON_ENV] = python
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(WORKER_PYTHON_ENV, None)
+        else:
+            os.environ[WORKER_PYTHON_ENV] = saved
+
+
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
-    """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse)."""
+    """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse).
+
+    In local mode the executors' Python is this interpreter unless set (see ``worker_python``).
+    """
     conf = load_defaults(resource_dir("conf"))
     for key, value in overrides.items():
         spark_key = _SHORTCUTS.get(key, key)
@@ -100,7 +146,7 @@ def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
         if spark_key.endswith(".warehouse"):
             value = str(Path(str(value)).resolve()) if "://" not in str(value) else value
         conf[spark_key] = "true" if value is True else "false" if value is False else str(value)
-    return iceberg_jars(conf)
+    return worker_python(iceberg_jars(conf))
 
 
 def session(**overrides: Any) -> SparkSession:
@@ -123,6 +169,7 @@ def session(**overrides: Any) -> SparkSession:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _worker_python_env(conf.get(WORKER_PYTHON)):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKEXT_LOG_LEVEL", "ERROR"))
     return spark

@@ -1,9 +1,14 @@
-"""House style is part of the suite: ruff lint and format must be clean."""
+"""House style is part of the suite: ruff lint and format must be clean.
+
+ruff runs from the interpreter running the tests (``python -m ruff``), not from PATH, so the
+suite passes from ``.venv/bin/python -m pytest`` without an activated venv.
+"""
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,15 +16,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("command", [["check"], ["format", "--check"]])
-def test_ruff(command):
-    ruff = shutil.which("ruff")
-    assert ruff, "ruff is part of the test extra: pip install -e '.[test]'"
-    done = subprocess.run(
-        [ruff, *command, "sparkext", "tests", "benchmarks"],
+def run_ruff(*args: str) -> subprocess.CompletedProcess[str]:
+    assert importlib.util.find_spec("ruff"), "ruff is part of the test extra; run bash .ci/setup"
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]])
+def test_ruff(command):
+    done = run_ruff(*command, "sparkext", "tests", "benchmarks")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_is_found_without_an_activated_venv(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ruff, no venv bin/ on PATH
+    done = run_ruff("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ruff ")
