@@ -1,0 +1,183 @@
+"""Installs and runs wherever Python does, tried in fresh processes.
+
+A venv's interpreter run by path (pipx, cron, IDEs, systemd) has no venv on PATH: the executors
+must still run it, not ``python3`` from PATH. And ``.ci/setup`` must work from a PEP 668 system
+Python with no activated venv, and do nothing the second time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Each run: set env, start a session with conf, run a mapInArrow that imports pyarrow on the
+# executor (as ingest_cdc's writers do), print which Python ran it, stop.
+SCRIPT = """
+import json, os, sys
+import sparkext
+
+def where(batches):
+    import sys
+    import pyarrow as pa
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"python": [sys.executable] * batch.num_rows})
+
+for run in json.loads(sys.argv[2]):
+    os.environ.update(run.get("env", {}))
+    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1], **run.get("conf", {}))
+    python = spark.range(1).mapInArrow(where, "python string").first().python
+    print(json.dumps({"python": python, "env": os.environ.get("PYSPARK_PYTHON")}), flush=True)
+    spark.stop()
+"""
+
+
+def script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def without_venv(tmp_path: Path) -> dict[str, str]:
+    """This environment as cron would give it: no venv, and a `python3` first on PATH that fails."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("python3", "python"):
+        script(bin_dir / name, "echo 'wrong interpreter' >&2; exit 1")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_sessions(tmp_path: Path, env: dict[str, str], runs: list[dict]) -> list[dict]:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "wh"), json.dumps(runs)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.slow
+def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_path):
+    env = without_venv(tmp_path)
+    (result,) = run_sessions(tmp_path, env, [{}])
+    assert result == {"python": sys.executable, "env": None}  # PYSPARK_PYTHON restored
+
+
+@pytest.mark.slow
+def test_the_users_choice_of_executor_python_is_respected(tmp_path):
+    env = without_venv(tmp_path)
+    chosen = [
+        script(
+            tmp_path / f"python-{n}", f'touch "{tmp_path}/ran-{n}"; exec "{sys.executable}" "$@"'
+        )
+        for n in ("conf", "env")
+    ]
+    results = run_sessions(
+        tmp_path,
+        env,
+        [{"conf": {"spark.pyspark.python": chosen[0]}}, {"env": {"PYSPARK_PYTHON": chosen[1]}}],
+    )
+    assert [r["python"] for r in results] == [sys.executable, sys.executable]
+    assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
+    assert (tmp_path / "ran-env").exists()
+    assert [r["env"] for r in results] == [None, chosen[1]]
+
+
+# A project that .ci/setup can install offline in seconds: an in-tree build backend (no build
+# requirements to download) making an editable wheel whose .pth adds the project directory, where
+# stub sparkext, pyspark and pytest modules stand in for the real ones.
+STUB_PYPROJECT = """
+[build-system]
+requires = []
+build-backend = "backend"
+backend-path = ["."]
+
+[project]
+name = "stub"
+version = "0"
+"""
+STUB_BACKEND = """
+import base64, hashlib, os, zipfile
+
+def _wheel(directory, *args, **kwargs):
+    name = "stub-0-py3-none-any.whl"
+    files = {
+        "stub.pth": os.path.abspath(".") + "\\n",
+        "stub-0.dist-info/METADATA": "Metadata-Version: 2.1\\nName: stub\\nVersion: 0\\n"
+        "Provides-Extra: test\\n",
+        "stub-0.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: stub\\n"
+        "Root-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    record = []
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as wheel:
+        for path, text in files.items():
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{path},sha256={digest.decode()},{len(data)}")
+            wheel.writestr(path, data)
+        record.append("stub-0.dist-info/RECORD,,")
+        wheel.writestr("stub-0.dist-info/RECORD", "\\n".join(record))
+    return name
+
+build_wheel = build_editable = _wheel
+"""
+
+
+def system_python() -> str:
+    """A Python >= 3.10 with venv: the Debian one (PEP 668) when there is one, else our base."""
+    probe = "import ensurepip, sys, venv; sys.exit(sys.version_info < (3, 10))"
+    for python in ("/usr/bin/python3", getattr(sys, "_base_executable", sys.executable)):
+        if Path(python).exists() and subprocess.run([python, "-c", probe]).returncode == 0:
+            return python
+    pytest.skip("no Python >= 3.10 with venv and ensurepip to build a venv from")
+
+
+@pytest.mark.slow
+def test_setup_makes_a_venv_from_the_system_python_and_then_does_nothing(tmp_path):
+    project = tmp_path / "project"
+    (project / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "setup", project / ".ci" / "setup")
+    (project / "pyproject.toml").write_text(STUB_PYPROJECT)
+    (project / "backend.py").write_text(STUB_BACKEND)
+    for module in ("sparkext", "pyspark", "pytest"):
+        (project / f"{module}.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    python = system_python()
+    env.update(SPARKEXT_PYTHON=python, PIP_NO_INDEX="1")
+
+    def setup() -> str:
+        done = subprocess.run(
+            ["bash", ".ci/setup"], cwd=project, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "installing sparkext" in setup()
+    venv_python = project / ".venv" / "bin" / "python"
+    imported = subprocess.run(
+        [str(venv_python), "-I", "-c", "import sparkext, pyspark, pytest"], cwd=tmp_path
+    )
+    assert imported.returncode == 0  # installed into the venv, not the system Python
+    assert f"home = {Path(python).parent}\n" in (project / ".venv" / "pyvenv.cfg").read_text()
+    assert "installing" not in setup()  # the second run is a no-op
+    with (project / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("# changed\n")
+    assert "installing sparkext" in setup()  # changed dependencies: installed again
+    venv_python.unlink()
+    assert "installing sparkext" in setup()  # a broken venv is rebuilt
+    assert venv_python.exists()
