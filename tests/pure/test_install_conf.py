@@ -1,4 +1,7 @@
-"""Installs and runs wherever Python does: the README's commands, CI, the executors' Python."""
+"""Installs and runs wherever Python does: the README's commands, CI, the executors' Python.
+
+The end-to-end half (fresh processes, .ci/setup on a stub project) is tests/spark/test_install.py.
+"""
 
 from __future__ import annotations
 
