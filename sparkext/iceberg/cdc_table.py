@@ -462,11 +462,17 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
     jvm = spark._jvm
     values = json.loads(metrics)
 
+    guava = jvm.org.apache.iceberg.relocated.com.google.common
+
     def longs(name: str):
-        out = jvm.java.util.HashMap()
+        # py4j hands small Python ints to Java as Integer (and every Long back as an int), so
+        # the values cross as strings and become Longs inside the JVM
+        strings = jvm.java.util.HashMap()
         for key, value in (values.get(name) or {}).items():
-            out.put(jvm.java.lang.Integer.valueOf(int(key)), jvm.java.lang.Long.valueOf(int(value)))
-        return out
+            strings.put(jvm.java.lang.Integer.valueOf(int(key)), str(int(value)))
+        return guava.collect.Maps.newHashMap(
+            guava.collect.Maps.transformValues(strings, guava.primitives.Longs.stringConverter())
+        )
 
     def buffers(name: str):
         out = jvm.java.util.HashMap()
@@ -478,7 +484,7 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
         return out
 
     return iceberg.Metrics(
-        jvm.java.lang.Long.valueOf(int(values["record_count"])),
+        guava.primitives.Longs.stringConverter().convert(str(int(values["record_count"]))),
         longs("column_sizes"),
         longs("value_counts"),
         longs("null_value_counts"),

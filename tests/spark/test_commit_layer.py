@@ -229,7 +229,10 @@ def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
     source = "lake.test.commit_layer_source"
     spark.sql(f"DROP TABLE IF EXISTS {sink}")
     spark.sql(f"DROP TABLE IF EXISTS {source}")
-    spark.sql(f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg")
+    spark.sql(
+        f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg "
+        "TBLPROPERTIES ('sparkext.event-time-column'='ts')"
+    )
     spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
     spark.conf.set("spark.sql.ansi.enabled", "true")
     try:
@@ -257,7 +260,10 @@ def test_backfill_reports_its_own_snapshot_not_the_next_writers(spark, monkeypat
     source = "lake.test.commit_layer_source2"
     spark.sql(f"DROP TABLE IF EXISTS {sink}")
     spark.sql(f"DROP TABLE IF EXISTS {source}")
-    spark.sql(f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg")
+    spark.sql(
+        f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg "
+        "TBLPROPERTIES ('sparkext.event-time-column'='ts')"
+    )
     spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
     job = f"""
     CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
@@ -341,3 +347,74 @@ def test_failed_cdc_write_job_leaves_no_files(spark, table_name, tmp_path, monke
         if table_name.rsplit(".", 1)[-1] + "/" in str(p)
     ]
     assert data == []
+
+
+def test_executor_metrics_equal_icebergs_footer_metrics(spark, table_name, tmp_path):
+    """The metrics a writer task computes are the ones Iceberg would read from the footer."""
+    import decimal
+    from datetime import date, datetime, timezone
+
+    import pyarrow as pa
+
+    from sparkext.cdc.files import DATA, KIND, file_writer
+    from sparkext.iceberg.cdc_table import java_metrics
+    from tests.helpers.iceberg import java_table
+
+    spark.sql(
+        f"CREATE TABLE {table_name} (id BIGINT, i INT, s STRING, d DOUBLE, m DECIMAL(12, 2), "
+        "day DATE, ts TIMESTAMP, b BOOLEAN, raw BINARY) USING iceberg "
+        "TBLPROPERTIES ('write.metadata.metrics.column.s'='truncate(4)')"
+    )
+    table = java_table(spark, table_name)
+    ids = {str(f.name()): int(f.fieldId()) for f in table.schema().columns()}
+    arrow = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("i", pa.int32()),
+            ("s", pa.string()),
+            ("d", pa.float64()),
+            ("m", pa.decimal128(12, 2)),
+            ("day", pa.date32()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("b", pa.bool_()),
+            ("raw", pa.binary()),
+            (KIND, pa.int32()),
+        ]
+    )
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "id": [3, -7, None],
+            "i": [1, 2, 3],
+            "s": ["user_000123456789", "ünïcode-long-value", None],
+            "d": [1.5, float("nan"), -0.0],
+            "m": [decimal.Decimal("12.34"), decimal.Decimal("-0.01"), None],
+            "day": [date(1970, 1, 1), date(2026, 11, 21), None],
+            "ts": [datetime(2026, 1, 1, tzinfo=timezone.utc), None, None],
+            "b": [True, False, None],
+            "raw": [b"\x00\xff", b"abc", None],
+            KIND: [DATA] * 3,
+        },
+        schema=arrow,
+    )
+    properties = {k: v for k, v in table.properties().items() if k.startswith("write.metadata")}
+    write = file_writer(str(tmp_path), ids, "metrics-test", (), properties)
+    (out,) = list(write(iter([batch])))
+    row = out.to_pylist()[0]
+    assert row["metrics"] is not None
+    ours = java_metrics(spark, table, row["path"], row["metrics"])
+    theirs = java_metrics(spark, table, row["path"], None)  # Iceberg reads the footer
+    assert ours.recordCount() == theirs.recordCount() == 3
+    for name in (
+        "columnSizes",
+        "valueCounts",
+        "nullValueCounts",
+        "nanValueCounts",
+        "lowerBounds",
+        "upperBounds",
+    ):
+        # Map.equals: same keys, Long values (not Integer), equal ByteBuffer contents
+        assert getattr(ours, name)().equals(getattr(theirs, name)()), (
+            name,
+            str(getattr(ours, name)()),
+            str(getattr(theirs, name)()),
+        )
