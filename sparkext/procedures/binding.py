@@ -96,10 +96,16 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
     elif expected == ParamType.STRING_MAP:
         ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
         if ok:
+            nulls = [k for k, v in value.items() if v is None]
+            if nulls:
+                raise ProcedureArgumentError(
+                    f"{where} has a NULL value for key '{nulls[0]}'; "
+                    "give it a value or leave the key out."
+                )
             value = {k: _option_text(v) for k, v in value.items()}
     elif expected == ParamType.STRING_ARRAY:
         ok = isinstance(value, list)
-        value = [str(v) for v in value] if ok else value
+        value = [None if v is None else _option_text(v) for v in value] if ok else value
     else:  # pragma: no cover - every ParamType is handled above
         raise AssertionError(expected)
     if not ok:

@@ -6,9 +6,12 @@ A statement that is not ours reaches ``spark.sql`` byte for byte as the user wro
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from sqlglot.tokens import TokenType
 
 from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
 from sparkext.procedures.base import Context, Kind, Routine
@@ -89,19 +92,59 @@ def execute(
         raise translated from error
 
 
+def _stored_query(statement: Statement) -> str | None:
+    """How a statement keeps its query: ``"temp"`` for a temp view or ``CACHE TABLE`` (Spark
+    analyses the query's text again at every use), ``"persistent"`` for a catalog view, ``None``
+    for a statement that runs its query once (SELECT, INSERT, CREATE TABLE … AS)."""
+    kinds = [t.token_type for t in statement.tokens[:8]]
+    if not kinds:
+        return None
+    if kinds[0] == TokenType.CACHE or kinds[:2] == [TokenType.ALTER, TokenType.VIEW]:
+        return "temp"
+    if kinds[0] == TokenType.CREATE and TokenType.VIEW in kinds:
+        head = kinds[: kinds.index(TokenType.VIEW)]
+        if TokenType.TABLE not in head:
+            return "temp" if TokenType.TEMPORARY in head else "persistent"
+    return None
+
+
+def _kept_view_name(invocation: Invocation) -> str:
+    """A name that depends only on the call, so running the same statement again replaces the
+    view instead of adding one."""
+    call = ", ".join(f"{a.name} => {a.sql}" if a.name else a.sql for a in invocation.args)
+    digest = hashlib.sha1(f"{invocation.name}({call})".encode()).hexdigest()[:12]
+    return f"__sparkext_{invocation.name}_{digest}"
+
+
 def _expand_and_run(
     spark: SparkSession, statement: Statement, functions: list[Invocation], progress
 ) -> DataFrame:
-    """Replace each ``sparkext.f(...)`` by a temp view of its result, run, then drop the views."""
+    """Replace each ``sparkext.f(...)`` by a temp view of its result, run, then drop the views.
+
+    A temp view or ``CACHE TABLE`` over a function keeps the function's view (Spark reads it
+    each time the view is used): its rows are the function's result when the statement ran.
+    A catalog view cannot read a session's temp view and is refused.
+    """
+    stored = _stored_query(statement)
+    if stored == "persistent":
+        first = functions[0]
+        raise SparkextError(
+            f"A persistent view cannot read sparkext.{first.name}(...) (line {first.line}, "
+            f"column {first.column}): its result exists only in this Spark session; create "
+            "a TEMP VIEW, or store the rows with CREATE TABLE ... AS SELECT."
+        )
     pieces: list[str] = []
     views: list[str] = []
     cursor = statement.start
     try:
         for invocation in functions:
             frame = _run(spark, invocation, Kind.FUNCTION, progress)
-            view = f"__sparkext_{invocation.name}_{next(_view_ids)}"
+            if stored == "temp":
+                view = _kept_view_name(invocation)
+            else:
+                view = f"__sparkext_{invocation.name}_{next(_view_ids)}"
+                views.append(view)
             frame.createOrReplaceTempView(view)
-            views.append(view)
             pieces.append(statement.source[cursor : invocation.start])
             pieces.append(view)
             cursor = invocation.end

@@ -147,3 +147,39 @@ def test_timestamp_values_pass_through():
         lambda expressions: ["t", when],
     )
     assert bound["as_of"] == when
+
+
+LISTS = Routine(
+    name="lists",
+    doc="a routine with an array<string> parameter",
+    params=(
+        Param("names", ParamType.STRING_ARRAY, "names"),
+        Param("options", ParamType.STRING_MAP, "options", default={}),
+    ),
+    output=(OutputColumn("x", "bigint", "x"),),
+    run=lambda context, args: [],
+)
+
+
+def bind_lists(sql: str, values: list):
+    invocation = parse_call(split_statements(sql)[0])
+    return bind(LISTS, invocation.args, lambda expressions: values, lambda name: name)
+
+
+def test_a_null_inside_an_array_of_strings_stays_null():
+    bound = bind_lists("CALL sparkext.lists(names => array('a', NULL, 'b'))", [["a", None, "b"]])
+    assert bound["names"] == ["a", None, "b"]
+
+
+def test_array_elements_of_other_types_become_their_sql_text():
+    bound = bind_lists("CALL sparkext.lists(names => array(true, 2))", [[True, 2]])
+    assert bound["names"] == ["true", "2"]
+
+
+def test_a_null_map_value_is_refused_in_one_sentence():
+    with pytest.raises(ProcedureArgumentError) as caught:
+        bind_lists("CALL sparkext.lists(options => map('k', NULL))", [{"k": None}])
+    assert str(caught.value) == (
+        "Parameter 'options' of sparkext.lists has a NULL value for key 'k'; "
+        "give it a value or leave the key out."
+    )

@@ -138,3 +138,65 @@ def test_help_lists_every_routine_and_describes_one(spark):
 def test_empty_text_is_an_error(spark, text):
     with pytest.raises(sparkext.SparkextError, match="holds no statement"):
         sparkext.sql(text)
+
+
+def test_a_null_inside_an_array_argument_stays_null_through_spark(spark):
+    from sparkext.procedures.base import Param, ParamType, Routine
+    from sparkext.procedures.binding import bind, evaluator
+    from sparkext.routing.invocations import parse_call
+    from sparkext.routing.tokens import split_statements
+
+    routine = Routine(
+        name="lists",
+        doc="an array<string> parameter",
+        params=(Param("names", ParamType.STRING_ARRAY, "names"),),
+        output=(),
+        run=lambda context, args: [],
+    )
+    text = "CALL sparkext.lists(array('a', NULL, concat('b', 'c')))"
+    call = parse_call(split_statements(text)[0])
+    bound = bind(routine, call.args, evaluator(spark, routine), lambda name: name)
+    assert bound["names"] == ["a", None, "bc"]
+
+
+def kept_views(spark) -> list[str]:
+    views = spark.sql("SHOW VIEWS IN lake.test").where("isTemporary").collect()
+    return sorted(v.viewName for v in views if v.viewName.startswith("__sparkext_"))
+
+
+def test_a_temp_view_over_a_table_function_outlives_the_statement(spark):
+    create = (
+        "CREATE OR REPLACE TEMP VIEW health_params AS SELECT name FROM "
+        "sparkext.help('table_health') WHERE section = 'parameter'"
+    )
+    sparkext.sql(create)
+    for _ in range(2):  # the view is analysed again at every use
+        names = [r.name for r in sparkext.sql("SELECT * FROM health_params").collect()]
+        assert names == ["table", "options"]
+    sparkext.sql(create)  # the same call replaces its view: no pile-up
+    assert len(kept_views(spark)) == 1
+    spark.catalog.dropTempView("health_params")
+    for name in kept_views(spark):
+        spark.catalog.dropTempView(name)
+
+
+def test_cache_table_over_a_table_function(spark):
+    sparkext.sql("CACHE TABLE cached_help AS SELECT name, section FROM sparkext.help()")
+    for _ in range(2):
+        rows = sparkext.sql("SELECT section FROM cached_help WHERE name = 'table_health'")
+        assert [r.section for r in rows.collect()] == ["procedure, table function"]
+    spark.sql("UNCACHE TABLE cached_help")
+    spark.catalog.dropTempView("cached_help")
+    for name in kept_views(spark):
+        spark.catalog.dropTempView(name)
+
+
+def test_a_persistent_view_over_a_table_function_is_one_sentence(spark):
+    with pytest.raises(sparkext.SparkextError) as caught:
+        sparkext.sql("CREATE VIEW lake.test.routines AS\nSELECT * FROM sparkext.help()")
+    assert str(caught.value) == (
+        "A persistent view cannot read sparkext.help(...) (line 2, column 15): its result "
+        "exists only in this Spark session; create a TEMP VIEW, or store the rows with "
+        "CREATE TABLE ... AS SELECT."
+    )
+    assert kept_views(spark) == []
