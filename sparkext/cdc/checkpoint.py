@@ -9,9 +9,11 @@ _BATCH = re.compile(r"batch=(\d+)$")
 
 
 def _fs(path: str):
-    from pyarrow import fs
+    """pyarrow's filesystem and path for ``path`` (a local path, relative ones too, or a URI)."""
+    from sparkext.fs import Location
 
-    return fs.FileSystem.from_uri(path)
+    location = Location.of(path)
+    return location.filesystem, location.path
 
 
 def read_or_create_id(checkpoint: str, make: Callable[[], str]) -> str:
@@ -68,14 +70,17 @@ def batch_directories(root: str) -> list[str]:
     """The ``batch=N`` directories under ``root``, as URIs or paths like ``root`` itself."""
     from pyarrow import fs
 
-    filesystem, base = _fs(root)
+    from sparkext.fs import Location
+
+    location = Location.of(root)
     try:
-        entries = filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True))
+        entries = location.filesystem.get_file_info(
+            fs.FileSelector(location.path, allow_not_found=True)
+        )
     except FileNotFoundError:
         return []
-    prefix = root[: len(root) - len(base.rstrip("/"))] if "://" in root else ""
     return sorted(
-        prefix + e.path
+        location.child(e.base_name).uri
         for e in entries
         if e.type == fs.FileType.Directory and _BATCH.search(e.path)
     )

@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 from tabulate import tabulate
 
+from sparkext import times
+
 FORMATS = ("table", "json", "csv")
 
 
@@ -22,8 +24,10 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+    if isinstance(value, dt.datetime):  # naive: a session wall clock, printed as spark-sql does
+        return times.wall_clock_text(value) if value.tzinfo is None else value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, (bytes, bytearray)):

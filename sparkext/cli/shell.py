@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from sparkext import times
 from sparkext.cli.output import FORMATS, write
 from sparkext.errors import SparkextError
 
@@ -80,6 +81,7 @@ class Shell:
         columns = frame.columns
         if not columns or quiet:
             return 0
+        frame = times.wall_clock_frame(frame)  # timestamps in the session zone, as spark-sql
         rows = frame.toLocalIterator() if self.output_format != "table" else frame.collect()
         return write(columns, rows, self.output_format, self.out)
 

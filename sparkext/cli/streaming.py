@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from sparkext import times
 from sparkext.cli.output import FORMATS, write
 from sparkext.cli.shell import _parse_conf, error_message
 
@@ -106,14 +107,17 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
             sys.stdout,
         )
     for result in results:
-        if result.frame is not None:
-            write(result.frame.columns, result.frame.collect(), output_format, sys.stdout)
+        if result.frame is not None:  # timestamps in the session zone, as the shell prints
+            frame = times.wall_clock_frame(result.frame)
+            write(frame.columns, frame.collect(), output_format, sys.stdout)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @_common
 @click.option(
-    "--checkpoint", required=True, type=click.Path(file_okay=False), help="Checkpoint directory."
+    "--checkpoint",
+    required=True,
+    help="Checkpoint directory: a path or a URI (file://, s3://, hdfs://, …).",
 )
 @click.option("--available-now", is_flag=True, help="Process what the sources hold now, then stop.")
 @click.option(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext import times
 from sparkext.errors import EventTimeError
 from sparkext.planning.event_time import EventTimePlan, has_event_time, plan_as_of
 
@@ -41,10 +42,7 @@ class AsOfResult:
 
 def epoch_ms(value: dt.datetime) -> int:
     """Floor of ``value`` in epoch milliseconds (naive values are taken as UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return times.to_millis(value)
 
 
 def state_as_of(
@@ -56,6 +54,7 @@ def state_as_of(
 ) -> AsOfResult:
     from sparkext.iceberg.snapshots import ancestry
 
+    as_of = times.instant(as_of, times.session_zone(spark))  # naive: a session wall clock
     chain = ancestry(spark, table)
     columns = spark.table(table.name).schema
     names = [f.name for f in columns.fields]
@@ -89,13 +88,13 @@ def _append_state(
 ) -> AsOfResult:
     from pyspark.sql import functions as F
 
-    frame = spark.table(table.name).where(F.col(column) <= F.lit(as_of))
+    frame = spark.table(table.name).where(F.col(column) <= times.lit(as_of))
     files = bytes_ = 0
     if table.current_snapshot_id is not None:
         metrics = spark.table(table.metadata_table("files"))
         bound = F.col(f"readable_metrics.`{column}`.lower_bound")
         row = (
-            metrics.where(bound.isNull() | (bound <= F.lit(as_of)))
+            metrics.where(bound.isNull() | (bound <= times.lit(as_of)))
             .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
             .first()
         )
@@ -142,7 +141,7 @@ def _cdc_state(
         n, base_bytes = live_files(spark, table, plan.base_snapshot_id)
         files, bytes_ = files + n, bytes_ + base_bytes
 
-    t0 = F.lit(as_of).cast("timestamp")
+    t0 = times.lit(as_of)
     changes = _read_logs(spark, logs, user, key)
     changes = changes.where(F.col(EVENT_TIME) <= t0) if changes is not None else None
     base = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from sparkext import times
 from sparkext.errors import EventTimeError
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ def cdc_versions(
 ) -> DataFrame:
     """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
     ``_cdc_position``, for the versions of ``name`` valid somewhere in [low, high)."""
-    from zoneinfo import ZoneInfo
-
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -51,7 +50,6 @@ def cdc_versions(
         POSITION,
         SYSTEM_NAMES,
         _read_logs,
-        epoch_ms,
         state_as_of,
     )
     from sparkext.iceberg.catalog import identifier_columns, resolve_table
@@ -59,7 +57,7 @@ def cdc_versions(
 
     table = resolve_table(spark, name)
     chain = ancestry(spark, table)
-    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
+    zone = times.session_zone(spark)
     if low is None:  # from the beginning: the state just before the first CDC event
         firsts = [
             int(s.summary[keys.EVENT_TIME_MIN]) for s in chain if keys.EVENT_TIME_MIN in s.summary
@@ -69,14 +67,14 @@ def cdc_versions(
                 f"Table '{name}' has no retained commit with event times; give the backfill a "
                 "start time (--from)."
             )
-        low = dt.datetime.fromtimestamp((min(firsts) - 1) / 1000, zone).replace(tzinfo=None)
-    # the range is in the session time zone: aware values are exact instants for Spark and ms
-    low_at, high_at = low.replace(tzinfo=zone), high.replace(tzinfo=zone)
+        low = times.from_millis(min(firsts) - 1)
+    # the range is in session-zone wall clocks (or instants): as instants, exact for Spark and ms
+    low_at, high_at = times.instant(low, zone), times.instant(high, zone)
     schema = spark.table(name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
     names = [n for n, _ in user]
     key = identifier_columns(spark, name)
-    low_ms, high_ms = epoch_ms(low_at), epoch_ms(high_at)
+    low_ms, high_ms = times.to_millis(low_at), times.to_millis(high_at)
     logs = [
         s.summary[keys.EVENTS_LOCATION]
         for s in chain
@@ -93,12 +91,15 @@ def cdc_versions(
     changes = _read_logs(spark, logs, user, key)
     if changes is None:
         return base
-    inside = (F.col(EVENT_TIME) > F.lit(low_at)) & (F.col(EVENT_TIME) < F.lit(high_at))
+    inside = (F.col(EVENT_TIME) > times.lit(low_at)) & (F.col(EVENT_TIME) < times.lit(high_at))
     changes = changes.where(inside)
-    truncate = changes.where(F.col(OP) == "t").select(EVENT_TIME).limit(1).collect()  # ≤ 1 row
+    truncate = (
+        changes.where(F.col(OP) == "t").select(F.unix_micros(EVENT_TIME)).limit(1).collect()
+    )  # ≤ 1 row
     if truncate:
+        when = times.wall_clock_text(times.from_micros(truncate[0][0]), zone)
         raise EventTimeError(
-            f"Table '{name}' was truncated at event time {truncate[0][0]}, inside the range; an "
+            f"Table '{name}' was truncated at event time {when}, inside the range; an "
             "event-time temporal join cannot place a truncate per key: backfill the ranges "
             "before and after it separately."
         )

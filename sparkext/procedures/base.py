@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from sparkext import times
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -159,7 +161,7 @@ def describe(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, dt.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+        return times.sql_literal(value)
     if isinstance(value, dict):
         return "map(" + ", ".join(f"{describe(k)}, {describe(v)}" for k, v in value.items()) + ")"
     if isinstance(value, list):

@@ -16,6 +16,7 @@ import time
 import warnings
 from typing import Any
 
+from sparkext import times
 from sparkext.errors import EventTimeError
 from sparkext.procedures.base import (
     BoundArgs,
@@ -43,7 +44,8 @@ def _state(context: Context, args: BoundArgs):
         raise EventTimeError(
             f"as_of must be a timestamp, got {as_of!r}; write TIMESTAMP '2026-11-21 00:00:00'."
         )
-    context.progress(f"planning {args.table().name} as of {as_of.isoformat(sep=' ')}")
+    when = times.wall_clock_text(as_of, times.session_zone(context.spark))
+    context.progress(f"planning {args.table().name} as of {when}")
     result = state_as_of(
         context.spark,
         args.table(),
@@ -67,12 +69,8 @@ def run_function(context: Context, args: BoundArgs):
 
 def _partition_value(spark, as_of: dt.datetime) -> str:
     """T0's calendar date in the session time zone, e.g. '2026-11-21'."""
-    from zoneinfo import ZoneInfo
-
-    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
-    if as_of.tzinfo is None:
-        as_of = as_of.replace(tzinfo=dt.timezone.utc)
-    return as_of.astimezone(zone).date().isoformat()
+    zone = times.session_zone(spark)
+    return times.wall_clock(as_of, zone).date().isoformat()  # naive: already a wall clock
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.errors import ProcedureArgumentError
 
 if TYPE_CHECKING:
@@ -58,9 +58,8 @@ def literal_value(expression: exp.Expression) -> tuple[bool, Any]:
 
 
 def _to_python(value: Any, spark_type: str) -> Any:
-    if spark_type == "timestamp" and isinstance(value, dt.datetime):
-        # PySpark hands back naive local time for TIMESTAMP; make it an aware UTC instant.
-        return value.astimezone(dt.timezone.utc)
+    if spark_type == "timestamp" and isinstance(value, int):  # unix_micros, see evaluate()
+        return times.from_micros(value)
     if hasattr(value, "asDict"):
         return value.asDict(recursive=True)
     return value
@@ -77,9 +76,19 @@ def evaluate(spark: SparkSession, expressions: list[exp.Expression]) -> list[Any
         else:
             pending.append((index, expression))
     if pending:
+        from pyspark.sql import functions as F
+
         query = exp.select(*(e.copy().as_(f"a{i}") for i, e in pending))
         frame = spark.sql(query.sql(dialect="spark"))
-        row = frame.collect()[0]  # one row of constants, not table data
-        for (index, _), field, value in zip(pending, frame.schema.fields, row, strict=True):
+        fields = frame.schema.fields
+        # A TIMESTAMP comes back as epoch microseconds, then an aware UTC instant: collected as
+        # a TIMESTAMP it would be a naive datetime in the OS zone.
+        row = frame.select(
+            *[
+                F.unix_micros(f.name) if f.dataType.simpleString() == "timestamp" else F.col(f.name)
+                for f in fields
+            ]
+        ).collect()[0]  # one row of constants, not table data
+        for (index, _), field, value in zip(pending, fields, row, strict=True):
             values[index] = _to_python(value, field.dataType.simpleString())
     return values

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
+from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.iceberg.catalog import (
     partition_transforms,
@@ -23,7 +23,7 @@ class SparkCatalog:
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
-        self.time_zone = spark.conf.get("spark.sql.session.timeZone")
+        self.time_zone = spark.conf.get(times.SESSION_ZONE_KEY)
 
     @cache  # noqa: B019 - one catalog object per rewrite
     def _table(self, table: str):
@@ -45,9 +45,9 @@ class SparkCatalog:
     def snapshots(self, table: str) -> list[tuple[datetime, int]]:
         if self._table(table) is None:
             return []
-        zone = ZoneInfo(self.spark.conf.get("spark.sql.session.timeZone"))
-        return [
-            (datetime.fromtimestamp(ms / 1000, zone).replace(tzinfo=None), snapshot_id)
+        zone = times.session_zone(self.spark)
+        return [  # commit times as session-zone wall clocks, like the range they are compared to
+            (times.wall_clock(times.from_millis(ms), zone), snapshot_id)
             for ms, snapshot_id in snapshot_commit_times(self.spark, table)
         ]
 

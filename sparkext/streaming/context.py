@@ -13,6 +13,7 @@ from typing import Protocol
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.streaming.job import (
     EVENT_TIME_PROPERTY,
     WATERMARK_DELAY_PROPERTY,
@@ -155,5 +156,5 @@ class RewriteContext:
 
     def literal(self, moment: datetime) -> exp.Expr:
         """A Spark TIMESTAMP literal (naive datetimes are in the session time zone)."""
-        text = moment.isoformat(sep=" ")
+        text = times.wall_clock_text(moment, self.time_zone)
         return exp.cast(exp.Literal.string(text), exp.DataType.build("timestamp"))

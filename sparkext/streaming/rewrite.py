@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.streaming.context import (
     Catalog,
     Emission,
@@ -27,16 +28,22 @@ from sparkext.streaming.rules import RULES
 Rule = object  # a callable (expression, context) -> expression
 
 
-def parse_time(value: datetime | str | None, name: str) -> datetime | None:
-    """A datetime, or 'YYYY-MM-DD HH:MM:SS' / 'YYYY-MM-DD' text, in the session time zone."""
-    if value is None or isinstance(value, datetime):
-        return value
+def parse_time(value: datetime | str | None, name: str, time_zone: str = "UTC") -> datetime | None:
+    """A wall clock in the session zone ``time_zone``: from a naive datetime (already one), an
+    aware datetime, or 'YYYY-MM-DD HH:MM:SS' / 'YYYY-MM-DD' text (with an offset: converted).
+
+    >>> parse_time("2026-11-21 00:00:00+00:00", "start", "Asia/Shanghai")
+    datetime.datetime(2026, 11, 21, 8, 0)
+    """
+    if value is None:
+        return None
     try:
-        return datetime.fromisoformat(str(value).strip())
-    except ValueError:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value.strip())
+    except (ValueError, AttributeError):
         raise StreamingSqlError(
             f"{name} '{value}' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
         ) from None
+    return times.wall_clock(moment, time_zone)
 
 
 @dataclass
@@ -153,7 +160,8 @@ def plan_batch(
     lookup_as_of: str = "end",
 ) -> BatchPlan:
     job = sql if isinstance(sql, Job) else parse_job(sql)
-    begin, finish = parse_time(start, "start"), parse_time(end, "end")
+    time_zone = getattr(catalog, "time_zone", "UTC")
+    begin, finish = parse_time(start, "start", time_zone), parse_time(end, "end", time_zone)
     if finish is None:
         raise StreamingSqlError("a backfill needs an end time.")
     if begin is not None and begin >= finish:

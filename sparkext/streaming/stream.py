@@ -16,24 +16,29 @@ How it executes (watermark-driven bounded micro-batches that reuse the batch rew
 
 So for the same bounded input, once the watermark has passed a range's end, the sink holds
 exactly what ``backfill`` writes for that range.
+
+Times: event times are collected as epoch microseconds and the watermark is an instant, so
+neither the OS zone nor the session zone moves it; the batch rewrite gets its range as wall
+clocks in the session zone (:mod:`sparkext.times`). The checkpoint is any location pyarrow
+reaches (:mod:`sparkext.fs`); Spark gets it as written.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.errors import SparkextError
-from sparkext.streaming.backfill import create_missing_tables, register_views, sink_frame
+from sparkext.fs import Location
+from sparkext.streaming.backfill import create_missing_tables, registered_views, sink_frame
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 EMITTED_KEY = "sparkext.stream.emitted-until"
 CHECKPOINT_KEY = "sparkext.stream.checkpoint"
 QUERY_KEY = "sparkext.stream.query"  # which INSERT of the job (1, 2, …)
+STATE_FILE = "sparkext-state.json"
 APPEND_RULES = tuple(r for r in RULES if r is not insert_overwrite_rule)
 DEFAULT_INTERVAL = "10 seconds"
 
@@ -63,21 +69,22 @@ class StreamSource:
 
 @dataclass
 class StreamState:
-    """What a stream remembers between micro-batches (also in <checkpoint>/sparkext-state.json)."""
+    """What a stream remembers between micro-batches (also in <checkpoint>/sparkext-state.json).
+
+    Times are instants as text with their offset (``times.instant_text``); text without one,
+    from older checkpoints, is read as a wall clock in the session zone.
+    """
 
     maxima: dict[str, str] = field(default_factory=dict)  # source → largest event time seen
     emitted: dict[str, str] = field(default_factory=dict)  # query id → end of its last range
 
     @classmethod
-    def load(cls, path: Path) -> StreamState:
-        if path.exists():
-            return cls(**json.loads(path.read_text()))
-        return cls()
+    def load(cls, location: Location) -> StreamState:
+        text = location.read_text()
+        return cls(**json.loads(text)) if text is not None else cls()
 
-    def save(self, path: Path) -> None:
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"maxima": self.maxima, "emitted": self.emitted}))
-        os.replace(temporary, path)
+    def save(self, location: Location) -> None:
+        location.write_text(json.dumps({"maxima": self.maxima, "emitted": self.emitted}))
 
 
 def streaming_sources(job: Job, catalog) -> list[StreamSource]:
@@ -123,10 +130,10 @@ def streaming_sources(job: Job, catalog) -> list[StreamSource]:
 
 
 def _emitted_until(
-    spark: SparkSession, sink: str, checkpoint: str, query_id: str
+    spark: SparkSession, sink: str, checkpoint: str, query_id: str, zone: tzinfo
 ) -> datetime | None:
     """The end of the last range this stream's query appended to ``sink`` (snapshot summaries
-    of the retained snapshots)."""
+    of the retained snapshots), as an instant."""
     from pyspark.sql import functions as F
 
     from sparkext.iceberg.catalog import resolve_table
@@ -141,7 +148,7 @@ def _emitted_until(
         .select(summary[EMITTED_KEY].alias("until"))
         .collect()  # metadata rows of this stream's commits
     )
-    values = [datetime.fromisoformat(r.until) for r in rows if r.until]
+    values = [times.parse_instant(r.until, zone) for r in rows if r.until]
     return max(values) if values else None
 
 
@@ -204,11 +211,14 @@ def run_stream(
 ) -> StreamRun:
     """Start the job as a stream; ``available_now`` processes what is there and stops.
 
-    ``start_from``: emit only results after this time (where a backfill ended); without it a
-    new checkpoint emits from the sources' beginning and refuses a sink that already has rows.
+    ``start_from``: emit only results after this time (where a backfill ended; a wall clock in
+    the session zone, or an aware datetime); without it a new checkpoint emits from the sources'
+    beginning and refuses a sink that already has rows. ``checkpoint``: a local path or any URI
+    pyarrow reaches (``s3://…``); Spark gets it as written.
     """
     job = parse_job(text)
-    checkpoint = str(Path(checkpoint).resolve())
+    location = Location.of(checkpoint)
+    checkpoint = location.uri
     catalog = SparkCatalog(spark)
     sources = streaming_sources(job, catalog)
     queries = []  # (query, sink, completion delay, query id); checked before anything is created
@@ -222,17 +232,19 @@ def run_stream(
         )
         sink = table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this)
         queries.append((query, sink, probe.completion_delay, str(number)))
-    start = parse_time(start_from, "--from")
-    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    zone = times.zone(catalog.time_zone)
+    start = parse_time(start_from, "--from", catalog.time_zone)
+    start = None if start is None else times.instant(start, zone)
+    location.make_dirs()
     register_job_functions(spark, job)
     create_missing_tables(spark, job)
-    state_file = Path(checkpoint) / "sparkext-state.json"
+    state_file = location.child(STATE_FILE)
     state = StreamState.load(state_file)
     delays = {s.name: s.delay for s in sources}
     for _, sink, _, query_id in queries:
         fresh = (
             query_id not in state.emitted
-            and _emitted_until(spark, sink, checkpoint, query_id) is None
+            and _emitted_until(spark, sink, checkpoint, query_id, zone) is None
         )
         if fresh and start is None and not spark.table(sink).isEmpty():
             raise StreamingSqlError(
@@ -241,48 +253,57 @@ def run_stream(
                 "(e.g. the end of the backfill), or use a new sink."
             )
 
-    def emitted_until(sink: str, query_id: str) -> datetime | None:
-        found = [_emitted_until(spark, sink, checkpoint, query_id)]
+    def emitted_until(sink: str, query_id: str, zone: tzinfo) -> datetime | None:
+        found = [_emitted_until(spark, sink, checkpoint, query_id, zone)]
         if query_id in state.emitted:  # survives the expiry of the sink's snapshots
-            found.append(datetime.fromisoformat(state.emitted[query_id]))
+            found.append(times.parse_instant(state.emitted[query_id], zone))
         found = [f for f in found if f is not None]
         return max(found) if found else start
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        for row in (
-            batch.groupBy("source").agg(F.max("t").alias("t")).collect()
-        ):  # one row per source
+        catalog = SparkCatalog(spark)
+        zone = times.zone(catalog.time_zone)
+        # Epoch microseconds, not collected TIMESTAMPs: those come back in the OS zone.
+        maxima = batch.groupBy("source").agg(F.unix_micros(F.max("t")).alias("t"))
+        for row in maxima.collect():  # one row per source
             if row.t is None:
                 continue
             seen = state.maxima.get(row.source)
-            if seen is None or row.t > datetime.fromisoformat(seen):
-                state.maxima[row.source] = row.t.isoformat(sep=" ")
+            latest = times.from_micros(row.t)
+            if seen is None or latest > times.parse_instant(seen, zone):
+                state.maxima[row.source] = times.instant_text(latest)
         if any(name not in state.maxima for name in delays):
             state.save(state_file)
             return
-        watermark = min(datetime.fromisoformat(state.maxima[n]) - delays[n] for n in delays)
+        watermark = min(times.parse_instant(state.maxima[n], zone) - delays[n] for n in delays)
         for query, sink, completion_delay, query_id in queries:
             until = watermark - completion_delay
-            emitted = emitted_until(sink, query_id)
+            emitted = emitted_until(sink, query_id, zone)
             if emitted is not None and until <= emitted:
                 continue
-            batch_plan = rewrite_query(
-                query, job, SparkCatalog(spark), emitted, until, lookup_as_of, APPEND_RULES
+            batch_plan = rewrite_query(  # the rewrite's range is in session-zone wall clocks
+                query,
+                job,
+                catalog,
+                None if emitted is None else times.wall_clock(emitted, zone),
+                times.wall_clock(until, zone),
+                lookup_as_of,
+                APPEND_RULES,
             )
             insert = batch_plan.statement
-            register_views(spark, batch_plan.views)
+            with registered_views(spark, batch_plan.views):  # resolved when analysed
+                frame = sink_frame(spark, insert, sink)
             (
-                sink_frame(spark, insert, sink)
-                .writeTo(sink)
-                .option(f"snapshot-property.{EMITTED_KEY}", until.isoformat(sep=" "))
+                frame.writeTo(sink)
+                .option(f"snapshot-property.{EMITTED_KEY}", times.instant_text(until))
                 .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
                 .option(f"snapshot-property.{QUERY_KEY}", query_id)
                 .append()
             )
-            state.emitted[query_id] = until.isoformat(sep=" ")
-            progress(f"batch {batch_id}: {sink} up to {until}")
+            state.emitted[query_id] = times.instant_text(until)
+            progress(f"batch {batch_id}: {sink} up to {times.wall_clock_text(until, zone)}")
         state.save(state_file)
 
     frames = [_reader(spark, s) for s in sources]
@@ -291,7 +312,7 @@ def run_stream(
         stream = stream.unionByName(frame)
     writer = (
         stream.writeStream.foreachBatch(on_batch)
-        .option("checkpointLocation", str(Path(checkpoint) / "offsets"))
+        .option("checkpointLocation", location.child("offsets").uri)
         .queryName("sparkext_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8])
     )
     if available_now:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparkext.cli.shell import Shell, cli
+from tests.helpers.zones import host_zone, session_zone
 
 
 def run(*args: str, stdin: str | None = None):
@@ -145,3 +146,35 @@ def test_real_process_end_to_end(tmp_path):
         "Error: Unknown procedure 'sparkext.nope' at line 1, column 6; "
         "CALL sparkext.help() lists them."
     )
+
+
+TIMES_SQL = (
+    "SELECT TIMESTAMP '2026-11-21 08:00:00+00:00' AS t, "
+    "TIMESTAMP '2026-11-21 08:00:00.5+00:00' AS f, "
+    "named_struct('t', TIMESTAMP '2026-11-21 08:00:00+00:00') AS s"
+)
+
+
+@pytest.mark.parametrize(
+    ("session", "wall"),
+    [("UTC", "2026-11-21 08:00:00"), ("America/Los_Angeles", "2026-11-21 00:00:00")],
+)
+def test_timestamps_print_as_spark_sql_prints_them_whatever_the_host_zone(spark, session, wall):
+    """spark-sql shows a TIMESTAMP in the session zone, without an offset, as CAST(t AS STRING)
+    does; sparkext-sql too, in every format, on a host set to Asia/Shanghai."""
+    from sparkext.cli.output import FORMATS
+
+    outputs = {}
+    with host_zone("Asia/Shanghai"), session_zone(spark, session):
+        spark_text = tuple(spark.sql(f"SELECT string(t), string(f) FROM ({TIMES_SQL})").first())
+        for fmt in FORMATS:
+            out = io.StringIO()
+            assert Shell(spark, fmt, out=out, err=io.StringIO()).run_text(TIMES_SQL)
+            outputs[fmt] = out.getvalue()
+    assert spark_text == (wall, f"{wall}.5")  # Spark's own rendering, the oracle
+    assert json.loads(outputs["json"]) == {"t": wall, "f": f"{wall}.5", "s": {"t": wall}}
+    assert list(csv.reader(io.StringIO(outputs["csv"]))) == [
+        ["t", "f", "s"],
+        [wall, f"{wall}.5", json.dumps({"t": wall}, separators=(",", ":"))],
+    ]
+    assert f'| {wall} | {wall}.5 | {{"t":"{wall}"}} |' in outputs["table"]

@@ -18,6 +18,7 @@ from sparkext.errors import EventTimeError, SnapshotExpiredError
 from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import resolve_table
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of
+from tests.helpers.zones import host_zone, session_zone
 
 UTC = dt.timezone.utc
 
@@ -307,3 +308,31 @@ def test_tables_it_cannot_place_in_event_time_are_one_sentence(spark, table_name
             f"as_of => TIMESTAMP '2026-11-21 00:00:00', target => '{table_name}_out')"
         )
     assert not spark.catalog.tableExists(f"{table_name}_out")
+
+
+def test_as_of_is_a_session_zone_wall_clock_whatever_the_host_zone(spark, table_name):
+    """TIMESTAMP '…' and a naive datetime given to the Python API both mean a wall clock in the
+    session zone; a host set to Asia/Shanghai moves neither the rows nor T0's date."""
+    spark.sql(f"CREATE TABLE {table_name} (id bigint, ts timestamp) USING iceberg")
+    base = dt.datetime(2026, 11, 20, tzinfo=UTC)
+    rows = [(i, base + dt.timedelta(hours=i * 5)) for i in range(12)]
+    spark.createDataFrame(rows, "id bigint, ts timestamp").writeTo(table_name).append()
+    t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)  # 2026-11-20 22:00 in Los Angeles
+    expected = sorted(i for i, ts in rows if ts <= t0)
+    target = f"{table_name}_daily"
+    with host_zone("Asia/Shanghai"), session_zone(spark, "America/Los_Angeles"):
+        by_sql = sparkext.sql(
+            f"SELECT id FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+            "TIMESTAMP '2026-11-20 22:00:00', 'ts')"
+        ).collect()
+        naive = dt.datetime(2026, 11, 20, 22, 0)
+        by_api = computed_state(spark, resolve_table(spark, table_name), naive, "ts").frame
+        by_api_ids = sorted(r.id for r in by_api.collect())
+        written = sparkext.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{table_name}', "
+            f"as_of => TIMESTAMP '2026-11-20 22:00:00', target => '{target}', "
+            "event_time_column => 'ts')"
+        ).first()
+    assert sorted(r.id for r in by_sql) == expected
+    assert by_api_ids == expected
+    assert written.partition_value == "2026-11-20" and written.rows_written == len(expected)

@@ -17,6 +17,7 @@ import pytest
 
 from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.job import StreamingSqlError
+from tests.helpers.zones import host_zone, session_zone, wall_clock_rows
 
 _ids = itertools.count(1)
 DAY = "2020-04-15"
@@ -50,7 +51,8 @@ def append(spark, table: str, ddl: str, rows) -> None:
 
 
 def sorted_rows(spark, table: str) -> list[tuple]:
-    return sorted(tuple(r) for r in spark.table(table).collect())
+    """The table's rows, timestamps as session-zone wall clocks (whatever the host's zone)."""
+    return wall_clock_rows(spark.table(table))
 
 
 def both_modes(spark, tmp_path, job: str, sources: dict, commits: list[dict], start: str, end: str):
@@ -684,3 +686,83 @@ def test_stream_mode_refuses_bad_jobs_in_one_sentence(spark, tmp_path, body, mes
     job = (BIDS_JOB_HEAD + body).format(bids=bids, sink=sink)
     with pytest.raises(StreamingSqlError, match=re.escape(message)):
         run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+
+
+@pytest.mark.parametrize(
+    ("host", "session"),
+    [
+        ("Asia/Shanghai", "UTC"),
+        ("UTC", "America/Los_Angeles"),
+        ("Asia/Shanghai", "America/Los_Angeles"),
+    ],
+)
+def test_stream_windows_do_not_depend_on_the_host_or_session_zone(spark, tmp_path, host, session):
+    """The watermark is an instant: on a host set to Asia/Shanghai against a UTC session (or a
+    non-UTC session) the stream emits each window once, after its data, as a UTC host does.
+    Inputs and expected rows are wall clocks in the session zone."""
+    with host_zone(host), session_zone(spark, session):
+        stream, batch = bids_case(
+            spark,
+            tmp_path,
+            """
+            CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE)
+              PARTITIONED BY (days(window_start));
+            INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
+            FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+            GROUP BY window_start, window_end;
+            """,
+        )
+    expected = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
+    assert batch == expected
+    assert stream == expected
+
+
+def test_stream_from_a_time_on_a_shanghai_host(spark, tmp_path):
+    """--from is a session-zone wall clock, compared with the sink's progress as an instant."""
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.from_tz_{suffix}"
+    with host_zone("Asia/Shanghai"):
+        spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+        append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
+        job = TOTALS_JOB.format(bids=bids, sink=sink)
+        run_stream(
+            spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
+        ).wait()
+        assert sorted_rows(spark, sink) == [(t("08:10"), t("08:20"), 10.0)]
+
+
+def test_stream_checkpoint_as_a_file_uri_or_a_relative_path(spark, tmp_path, monkeypatch):
+    """The checkpoint location is handed to pyarrow (state) and Spark (offsets) as given: a
+    file:// URI is not turned into a local path under the working directory."""
+    suffix = next(_ids)
+    bids = f"lake.test.bids_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    expected = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
+
+    uri_sink = f"lake.test.ck_uri_{suffix}"
+    uri = f"file://{tmp_path}/by uri/ck"  # as Spark reads it: the text is the path
+    run = run_stream(spark, TOTALS_JOB.format(bids=bids, sink=uri_sink), uri, available_now=True)
+    run.wait()
+    assert run.checkpoint == uri
+    assert list(workdir.iterdir()) == []
+    assert (tmp_path / "by uri" / "ck" / "sparkext-state.json").is_file()
+    assert (tmp_path / "by uri" / "ck" / "offsets").is_dir()
+    assert sorted_rows(spark, uri_sink) == expected
+    recorded = spark.sql(
+        f"SELECT summary['sparkext.stream.checkpoint'] FROM {uri_sink}.snapshots"
+    ).collect()
+    assert {r[0] for r in recorded} == {uri}
+    run_stream(spark, TOTALS_JOB.format(bids=bids, sink=uri_sink), uri, available_now=True).wait()
+    assert sorted_rows(spark, uri_sink) == expected  # restarted from that checkpoint
+
+    relative_sink = f"lake.test.ck_rel_{suffix}"
+    job = TOTALS_JOB.format(bids=bids, sink=relative_sink)
+    run = run_stream(spark, job, "rel/ck", available_now=True)
+    run.wait()
+    assert run.checkpoint == str(workdir / "rel" / "ck")
+    assert (workdir / "rel" / "ck" / "sparkext-state.json").is_file()
+    assert sorted_rows(spark, relative_sink) == expected

@@ -10,11 +10,11 @@ back the rows of those partitions outside the range, in the same commit.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.streaming.context import Emission, RewriteContext
 from sparkext.streaming.job import error_at, table_key
 
@@ -24,11 +24,11 @@ _MICRO = timedelta(microseconds=1)
 def _utc(moment: datetime, zone: str) -> datetime:
     """A session-local naive time as naive UTC (Iceberg's hour/day/… transforms and Spark's
     window() grid are in UTC)."""
-    return moment.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc).replace(tzinfo=None)
+    return times.wall_clock(times.instant(moment, zone), times.UTC)
 
 
 def _local(moment: datetime, zone: str) -> datetime:
-    return moment.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    return times.wall_clock(moment.replace(tzinfo=times.UTC), zone)
 
 
 def _floor(moment: datetime, unit: str, zone: str = "UTC") -> datetime:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
 from sparkext.streaming.job import StreamingSqlError, error_at, table_key
 from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
@@ -58,7 +59,11 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
     if mode == "latest":
         return None
     try:
-        moment = context.end if mode == "end" else datetime.fromisoformat(context.lookup_as_of)
+        moment = (
+            context.end
+            if mode == "end"
+            else times.wall_clock(datetime.fromisoformat(context.lookup_as_of), context.time_zone)
+        )
     except ValueError:
         raise StreamingSqlError(
             f"lookup-as-of '{context.lookup_as_of}' is not 'end', 'latest' or a time such as "
