@@ -10,7 +10,8 @@ concurrent commit is reported, never overwritten.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -65,12 +66,21 @@ def create_missing_tables(spark: SparkSession, job) -> bool:
     return created
 
 
-def register_views(spark: SparkSession, views) -> None:
-    """Fill the temp views a batch statement reads (versions of ingest_cdc dimensions)."""
+@contextmanager
+def registered_views(spark: SparkSession, views) -> Iterator[None]:
+    """The temp views a batch statement reads (versions of ingest_cdc dimensions), dropped when
+    the block ends, failed or not. Spark resolves them when it analyses the statement, so a
+    DataFrame made inside the block still reads them after it."""
     from sparkext.history.versions import cdc_versions
 
-    for view in views:
-        cdc_versions(spark, view.table, view.low, view.high).createOrReplaceTempView(view.name)
+    try:
+        for view in views:
+            frame = cdc_versions(spark, view.table, view.low, view.high)
+            frame.createOrReplaceTempView(view.name)
+        yield
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view.name)
 
 
 def sink_frame(spark: SparkSession, insert: exp.Insert, sink: str) -> DataFrame:
@@ -142,9 +152,9 @@ def run_backfill(
     for index, query in enumerate(plan.queries, 1):
         progress(f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}")
         began = time.perf_counter()
-        register_views(spark, query.views)
         if query.sink is None:
-            frame = spark.sql(query.sql(pretty=False))
+            with registered_views(spark, query.views):
+                frame = spark.sql(query.sql(pretty=False))
             results.append(
                 BackfillResult(None, None, None, None, time.perf_counter() - began, frame)
             )
@@ -152,7 +162,8 @@ def run_backfill(
         from sparkext.iceberg.commit import new_run_id
 
         run_id = new_run_id()
-        _write(spark, query, run_id)
+        with registered_views(spark, query.views):
+            _write(spark, query, run_id)
         snapshot_id, added, deleted = _commit_of_run(spark, query.sink, run_id)
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)
