@@ -431,7 +431,7 @@ def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
     message = str(caught.value)
     assert message.startswith("Another writer changed ")
     assert table_name.split(".")[-1] in message
-    assert message.endswith("run ingest_cdc again: nothing of this batch was committed.")
+    assert message.endswith("nothing was committed: run ingest_cdc again.")
     assert "\n" not in message
     assert table_rows(spark, table_name, ("id", "name")) == {
         1: {"id": 1, "name": "a"},
