@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext import identifiers
 from sparkext.errors import NotAnIcebergTableError, TableNotFoundError
 
 if TYPE_CHECKING:
@@ -35,13 +36,22 @@ class TableRef:
 
     def metadata_table(self, name: str) -> str:
         """The multipart name of an Iceberg metadata table, e.g. ``lake.db.t.files``."""
-        return ".".join(f"`{p.replace('`', '``')}`" for p in (*self.parts, name))
+        return identifiers.join((*self.parts, name))
 
 
 def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
     parser = spark._jsparkSession.sessionState().sqlParser()
     parts = parser.parseMultipartIdentifier(name)
     return tuple(str(parts.apply(i)) for i in range(parts.size()))
+
+
+def metadata_name(spark: SparkSession, table: str, name: str) -> str:
+    """The quoted name of metadata table ``name`` of ``table`` (a name as a user writes it).
+
+    ``table`` + ``".files"`` as text goes wrong once a part needs quotes; the parts are parsed
+    and quoted again instead.
+    """
+    return identifiers.join((*split_name(spark, table), name))
 
 
 def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package

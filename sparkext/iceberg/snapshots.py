@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sparkext.identifiers import col
+from sparkext.literals import in_list
 from sparkext.planning.event_time import SnapshotFact
 
 if TYPE_CHECKING:
@@ -67,13 +69,13 @@ def newest_added_position(
 
     if not snapshot_ids:
         return True, None
-    bound = F.col(f"readable_metrics.`{column}`.upper_bound")
+    bound = col("readable_metrics", column, "upper_bound")
     row = (
         spark.table(table.metadata_table("all_entries"))
         .where(
             (F.col("status") == 1)
             & (F.col("data_file.content") == 0)
-            & F.col("snapshot_id").isin([int(i) for i in snapshot_ids])
+            & in_list("snapshot_id", [int(i) for i in snapshot_ids])
         )
         .agg(
             F.sum(F.when(bound.isNull(), 1).otherwise(0)).alias("unknown"),
