@@ -392,7 +392,9 @@ def test_proctime_lookup_join_reads_the_dimension_as_of_the_range_end(spark, tmp
         "supplier_id STRING, region STRING",
         [("supplier1", "north"), ("supplier2", "south")],
     )
-    first_commit = spark.sql(f"SELECT max(committed_at) AS c FROM {dim}.snapshots").first().c
+    first_commit = spark.sql(  # a session-zone wall clock, as lookup_as_of takes it
+        f"SELECT date_format(max(committed_at), 'yyyy-MM-dd HH:mm:ss.SSS') FROM {dim}.snapshots"
+    ).first()[0]
     spark.sql(f"UPDATE {dim} SET region = 'east' WHERE supplier_id = 'supplier1'")
     job = f"""
     CREATE TABLE {bids} (bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id STRING, proc AS PROCTIME(),
@@ -401,8 +403,9 @@ def test_proctime_lookup_join_reads_the_dimension_as_of_the_range_end(spark, tmp
     INSERT INTO {sink} SELECT b.bidtime, b.item, d.region FROM {bids} AS b
     JOIN {dim} FOR SYSTEM_TIME AS OF b.proc AS d ON b.supplier_id = d.supplier_id;
     """
-    at_first = first_commit.isoformat(sep=" ")
-    plan, _ = run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", lookup_as_of=at_first)
+    plan, _ = run_backfill(
+        spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", lookup_as_of=first_commit
+    )
     assert "VERSION AS OF" in plan.script()
     assert [r[2] for r in sorted_rows(spark, sink)] == ["north", "north", "south"]
     run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00", lookup_as_of="latest")

@@ -108,3 +108,20 @@ def test_stream_then_backfill_the_same_file(tmp_path):
     assert bad.stderr.strip() == (
         "Error: start 'yesterday' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
     )
+
+
+@pytest.mark.slow
+def test_stream_on_an_asia_shanghai_host_emits_what_a_utc_host_emits(tmp_path):
+    """A real host zone (TZ for the Python process and the JVM) against the UTC session of
+    conf/spark-defaults.conf: the same windows, the progress and the shell's output in the
+    session zone, the state where a file:// checkpoint URI says."""
+    env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh"), "TZ": "Asia/Shanghai"}
+    run(env, "-e", SETUP)
+    checkpoint = f"file://{tmp_path}/ck"
+    done = run(env, "stream", str(JOB), "--checkpoint", checkpoint, "--available-now")
+    # The watermark is 12:00:00 - 5 s (UTC, the session zone), not 8 hours later.
+    assert "lake.demo.clicks_per_minute up to 2026-11-20 11:59:55" in done.stderr
+    assert f"checkpoint {checkpoint};" in done.stderr
+    assert (tmp_path / "ck" / "sparkext-state.json").is_file()
+    assert (tmp_path / "ck" / "offsets" / "commits").is_dir()
+    assert rows(env) == EXPECTED
