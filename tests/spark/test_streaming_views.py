@@ -9,7 +9,7 @@ import pytest
 
 import sparkext
 from sparkext.streaming import backfill, run_backfill, run_stream
-from tests.spark.test_streaming import DAY, SENTINEL, _cdc_event, append, t
+from tests.spark.test_streaming import DAY, SENTINEL, _cdc_event, append, sorted_rows, t
 
 ORDERS_DDL = "order_id BIGINT, order_time TIMESTAMP, customer_id BIGINT"
 JOB = """
@@ -50,7 +50,7 @@ def test_backfill_and_stream_drop_their_version_views(spark, tmp_path, tables):
     job = JOB.format(orders=orders, customers=customers, sink=sink)
     run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
     assert version_views(spark) == []
-    assert sorted(spark.table(sink).collect()) == [(1, t("10:10"), 1), (2, t("10:40"), 2)]
+    assert sorted_rows(spark, sink) == [(1, t("10:10"), 1), (2, t("10:40"), 2)]
 
     select = job.split(f"INSERT INTO {sink} ")[0] + (
         f"SELECT o.order_id, c.qty FROM {orders} AS o LEFT JOIN {customers} "
@@ -64,7 +64,7 @@ def test_backfill_and_stream_drop_their_version_views(spark, tmp_path, tables):
     job = JOB.format(orders=orders, customers=customers, sink=streamed)
     run_stream(spark, job, str(tmp_path / "stream"), available_now=True).wait()
     assert version_views(spark) == []
-    assert sorted(spark.table(streamed).collect()) == [(1, t("10:10"), 1), (2, t("10:40"), 2)]
+    assert sorted_rows(spark, streamed) == [(1, t("10:10"), 1), (2, t("10:40"), 2)]
 
 
 def test_a_failed_backfill_drops_its_version_views(spark, tables, monkeypatch):
