@@ -175,10 +175,9 @@ def test_planned_snapshot_rolled_back_is_a_conflict(spark, table_name, monkeypat
     create(spark, table_name, 2, False)
     work = Workload(spark, table_name, seed=34)
     work.load()
-    first = spark.table(f"{table_name}.snapshots").agg({"committed_at": "max"}).first()[0]
-    first_id = (
+    first_id = (  # compared in Spark: a collected TIMESTAMP is in the OS zone, not the session's
         spark.table(f"{table_name}.snapshots")
-        .where(f"committed_at = '{first}'")
+        .where(f"committed_at = (SELECT max(committed_at) FROM {table_name}.snapshots)")
         .first()
         .snapshot_id
     )
