@@ -644,7 +644,7 @@ def test_a_backfill_racing_another_writer_is_reported_and_writes_nothing(spark, 
         "current_snapshot_summary",
         lambda s, name: read_before if name == sink else real(s, name),
     )
-    with pytest.raises(CommitConflictError, match=f"another writer committed to {sink}"):
+    with pytest.raises(CommitConflictError, match=f"Another writer committed to {sink}"):
         run_backfill(spark, job, f"{DAY} 00:00:00", f"{DAY} 23:00:00")
     assert sorted_rows(spark, sink) == rows
 
