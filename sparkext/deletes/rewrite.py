@@ -19,6 +19,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from sparkext.iceberg.delete_files import OPERATION, SUMMARY_OPERATION, NewDeleteFile
+from sparkext.literals import in_list
 from sparkext.planning.equality_deletes import DeleteFileFact, RoundPlan
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _candidate_files(spark, files, data_files, has_global):
     newest = max(f.sequence_number for f in files)
     candidates = data_files.where(F.col("data_seq") < newest)
     if not has_global:
-        candidates = candidates.where(F.col("pkey").isin(sorted({f.partition for f in files})))
+        candidates = candidates.where(in_list("pkey", sorted({f.partition for f in files})))
     described = candidates.select("file_path", "data_seq", "pkey", "format", "records").collect()
     if any(d.format != "PARQUET" for d in described):
         return None
@@ -381,8 +382,6 @@ def _scoped_to_merge(
     """
     from collections import Counter
 
-    from pyspark.sql import functions as F
-
     legacy = [f for f in candidates if not f.is_file_scoped]
     dvs = [f for f in candidates if f.is_file_scoped]
     targets = []
@@ -399,7 +398,7 @@ def _scoped_to_merge(
     referenced = [f.referenced_data_file for f in dvs]
     live = {
         r.file_path
-        for r in data_files.where(F.col("file_path").isin(referenced)).select("file_path").collect()
+        for r in data_files.where(in_list("file_path", referenced)).select("file_path").collect()
     }
     merge = legacy + [f for f in dvs if f.referenced_data_file in hit & live]
     dangling = [f for f in dvs if f.referenced_data_file not in live]

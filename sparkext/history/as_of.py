@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.errors import EventTimeError
+from sparkext.identifiers import col, cols, ddl_fields
 from sparkext.planning.event_time import EventTimePlan, has_event_time, plan_as_of
 
 if TYPE_CHECKING:
@@ -88,11 +89,11 @@ def _append_state(
 ) -> AsOfResult:
     from pyspark.sql import functions as F
 
-    frame = spark.table(table.name).where(F.col(column) <= times.lit(as_of))
+    frame = spark.table(table.name).where(col(column) <= times.lit(as_of))
     files = bytes_ = 0
     if table.current_snapshot_id is not None:
         metrics = spark.table(table.metadata_table("files"))
-        bound = F.col(f"readable_metrics.`{column}`.lower_bound")
+        bound = col("readable_metrics", column, "lower_bound")
         row = (
             metrics.where(bound.isNull() | (bound <= times.lit(as_of)))
             .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
@@ -163,10 +164,10 @@ def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequen
     present = set(frame.columns)
     return frame.select(
         *(
-            (F.col(name) if name in present else F.lit(None)).cast(dtype).alias(name)
+            (col(name) if name in present else F.lit(None)).cast(dtype).alias(name)
             for name, dtype in user
         ),
-        *(F.col(c) for c in extra),
+        *cols(extra),
     )
 
 
@@ -199,29 +200,29 @@ def _merge(
     if changes is None:
         if base is None:
             return spark.createDataFrame([], _ddl(user))
-        return base.select(*names)
+        return base.select(*cols(names))
     truncate_row = changes.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
     floors = [p for p in (truncate_row.p, plan.base_truncate_position) if p is not None]
     floor = max(floors) if floors else None
     newest = (
         changes.where(F.col(OP) != "t")
-        .groupBy(*key)
+        .groupBy(*cols(key))
         .agg(
             F.max_by(
-                F.struct(*(F.col(n) for n in names if n not in key), OP, POSITION), POSITION
+                F.struct(*(col(n) for n in names if n not in key), OP, POSITION), POSITION
             ).alias("w")
         )
     )
     winners = newest.select(
-        *key,
-        *(F.col(f"w.{n}").alias(n) for n in names if n not in key),
+        *cols(key),
+        *(col("w", n).alias(n) for n in names if n not in key),
         F.col(f"w.{OP}").alias("w_op"),
         F.col(f"w.{POSITION}").alias("w_pos"),
     )
     if floor is not None:  # changes older than a truncate that counts are gone
         winners = winners.where(F.col("w_pos") > F.lit(floor))
     if base is None:
-        return winners.where(F.col("w_op") != "d").select(*names)
+        return winners.where(F.col("w_op") != "d").select(*cols(names))
     newer_truncate = truncate_row.p
     if newer_truncate is not None:
         base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newer_truncate))
@@ -243,32 +244,32 @@ def _merge(
         suspects = None
         high = None
     # 1. the base, scanned once: its rows that no newer change replaces
-    versions = winners.select(*key, "w_pos")
+    versions = winners.select(*cols(key), "w_pos")
     kept = (
         base.join(small(versions), list(key), "left")
         .where(
             F.col("w_pos").isNull()
             | (F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
         )
-        .select(*names)
+        .select(*cols(names))
     )
     # 2. changes newer than the base's high-water mark beat whatever the base holds
     sure = winners if high is None else winners.where(F.col("w_pos") > F.lit(high))
-    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*names))
+    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*cols(names)))
     if suspects is None:
         return result
     # 3. otherwise late changes (at or below the mark) are compared with their key's base row,
     #    found by a key-and-position scan of the base
-    at_base = base.select(*key, F.col(POSITION).alias("b_pos"), F.lit(True).alias("present"))
+    at_base = base.select(*cols(key), F.col(POSITION).alias("b_pos"), F.lit(True).alias("present"))
     resolved = suspects.join(
-        at_base.join(small(suspects.select(*key)), list(key), "left_semi"), list(key), "left"
+        at_base.join(small(suspects.select(*cols(key))), list(key), "left_semi"), list(key), "left"
     ).localCheckpoint(eager=True)  # few rows; keeps the key scan from running twice
     wins = resolved.where(
         F.col("present") & (F.col("b_pos").isNull() | (F.col("w_pos") > F.col("b_pos")))
     )
     absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
-    late = wins.select(*names, "w_op").unionByName(absent.select(*names, "w_op"))
-    return result.unionByName(late.where(F.col("w_op") != "d").select(*names))
+    late = wins.select(*cols(names), "w_op").unionByName(absent.select(*cols(names), "w_op"))
+    return result.unionByName(late.where(F.col("w_op") != "d").select(*cols(names)))
 
 
 def _logs_cover_base(
@@ -305,10 +306,10 @@ def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest
     assert logs is not None
     return (
         logs.where(F.col(POSITION) >= F.lit(oldest))
-        .select(*key, F.col(POSITION).alias("e_pos"))
-        .join(F.broadcast(suspects.select(*key, "w_pos")), list(key))
+        .select(*cols(key), F.col(POSITION).alias("e_pos"))
+        .join(F.broadcast(suspects.select(*cols(key), "w_pos")), list(key))
         .where(F.col("e_pos") >= F.col("w_pos"))
-        .select(*key)
+        .select(*cols(key))
         .distinct()
     )
 
@@ -326,19 +327,19 @@ def _drop_superseded(
 
     if not plan.earlier_logs:
         return fresh
-    suspects = fresh.select(*key, "w_pos")
+    suspects = fresh.select(*cols(key), "w_pos")
     key_columns = [(name, dtype) for name, dtype in user if name in key]
     logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
     assert logs is not None
-    earlier = logs.select(*key, F.col(POSITION).alias("e_pos"))
+    earlier = logs.select(*cols(key), F.col(POSITION).alias("e_pos"))
     newer = (
         earlier.join(F.broadcast(suspects), list(key))
         .where(F.col("e_pos") > F.col("w_pos"))
-        .select(*key)
+        .select(*cols(key))
         .distinct()
     )
     return fresh.join(newer, list(key), "left_anti")
 
 
 def _ddl(user) -> str:
-    return ", ".join(f"`{name}` {dtype.simpleString()}" for name, dtype in user)
+    return ddl_fields((name, dtype.simpleString()) for name, dtype in user)

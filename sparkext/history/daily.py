@@ -33,6 +33,7 @@ def write_partition(
         snapshot_with_run_id,
     )
     from sparkext.iceberg.errors import spark_write
+    from sparkext.identifiers import col
 
     run_id = new_run_id()
     rows = frame.withColumn(column, F.lit(value))
@@ -41,7 +42,7 @@ def write_partition(
             (
                 rows.writeTo(target)
                 .using("iceberg")
-                .partitionedBy(F.col(column))
+                .partitionedBy(col(column))
                 .tableProperty("format-version", "2")
                 .tableProperty("write.spark.accept-any-schema", "true")
                 .option(f"snapshot-property.{RUN_ID}", run_id)
@@ -52,7 +53,7 @@ def write_partition(
                 rows.writeTo(target)
                 .option("mergeSchema", "true")
                 .option(f"snapshot-property.{RUN_ID}", run_id)
-                .overwrite(F.col(column) == F.lit(value))
+                .overwrite(col(column) == F.lit(value))
             )
     snapshot_id = snapshot_with_run_id(spark, target, run_id)
     if snapshot_id is None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.errors import EventTimeError
+from sparkext.identifiers import cols
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +84,7 @@ def cdc_versions(
         and int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms
     ]
     base = state_as_of(spark, table, low_at).frame.select(
-        *names,
+        *cols(names),
         F.lit(None).cast("timestamp").alias(VALID_FROM),
         F.lit("r").alias(OP),
         F.lit(None).cast("string").alias(POSITION),
@@ -107,7 +108,7 @@ def cdc_versions(
     # those up to a time wins: a change older in the binlog than one placed before it in event
     # time never becomes the valid version.
     running = (
-        Window.partitionBy(*key)
+        Window.partitionBy(*cols(key))
         .orderBy(EVENT_TIME, POSITION)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
@@ -115,6 +116,6 @@ def cdc_versions(
         changes.dropDuplicates([*key, POSITION])
         .withColumn("_newest", F.max(POSITION).over(running))
         .where(F.col(POSITION) == F.col("_newest"))
-        .select(*names, F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION)
+        .select(*cols(names), F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION)
     )
     return base.unionByName(changes)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
 from sparkext.planning.equality_deletes import DeleteFileFact
 
@@ -58,10 +59,6 @@ def partition_key(partition: SparkColumn | None, spec_id: SparkColumn) -> SparkC
 
     body = F.lit("{}") if partition is None else F.coalesce(F.to_json(partition), F.lit("{}"))
     return F.concat(spec_id.cast("string"), F.lit(":"), body)
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class DeleteTable:
@@ -183,7 +180,7 @@ class DeleteTable:
         return (
             self._spark.read.format("iceberg")
             .option("snapshot-id", str(snapshot_id))
-            .load(".".join(self.ref.parts) + ".entries")
+            .load(identifiers.join((*self.ref.parts, "entries")))
         )
 
     @staticmethod
@@ -299,14 +296,14 @@ class DeleteTable:
         rows = (
             self._spark.read.format("iceberg")
             .option("snapshot-id", str(snapshot_id))
-            .load(".".join(self.ref.parts))
+            .load(identifiers.join(self.ref.parts))
         )
         if where:
             rows = rows.where(where)
         return rows.where(F.col("_deleted")).select(
             F.col("_file").alias("file_path"),
             F.col("_pos").alias("pos"),
-            *[F.col(_quoted(k.name)).alias(f"d{i}") for i, k in enumerate(keys)],
+            *[identifiers.col(k.name).alias(f"d{i}") for i, k in enumerate(keys)],
         )
 
     def positions_of(self, files: Sequence[DeleteFileFact]) -> DataFrame:
@@ -314,7 +311,7 @@ class DeleteTable:
         from pyspark.sql import functions as F
 
         deletes = self._spark.read.format("iceberg").load(
-            ".".join(self.ref.parts) + ".position_deletes"
+            identifiers.join((*self.ref.parts, "position_deletes"))
         )
         offset = (
             F.coalesce(F.col("content_offset"), F.lit(-1))

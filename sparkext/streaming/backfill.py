@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from sparkext.identifiers import col
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
 from sparkext.streaming.rewrite import BatchPlan, BatchQuery, plan_batch, table_ddl
@@ -95,7 +96,7 @@ def sink_frame(spark: SparkSession, insert: exp.Insert, sink: str) -> DataFrame:
     frame = spark.sql(insert.expression.sql(dialect="spark")).toDF(*listed)
     return frame.select(
         *[
-            (F.col(f.name) if f.name in listed else F.lit(None)).cast(f.dataType).alias(f.name)
+            (col(f.name) if f.name in listed else F.lit(None)).cast(f.dataType).alias(f.name)
             for f in schema.fields
         ]
     )

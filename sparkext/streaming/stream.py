@@ -38,6 +38,7 @@ from sqlglot import exp
 from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.fs import Location
+from sparkext.identifiers import col
 from sparkext.streaming.backfill import create_missing_tables, registered_views, sink_frame
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
@@ -175,7 +176,7 @@ def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
             )
         reader = reader.option("stream-from-timestamp", str(times[int(start_snapshot)]))
     return reader.load(source.name).select(
-        F.lit(source.name).alias("source"), F.col(source.event_time).cast("timestamp").alias("t")
+        F.lit(source.name).alias("source"), col(source.event_time).cast("timestamp").alias("t")
     )
 
 
