@@ -34,6 +34,8 @@ from sparkext.cdc.files import (
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
 from sparkext.errors import IngestError
+from sparkext.identifiers import col, cols, map_in_arrow
+from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
 
 if TYPE_CHECKING:
@@ -84,6 +86,7 @@ class Ingestor:
         self.metrics = Metrics()
         self.error: BaseException | None = None
         self._batch_low: str | None = None  # lowest source position of the current batch
+        self._cached: list[DataFrame] = []  # persisted by the current batch, released after it
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
 
     # ---- entry point for foreachBatch ------------------------------------------------------
@@ -93,6 +96,20 @@ class Ingestor:
         except BaseException as error:  # kept so the caller can raise it, not Spark's wrapper
             self.error = error
             raise
+        finally:
+            self._release()
+
+    def _persist(self, frame: DataFrame) -> DataFrame:
+        """``frame.persist()``, released when the micro-batch ends (a continuous stream must not
+        accumulate one cached copy per batch)."""
+        frame = frame.persist()
+        self._cached.append(frame)
+        return frame
+
+    def _release(self) -> None:
+        cached, self._cached = self._cached, []
+        for frame in cached:
+            frame.unpersist()
 
     def _process(self, lines: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -266,7 +283,7 @@ class Ingestor:
         )
 
         def convert(image: str, name: str) -> Column:
-            value = F.col(f"{image}.{name}")
+            value = col(image, name)
             kind = logical.get(name)
             if kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
                 value = F.date_from_unix_date(value)
@@ -293,16 +310,13 @@ class Ingestor:
             "before_json",
             F.struct(*(convert("a", n) for n in columns)).alias("after"),
             F.struct(*(convert("b", n) for n in columns)).alias("before"),
-            *(
-                F.when(F.col("op") == "d", F.col(f"b.{k}")).otherwise(F.col(f"a.{k}")).alias(k)
-                for k in key
-            ),
+            *(F.when(F.col("op") == "d", col("b", k)).otherwise(col("a", k)).alias(k) for k in key),
         )
         missing = F.lit(False)
         for k in key:
-            missing = missing | F.col(k).isNull()
+            missing = missing | col(k).isNull()
         missing = missing & (F.col("op") != "t")
-        typed = typed.withColumn("missing_key", missing).persist()
+        typed = self._persist(typed.withColumn("missing_key", missing))
         rejects = typed.where("missing_key").select(
             F.lit(f"missing key column(s) {', '.join(key)}").alias("reject"),
             F.coalesce("after_json", "before_json").alias("raw"),
@@ -357,7 +371,7 @@ class Ingestor:
             self.metrics.truncates += 1
             changes = changes.where(F.col("position") > F.lit(truncate.position))
         order = F.struct("position", "ts_ms")
-        grouped = changes.groupBy(*key).agg(
+        grouped = changes.groupBy(*cols(key)).agg(
             F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
             F.min_by("before", order).alias("first_before"),
             F.count(F.lit(1)).alias("events"),
@@ -365,17 +379,12 @@ class Ingestor:
             F.min("event_time_ms").alias("min_time"),
             F.max("event_time_ms").alias("max_time"),
         )
-        grouped = grouped.persist()
+        grouped = self._persist(grouped)
         known = max_position(progress.max_position, progress.truncate_position)
         decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
-        decided = decided.persist()
-        try:
-            bounds = (truncate_row.low, truncate_row.high, events_location)
-            self._commit(batch, typed, decided, truncate, progress, bounds)
-        finally:
-            decided.unpersist()
-            grouped.unpersist()
-            typed.unpersist()
+        decided = self._persist(decided)
+        bounds = (truncate_row.low, truncate_row.high, events_location)
+        self._commit(batch, typed, decided, truncate, progress, bounds)
 
     def _decide(
         self,
@@ -425,25 +434,34 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         cache = self._key_cache(key, batch_id)
-        keys = suspicious.select(*key)
+        keys = suspicious.select(*cols(key))
         if cache is not None:
             cached = keys.join(cache, list(key), "inner")
-            unresolved = keys.join(cache.select(*key), list(key), "left_anti")
+            unresolved = keys.join(cache.select(*cols(key)), list(key), "left_anti")
         else:
             cached = None
             unresolved = keys
-        current = self.spark.table(self.settings.table).select(*key, F.col(POSITION).alias("v"))
+        current = self.spark.table(self.settings.table).select(
+            *cols(key), F.col(POSITION).alias("v")
+        )
         tombstones = self._tombstones(key, batch_id)
         versions = current if tombstones is None else current.unionByName(tombstones)
-        unresolved = unresolved.persist()
+        unresolved = self._persist(unresolved)
         count = unresolved.count()
-        if len(key) == 1 and count <= self.settings.lookup_in_list_max:
-            # a short IN list lets Iceberg skip files by their key bounds
-            values = [r[0] for r in unresolved.collect()]  # keys only, at most lookup-in-list-max
-            versions = versions.where(F.col(key[0]).isin(values))
+        listed = None
+        if len(key) == 1 and count <= IN_LIST_PRUNES_MAX:
+            # Iceberg skips files by their key bounds for a literal IN list of up to 200 values;
+            # built as ONE expression (one py4j call); None: a key type without literals
+            values = [r[0] for r in unresolved.collect()]  # at most 200 keys
+            listed = in_list(key[0], values)
+        if listed is not None:
+            versions = versions.where(listed)
+        elif count <= self.settings.lookup_in_list_max:
+            # more keys prune no file: keep only their rows, without shuffling the table
+            versions = versions.join(F.broadcast(unresolved), list(key), "left_semi")
         looked_up = (
             unresolved.join(versions, list(key), "left")
-            .groupBy(*key)
+            .groupBy(*cols(key))
             .agg(F.max("v").alias("version"))
             .withColumn("looked_up", F.lit(True))
         )
@@ -465,6 +483,8 @@ class Ingestor:
         from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
+        from sparkext.iceberg.catalog import metadata_name
+
         found: list[DataFrame] = []
         try:
             logs = self.spark.read.parquet(f"{self.settings.checkpoint}/events")
@@ -472,10 +492,12 @@ class Ingestor:
             logs = None
         if logs is not None and {OP, POSITION, "batch", *key} <= set(logs.columns):
             earlier = (F.col(OP) == "d") & (F.col("batch") < batch_id)  # not this batch's own
-            found.append(logs.where(earlier).select(*key, F.col(POSITION).alias("v")))
+            found.append(logs.where(earlier).select(*cols(key), F.col(POSITION).alias("v")))
         paths = [
             r.file_path
-            for r in self.spark.table(f"{self.settings.table}.delete_files")
+            for r in self.spark.table(
+                metadata_name(self.spark, self.settings.table, "delete_files")
+            )
             .where(F.col("content") == 2)
             .select("file_path")
             .collect()  # file paths: metadata, not rows
@@ -483,7 +505,7 @@ class Ingestor:
         if paths:
             deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
             if POSITION in deletes.columns:
-                found.append(deletes.select(*key, F.col(POSITION).alias("v")))
+                found.append(deletes.select(*cols(key), F.col(POSITION).alias("v")))
         if not found:
             return None
         return found[0] if len(found) == 1 else found[0].unionByName(found[1])
@@ -501,7 +523,7 @@ class Ingestor:
         keep_from = batch_id - self.settings.key_cache_batches
         return (
             cache.where((F.col("batch") < batch_id) & (F.col("batch") >= keep_from))
-            .groupBy(*key)
+            .groupBy(*cols(key))
             .agg(F.max("position").alias("v"))
         )
 
@@ -554,10 +576,10 @@ class Ingestor:
 
         if stats.late or stats.dup_keys:
             # every event at or below its key's current version, with its images: kept, not lost
-            versions = decided.where(F.col("version").isNotNull()).select(*key, "version")
+            versions = decided.where(F.col("version").isNotNull()).select(*cols(key), "version")
             skipped = typed.where(F.col("op") != "t").join(versions, list(key))
             skipped.where(F.col("position") <= F.col("version")).select(
-                *key,
+                *cols(key),
                 F.when(F.col("position") == F.col("version"), "duplicate")
                 .otherwise("late")
                 .alias("status"),
@@ -580,7 +602,7 @@ class Ingestor:
         writer = file_writer(
             directory, field_ids, prefix, table.partition_fields(), table.metrics_properties()
         )
-        written = rows.mapInArrow(writer, FILE_SCHEMA_DDL)
+        written = map_in_arrow(rows, writer, FILE_SCHEMA_DDL)
         try:
             described = written.collect()  # one row per written file
         except Exception:
@@ -656,7 +678,7 @@ class Ingestor:
         current = self.spark.table(self.settings.table)
         return current.where(F.col(POSITION) < F.lit(truncate.position)).select(
             F.lit(EQUALITY_DELETES).alias(KIND),
-            *(F.col(c) for c in columns),
+            *(col(c) for c in columns),
             F.lit("t").alias(OP),
             F.timestamp_millis(F.lit(truncate.event_time_ms).cast("bigint")).alias(EVENT_TIME),
             F.lit(truncate.position).alias(POSITION),
@@ -679,12 +701,12 @@ class Ingestor:
         ]
         data = applied.where(F.col("last.op") != "d").select(
             F.lit(DATA).alias(KIND),
-            *(F.col(f"last.after.{c}").alias(c) for c in columns),
+            *(col("last", "after", c).alias(c) for c in columns),
             *system,
         )
         deletes = applied.select(
             F.lit(EQUALITY_DELETES).alias(KIND),
-            *((F.col(c) if c in key else F.col(f"first_before.{c}")).alias(c) for c in columns),
+            *((col(c) if c in key else col("first_before", c)).alias(c) for c in columns),
             *system,
         )
         both = data.unionByName(deletes)
@@ -693,7 +715,7 @@ class Ingestor:
         # already hash-partitioned by key from the dedup: narrow to a few files, no new shuffle
         return both.coalesce(
             max(1, self.spark.sparkContext.defaultParallelism // 2)
-        ).sortWithinPartitions(*key)
+        ).sortWithinPartitions(*cols(key))
 
     def _write_event_log(self, typed: DataFrame, batch: _Batch) -> str:
         """Every valid event of the batch, late and duplicate ones included, as Parquet.
@@ -706,10 +728,7 @@ class Ingestor:
 
         path = f"{self.settings.checkpoint}/events/batch={batch.batch_id}"
         typed.select(
-            *(
-                (F.col(c) if c in batch.key else F.col(f"after.{c}")).alias(c)
-                for c in batch.columns
-            ),
+            *((col(c) if c in batch.key else col("after", c)).alias(c) for c in batch.columns),
             F.col("op").alias(OP),
             F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
             F.col("position").alias(POSITION),
@@ -719,7 +738,7 @@ class Ingestor:
     def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        applied.select(*key, F.col("last.position").alias("position")).write.mode(
+        applied.select(*cols(key), F.col("last.position").alias("position")).write.mode(
             "overwrite"
         ).parquet(f"{self.settings.checkpoint}/key-cache/batch={batch_id}")
 

@@ -203,7 +203,8 @@ ROUTINE = Routine(
         Option(
             LOOKUP_IN_LIST_MAX,
             LOOKUP_IN_LIST_MAX_DEFAULT,
-            "up to this many keys, a table lookup filters by an IN list",
+            "up to this many keys, a table lookup reads only their rows (an IN list that "
+            "prunes files up to 200 keys, else a broadcast semi-join)",
             parse_positive,
         ),
     ),

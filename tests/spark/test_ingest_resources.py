@@ -1,0 +1,84 @@
+"""What one ingest_cdc micro-batch leaves behind (nothing cached) and its key lookups in bulk."""
+
+from __future__ import annotations
+
+import sparkext
+from tests.spark.test_ingest_cdc import events, land
+
+
+def ingest(table: str, landing, checkpoint, options: str = "") -> dict:
+    return (
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
+            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true, "
+            f"options => map('key-cache-batches', '1'{options}))"
+        )
+        .first()
+        .asDict()
+    )
+
+
+def cached(spark) -> tuple[int, bool]:
+    """Persisted RDDs, and whether Spark's cache manager holds no cached plan."""
+    manager = spark._jsparkSession.sharedState().cacheManager()
+    return spark.sparkContext._jsc.getPersistentRDDs().size(), bool(manager.isEmpty())
+
+
+def test_every_micro_batch_releases_what_it_cached(spark, tmp_path, table_name):
+    spark.catalog.clearCache()  # other tests' CACHE TABLEs do not count here
+    assert cached(spark) == (0, True)
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    missing_key = '{"op": "c", "after": {"name": "no id"}, "source": {"pos": 1}}'
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "x")), [missing_key])
+    land(landing, "2.json", events(("u", 1, 20, "b"), ("d", 2, 30, None)))
+    # two files, one per micro-batch: a continuous stream would go on like this
+    ingest(table_name, landing, checkpoint, ", 'max-files-per-batch', '1'")
+    assert cached(spark) == (0, True)
+    land(landing, "3.json", events(("c", 3, 40, "z")))
+    ingest(table_name, landing, checkpoint)  # key 2 leaves the key cache
+    assert cached(spark) == (0, True)
+    land(landing, "4.json", events(("u", 2, 25, "late"), ("u", 1, 15, "late")))
+    fourth = ingest(table_name, landing, checkpoint)  # looks keys up in the table
+    assert (fourth["late"], fourth["lookups"]) == (2, 2)
+    assert cached(spark) == (0, True)
+
+
+def change(op: str, key: str, pos: int, name: str) -> dict:
+    return {
+        "op": op,
+        "before": None if op == "c" else {"id": key, "name": "old"},
+        "after": {"id": key, "name": name},
+        "source": {"file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": pos * 1000},
+        "ts_ms": pos * 1000 + 5,
+    }
+
+
+def test_thousands_of_late_keys_are_looked_up_without_a_per_key_list(
+    spark, tmp_path, table_name, monkeypatch
+):
+    from pyspark.sql import Column
+
+    listed: list[int] = []
+    isin = Column.isin
+
+    def spy(self, *values):
+        listed.append(len(values[0]) if len(values) == 1 and isinstance(values[0], list) else 0)
+        return isin(self, *values)
+
+    monkeypatch.setattr(Column, "isin", spy)
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    keys = [f"o'k\\{i}é" for i in range(1500)]  # quotes and backslashes survive as literals
+    land(landing, "1.json", [change("c", k, 10_000 + i, "a") for i, k in enumerate(keys)])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [change("c", "other", 20_000, "x")])
+    ingest(table_name, landing, checkpoint)  # batch 1's keys leave the key cache
+    # keys 0..749: older than their create (late); 750..1499: newer, yet below the table's
+    # high-water mark, so they are looked up too and then applied
+    late = [change("u", k, 1 + i, "late") for i, k in enumerate(keys[:750])]
+    newer = [change("u", k, 15_000 + i, "b") for i, k in enumerate(keys[750:])]
+    land(landing, "3.json", late + newer)
+    third = ingest(table_name, landing, checkpoint)
+    assert (third["lookups"], third["late"], third["updated"]) == (1500, 750, 750)
+    names = {r.id: r.name for r in spark.table(table_name).collect()}
+    assert names == {"other": "x", **{k: "a" for k in keys[:750]}, **{k: "b" for k in keys[750:]}}
+    assert max(listed, default=0) < 100  # no per-key py4j list
