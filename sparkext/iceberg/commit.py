@@ -62,7 +62,7 @@ class Attempt:
     """One try at a commit, handed to the writer's ``check`` and ``build`` functions.
 
     ``table`` is the transaction's table (a JavaObject: only code of this package touches it);
-    ``since_plan`` the snapshots committed after the planned one, oldest first.
+    ``java_since_plan`` the snapshots committed after the planned one, oldest first.
     """
 
     def __init__(self, txn: Any, since_plan: list[Any], summary: Mapping[str, str]):
@@ -70,10 +70,6 @@ class Attempt:
         self.table = txn.table()
         self.java_since_plan = since_plan
         self._summary = dict(summary)
-
-    @property
-    def since_plan(self) -> list[SnapshotInfo]:
-        return [_info(s) for s in self.java_since_plan]
 
     def stamp(self, operation: Any) -> Any:
         """Set the run's summary properties on a snapshot-producing operation."""

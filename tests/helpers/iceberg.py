@@ -113,3 +113,27 @@ def flink_commit(
                 writer.close()
                 delta = delta.addRows(writer.toDataFile())
     delta.commit()
+
+
+def old_sequence_compaction(spark, name: str) -> None:
+    """Rewrite one base data file (sequence number 1) into a copy that KEEPS sequence number 1,
+    as a compaction started before later deletes does (rewrite_data_files keeps its starting
+    sequence number): equality deletes newer than 1 still apply to the copy."""
+    jvm = spark._jvm
+    table = java_table(spark, name)
+    tasks = table.newScan().planFiles().iterator()
+    old = tasks.next().file()
+    while int(old.dataSequenceNumber()) != 1:
+        old = tasks.next().file()
+    copy = (
+        jvm.org.apache.iceberg.DataFiles.builder(table.spec())
+        .copy(old)
+        .withPath(old.location() + ".copy.parquet")
+        .build()
+    )
+    with open(old.location(), "rb") as src, open(copy.location(), "wb") as dst:
+        dst.write(src.read())
+    removed, added = jvm.java.util.HashSet(), jvm.java.util.HashSet()
+    removed.add(old)
+    added.add(copy)
+    table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()

@@ -12,31 +12,8 @@ import pytest
 
 import sparkext
 from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
+from tests.helpers.iceberg import old_sequence_compaction
 from tests.spark.test_rewrite_equality_deletes import Workload, call, create, live_files, rows
-
-
-def _old_sequence_compaction(spark, table_name: str) -> None:
-    """Rewrite one base data file into a copy that keeps its data sequence number (1)."""
-    from tests.helpers.iceberg import java_table
-
-    jvm = spark._jvm
-    table = java_table(spark, table_name)
-    tasks = table.newScan().planFiles().iterator()
-    old = tasks.next().file()
-    while int(old.dataSequenceNumber()) != 1:
-        old = tasks.next().file()
-    copy = (
-        jvm.org.apache.iceberg.DataFiles.builder(table.spec())
-        .copy(old)
-        .withPath(old.location() + ".copy.parquet")
-        .build()
-    )
-    with open(old.location(), "rb") as src, open(copy.location(), "wb") as dst:
-        dst.write(src.read())
-    removed, added = jvm.java.util.HashSet(), jvm.java.util.HashSet()
-    removed.add(old)
-    added.add(copy)
-    table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()
 
 
 def test_compaction_inside_the_commit_window_is_a_conflict(spark, table_name, monkeypatch):
@@ -55,7 +32,7 @@ def test_compaction_inside_the_commit_window_is_a_conflict(spark, table_name, mo
         original(self, *args, **kwargs)
         if not raced:
             raced.append(1)
-            _old_sequence_compaction(spark, table_name)
+            old_sequence_compaction(spark, table_name)
 
     monkeypatch.setattr(DeleteTable, "_check_no_new_dvs", check_then_race)
     before = live_files(spark, table_name, 2)
@@ -169,6 +146,34 @@ def test_lost_race_retries_and_leaves_no_staged_metadata(spark, table_name, monk
     assert on_disk == referenced  # the refused attempt's manifests are gone
 
 
+def test_a_writer_that_always_wins_the_race_ends_in_one_sentence(spark, table_name, monkeypatch):
+    """Retries are bounded: when every swap is lost, the conversion stops with one sentence and
+    commits nothing."""
+    import sparkext.iceberg.commit as layer
+
+    create(spark, table_name, 2, False)
+    work = Workload(spark, table_name, seed=35)
+    work.load()
+    work.commit(1)
+    real = layer._swap
+    attempts = []
+
+    def always_lost(ops, base, staged):
+        attempts.append(1)
+        spark.sql(f"INSERT INTO {table_name} VALUES ('zz{len(attempts)}', 1, 1, 'p9')")
+        real(ops, base, staged)
+
+    monkeypatch.setattr(layer, "_swap", always_lost)
+    monkeypatch.setattr(layer, "_sleep", lambda attempt_number: None)
+    with pytest.raises(CommitConflictError) as caught:
+        call(table_name)
+    message = str(caught.value)
+    assert "\n" not in message and "kept committing" in message
+    assert message.endswith("run the procedure again.")
+    assert len(attempts) == layer.RETRIES_DEFAULT + 1
+    assert live_files(spark, table_name, 2) == 1  # the equality deletes are all still there
+
+
 def test_planned_snapshot_rolled_back_is_a_conflict(spark, table_name, monkeypatch):
     from sparkext.iceberg.delete_files import DeleteTable
 
@@ -220,12 +225,10 @@ def test_commit_to_a_cached_table_refreshes_the_cache(spark, table_name, tmp_pat
         spark.sql(f"UNCACHE TABLE IF EXISTS {table_name}")
 
 
-def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
-    """A user's function failing inside a backfill is that failure, with its cause chained."""
-    from sparkext.streaming.backfill import run_backfill
-
-    sink = "lake.test.commit_layer_sink"
-    source = "lake.test.commit_layer_source"
+def _tumble_job(spark, suffix: str, expression: str) -> tuple[str, str]:
+    """A one-row source and a per-minute TUMBLE job into a fresh sink: (sink, job text)."""
+    sink = f"lake.test.commit_layer_sink{suffix}"
+    source = f"lake.test.commit_layer_source{suffix}"
     spark.sql(f"DROP TABLE IF EXISTS {sink}")
     spark.sql(f"DROP TABLE IF EXISTS {source}")
     spark.sql(
@@ -233,16 +236,24 @@ def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
         "TBLPROPERTIES ('sparkext.event-time-column'='ts')"
     )
     spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
+    job = f"""
+    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
+      WITH ('connector' = 'iceberg');
+    INSERT INTO {sink}
+    SELECT window_start, window_end, {expression}
+    FROM TABLE(TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+    GROUP BY window_start, window_end;
+    """
+    return sink, job
+
+
+def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
+    """A user's function failing inside a backfill is that failure, with its cause chained."""
+    from sparkext.streaming.backfill import run_backfill
+
+    _, job = _tumble_job(spark, "", "count(*) + CAST('not a number' AS BIGINT)")
     spark.conf.set("spark.sql.ansi.enabled", "true")
     try:
-        job = f"""
-        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
-          WITH ('connector' = 'iceberg');
-        INSERT INTO {sink}
-        SELECT window_start, window_end, count(*) + CAST('not a number' AS BIGINT)
-        FROM TABLE(TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
-        GROUP BY window_start, window_end;
-        """
         with pytest.raises(SparkextError) as caught:
             run_backfill(spark, job, "2026-01-01 00:00:00", "2026-01-01 00:10:00")
     finally:
@@ -255,23 +266,7 @@ def test_a_failing_job_is_not_reported_as_a_concurrent_writer(spark, tmp_path):
 def test_backfill_reports_its_own_snapshot_not_the_next_writers(spark, monkeypatch):
     import sparkext.streaming.backfill as backfill
 
-    sink = "lake.test.commit_layer_sink2"
-    source = "lake.test.commit_layer_source2"
-    spark.sql(f"DROP TABLE IF EXISTS {sink}")
-    spark.sql(f"DROP TABLE IF EXISTS {source}")
-    spark.sql(
-        f"CREATE TABLE {source} (id BIGINT, ts TIMESTAMP) USING iceberg "
-        "TBLPROPERTIES ('sparkext.event-time-column'='ts')"
-    )
-    spark.sql(f"INSERT INTO {source} VALUES (1, TIMESTAMP '2026-01-01 00:00:30')")
-    job = f"""
-    CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, n BIGINT)
-      WITH ('connector' = 'iceberg');
-    INSERT INTO {sink}
-    SELECT window_start, window_end, count(*)
-    FROM TABLE(TUMBLE(TABLE {source}, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
-    GROUP BY window_start, window_end;
-    """
+    sink, job = _tumble_job(spark, "2", "count(*)")
     real = backfill._write
 
     def write_then_someone_else(spark_, query, *args):

@@ -412,7 +412,7 @@ def test_compaction_with_an_old_sequence_number_mid_conversion_is_a_conflict(
     """A compaction that keeps an old data sequence number lands mid-conversion: an equality
     delete we are removing would still apply to its new file, so we must not commit."""
     from sparkext.iceberg.delete_files import DeleteTable
-    from tests.helpers.iceberg import java_table
+    from tests.helpers.iceberg import old_sequence_compaction
 
     create(spark, table_name, 2, False)
     work = Workload(spark, table_name, seed=15)
@@ -421,25 +421,7 @@ def test_compaction_with_an_old_sequence_number_mid_conversion_is_a_conflict(
     original = DeleteTable.commit
 
     def compacting(self, *args, **kwargs):
-        jvm = spark._jvm
-        table = java_table(spark, table_name)
-        tasks = table.newScan().planFiles().iterator()
-        old = tasks.next().file()
-        while int(old.dataSequenceNumber()) != 1:  # a base file, older than every delete
-            old = tasks.next().file()
-        # "rewrite" one data file into a copy that keeps its sequence number (1)
-        copy = (
-            jvm.org.apache.iceberg.DataFiles.builder(table.spec())
-            .copy(old)
-            .withPath(old.location() + ".copy.parquet")
-            .build()
-        )
-        with open(old.location(), "rb") as src, open(copy.location(), "wb") as dst:
-            dst.write(src.read())
-        removed, added = jvm.java.util.HashSet(), jvm.java.util.HashSet()
-        removed.add(old)
-        added.add(copy)
-        table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()
+        old_sequence_compaction(spark, table_name)
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(DeleteTable, "commit", compacting)
