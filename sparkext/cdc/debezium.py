@@ -8,12 +8,12 @@ keeps keys. Tombstones (a null value) decode to ``None`` and are ignored.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from sparkext.cdc.positions import position
+
 OPS = {"c", "r", "u", "d", "t"}
-_DIGITS = re.compile(r"(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -48,27 +48,6 @@ def _row_schema(schema: dict | None) -> dict | None:
         if field.get("field") == "after":
             return field
     return None
-
-
-def position(source: dict[str, Any], ts_ms: int | None) -> str:
-    """A string that sorts like the change's place in the source log.
-
-    MySQL: binlog file number, position, row. PostgreSQL: LSN. Otherwise the commit time.
-
-    >>> position({"file": "mysql-bin.000003", "pos": 484, "row": 0}, None)
-    'm:0000000003:00000000000000000484:0000000000'
-    >>> position({"lsn": 24023128}, None)
-    'p:00000000000024023128'
-    """
-    file, pos = source.get("file"), source.get("pos")
-    if file is not None and pos is not None:
-        match = _DIGITS.search(str(file))
-        number = int(match.group(1)) if match else 0
-        return f"m:{number:010d}:{int(pos):020d}:{int(source.get('row') or 0):010d}"
-    if source.get("lsn") is not None:
-        return f"p:{int(source['lsn']):020d}"
-    when = source.get("ts_ms") or ts_ms or 0
-    return f"t:{int(when):020d}"
 
 
 def _reject(reason: str) -> Event:
@@ -117,44 +96,3 @@ def decode(line: str) -> Event | None:
         key=key,
         value_schema=_row_schema(schema),
     )
-
-
-# Kafka Connect schema types (and Debezium logical types) -> Spark SQL types.
-_CONNECT_TYPES = {
-    "int8": "int",
-    "int16": "int",
-    "int32": "int",
-    "int64": "bigint",
-    "float32": "float",
-    "float64": "double",
-    "boolean": "boolean",
-    "string": "string",
-    "bytes": "binary",
-}
-_LOGICAL_TYPES = {
-    "io.debezium.time.Date": "date",
-    "org.apache.kafka.connect.data.Date": "date",
-    "io.debezium.time.Timestamp": "timestamp",
-    "org.apache.kafka.connect.data.Timestamp": "timestamp",
-    "io.debezium.time.MicroTimestamp": "timestamp",
-    "io.debezium.time.NanoTimestamp": "timestamp",
-    "io.debezium.time.ZonedTimestamp": "timestamp",
-}
-
-
-def connect_columns(row_schema: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    """(column, Spark type, Debezium logical type) for each field of a Connect row schema.
-
-    >>> date = {"field": "d", "type": "int32", "name": "io.debezium.time.Date"}
-    >>> connect_columns({"fields": [{"field": "id", "type": "int32"}, date]})
-    [('id', 'int', None), ('d', 'date', 'io.debezium.time.Date')]
-    """
-    columns = []
-    for field in row_schema.get("fields") or []:
-        logical = field.get("name")
-        spark_type = _LOGICAL_TYPES.get(logical or "") or _CONNECT_TYPES.get(field.get("type"))
-        if spark_type is None:
-            spark_type = "string"  # structs, arrays, unknown: kept as JSON text
-            logical = "json"
-        columns.append((field["field"], spark_type, logical))
-    return columns

@@ -33,13 +33,14 @@ from sparkext.cdc.files import (
 )
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
+from sparkext.cdc.types import typed_rows
 from sparkext.errors import IngestError
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from sparkext.iceberg.cdc_table import CdcTable
 
@@ -264,65 +265,8 @@ class Ingestor:
         key: Sequence[str],
     ) -> tuple[DataFrame, DataFrame]:
         """Rows with typed ``after``/``before`` structs and key columns; missing-key rejects."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StructField, StructType, _parse_datatype_string
-
-        raw_type = {
-            "io.debezium.time.Date": "int",
-            "org.apache.kafka.connect.data.Date": "int",
-            "io.debezium.time.Timestamp": "bigint",
-            "org.apache.kafka.connect.data.Timestamp": "bigint",
-            "io.debezium.time.MicroTimestamp": "bigint",
-            "io.debezium.time.NanoTimestamp": "bigint",
-        }
-        json_schema = StructType(
-            [
-                StructField(name, _parse_datatype_string(raw_type.get(logical.get(name, ""), t)))
-                for name, t in columns.items()
-            ]
-        )
-
-        def convert(image: str, name: str) -> Column:
-            value = col(image, name)
-            kind = logical.get(name)
-            if kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-                value = F.date_from_unix_date(value)
-            elif kind in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
-                value = F.timestamp_millis(value)
-            elif kind == "io.debezium.time.MicroTimestamp":
-                value = F.timestamp_micros(value)
-            elif kind == "io.debezium.time.NanoTimestamp":
-                value = F.timestamp_micros(F.floor(value / 1000))
-            return value.cast(columns[name]).alias(name)
-
-        parsed = valid.select(
-            "*",
-            F.from_json("after_json", json_schema).alias("a"),
-            F.from_json("before_json", json_schema).alias("b"),
-        )
-        typed = parsed.select(
-            "op",
-            "position",
-            "event_time_ms",
-            "ts_ms",
-            "source_partition",
-            "after_json",
-            "before_json",
-            F.struct(*(convert("a", n) for n in columns)).alias("after"),
-            F.struct(*(convert("b", n) for n in columns)).alias("before"),
-            *(F.when(F.col("op") == "d", col("b", k)).otherwise(col("a", k)).alias(k) for k in key),
-        )
-        missing = F.lit(False)
-        for k in key:
-            missing = missing | col(k).isNull()
-        missing = missing & (F.col("op") != "t")
-        typed = self._persist(typed.withColumn("missing_key", missing))
-        rejects = typed.where("missing_key").select(
-            F.lit(f"missing key column(s) {', '.join(key)}").alias("reject"),
-            F.coalesce("after_json", "before_json").alias("raw"),
-            F.lit(None).cast("string").alias("source_file"),
-        )
-        return typed, rejects
+        typed, rejects = typed_rows(valid, columns, logical, key)
+        return self._persist(typed), rejects
 
     def _record_rejects(
         self, rejects: DataFrame, batch_id: int, count: int, kind: str = ""

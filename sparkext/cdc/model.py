@@ -94,8 +94,8 @@ def batch_types(facts: Sequence[Any]) -> tuple[dict[str, str], dict[str, str], b
     A Connect ``schema`` wrapper gives exact types; otherwise the per-row signatures the
     decoder inferred from JSON values are merged.
     """
-    from sparkext.cdc.debezium import connect_columns
     from sparkext.cdc.decode import merge_types
+    from sparkext.cdc.types import connect_columns
 
     schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]
     if schemas:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkext.cdc.debezium import connect_columns, decode, position
+from sparkext.cdc.debezium import decode
+from sparkext.cdc.positions import position
+from sparkext.cdc.types import connect_columns
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "debezium"
 
