@@ -30,6 +30,7 @@ from sparkext.cdc.summary import (
     SOURCE_PROGRESS,
     TRUNCATE_POSITION,
 )
+from sparkext.iceberg.types import iceberg_type
 
 __all__ = [
     "BATCH_ID",
@@ -66,27 +67,6 @@ class Progress:
     source_progress: Mapping[str, str]
     batches: Mapping[str, int]  # checkpoint id -> last committed batch id
     event_time_max_so_far: int | None = None
-
-
-def _iceberg_type(jvm, spark_type: str):
-    types = jvm.org.apache.iceberg.types.Types
-    simple = {
-        "int": types.IntegerType.get,
-        "bigint": types.LongType.get,
-        "string": types.StringType.get,
-        "double": types.DoubleType.get,
-        "float": types.FloatType.get,
-        "boolean": types.BooleanType.get,
-        "date": types.DateType.get,
-        "timestamp": types.TimestampType.withZone,
-        "binary": types.BinaryType.get,
-    }
-    if spark_type in simple:
-        return simple[spark_type]()
-    if spark_type.startswith("decimal("):
-        precision, scale = spark_type[8:-1].split(",")
-        return types.DecimalType.of(int(precision), int(scale))
-    raise ValueError(f"unsupported column type {spark_type}")
 
 
 def _int_array(spark, values: Sequence[int]):
@@ -234,11 +214,11 @@ def create_table(
     types = jvm.org.apache.iceberg.types.Types
     fields = jvm.java.util.ArrayList()
     for index, (column, spark_type) in enumerate(columns, start=1):
-        iceberg_type = _iceberg_type(jvm, spark_type)
+        field_type = iceberg_type(jvm, spark_type)
         if column in key:
-            fields.add(types.NestedField.required(index, column, iceberg_type))
+            fields.add(types.NestedField.required(index, column, field_type))
         else:
-            fields.add(types.NestedField.optional(index, column, iceberg_type))
+            fields.add(types.NestedField.optional(index, column, field_type))
     identifier = jvm.java.util.HashSet()
     for index, (column, _) in enumerate(columns, start=1):
         if column in key:
@@ -306,9 +286,9 @@ class CdcCommit:
         update = txn.updateSchema()
         for column, spark_type in self._additions:
             if schema.findField(column) is None:  # another writer may have added it already
-                update = update.addColumn(column, _iceberg_type(jvm, spark_type))
+                update = update.addColumn(column, iceberg_type(jvm, spark_type))
         for column, spark_type in self._widenings:
-            update = update.updateColumn(column, _iceberg_type(jvm, spark_type))
+            update = update.updateColumn(column, iceberg_type(jvm, spark_type))
         update.commit()
 
     def _partition(self, spec, values: Sequence[str]):
