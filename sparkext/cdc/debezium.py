@@ -8,12 +8,17 @@ keeps keys. Tombstones (a null value) decode to ``None`` and are ignored.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from sparkext.cdc.positions import position
 
 OPS = {"c", "r", "u", "d", "t"}
+# Deeper JSON is rejected: Python's parser and encoder recurse (RecursionError near 1,000
+# levels) and Spark's JSON reader stops at 1,000; a change event needs about 5.
+MAX_DEPTH = 500
+_NESTING_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 @dataclass(frozen=True)
@@ -54,15 +59,70 @@ def _reject(reason: str) -> Event:
     return Event(None, None, None, None, None, None, None, None, None, None, reason)
 
 
-def decode(line: str) -> Event | None:
-    """Decode one line; ``None`` for a tombstone or blank line, an Event with ``reject`` if bad."""
-    text = line.strip()
+def nesting_depth(text: str) -> int:
+    """How deeply JSON text nests arrays and objects (brackets inside strings do not count).
+
+    >>> nesting_depth('{"a": [1, {"b": "[[["}]}'), nesting_depth("7")
+    (3, 0)
+    """
+    depth = deepest = 0
+    for match in _NESTING_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def as_text(line: str | bytes) -> tuple[str, str | None]:
+    """A line as text, and why it is not UTF-8 (then undecodable bytes are shown as ``\\xNN``).
+
+    >>> as_text(b'{"n": "caf\\xe9"}')
+    ('{"n": "caf\\\\xe9"}', 'not UTF-8 at byte offset 10 (0xe9)')
+    """
+    if isinstance(line, str):
+        return line, None
+    try:
+        return line.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        reason = f"not UTF-8 at byte offset {error.start} (0x{line[error.start]:02x})"
+        return line.decode("utf-8", "backslashreplace"), reason
+
+
+def parse_json(text: str) -> tuple[Any, str | None]:
+    """``json.loads``, or the reason the text cannot be taken: malformed, or nested too deeply.
+
+    >>> parse_json('{"a": 1}'), parse_json("[" * 600 + "]" * 600)[1]
+    (({'a': 1}, None), 'nested deeper than 500 levels')
+    """
+    # counting brackets is C-fast; the exact depth is only needed when there are many
+    if text.count("{") + text.count("[") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    try:
+        return json.loads(text), None
+    except RecursionError:  # not reached with MAX_DEPTH well below the recursion limit
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    except ValueError as error:
+        return None, f"malformed JSON: {error}"
+
+
+def decode(line: str | bytes) -> Event | None:
+    """Decode one line; ``None`` for a tombstone or blank line, an Event with ``reject`` if bad.
+
+    ``line`` may be bytes: a line that is not UTF-8 is rejected with the offset of the first
+    bad byte.
+    """
+    text, not_utf8 = as_text(line)
+    if not_utf8:
+        return _reject(not_utf8)
+    text = text.strip()
     if not text or text == "null":
         return None
-    try:
-        message = json.loads(text)
-    except ValueError as error:
-        return _reject(f"malformed JSON: {error}")
+    message, bad = parse_json(text)
+    if bad:
+        return _reject(bad)
     key = None
     if isinstance(message, dict) and "value" in message and ("key" in message or len(message) <= 3):
         key_payload, _ = _unwrap(message.get("key"))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from sparkext.cdc.debezium import decode
+from sparkext.cdc.debezium import as_text, decode, parse_json
 
 DECODED_DDL = (
     "op string, position string, event_time_ms bigint, ts_ms bigint, source_db string, "
@@ -17,6 +17,8 @@ DECODED_DDL = (
     "source_partition string"
 )
 _FIELDS = [f.split(" ")[0] for f in DECODED_DDL.split(", ")]
+# Input column set by the driver for an input it could not give the decoder (a vanished file).
+INPUT_REJECT = "input_reject"
 _PARTITION = (re.compile(r"partition=(\d+)"), re.compile(r"\+(\d+)\+\d+\.[^/]*$"))
 
 
@@ -73,34 +75,62 @@ def _wider(a: str | None, b: str | None) -> str | None:
 
 
 def merge_types(signatures: list[dict[str, str | None]]) -> dict[str, str]:
-    """Merge per-row type signatures; a column seen only as null becomes a string.
+    """Merge per-row type signatures; a column seen only as null is left out.
+
+    A null says nothing about a column's type: typing it (as a string, say) would refuse the
+    first real value. It becomes a column in the first batch with a value; until then its
+    nulls are what the table gives a missing column anyway.
 
     >>> merge_types([{"a": "bigint", "b": None}, {"a": "double", "c": "boolean"}])
-    {'a': 'double', 'b': 'string', 'c': 'boolean'}
+    {'a': 'double', 'c': 'boolean'}
     """
     merged: dict[str, str | None] = {}
     for signature in signatures:
         for name, found in signature.items():
             merged[name] = _wider(merged.get(name), found) if name in merged else found
-    return {name: found or "string" for name, found in merged.items()}
+    return {name: found for name, found in merged.items() if found is not None}
+
+
+def _bytes(column: pa.Array | pa.ChunkedArray) -> list[bytes | None]:
+    """Values as bytes: a string column may hold invalid UTF-8 (Spark's text source does not
+    check), which Arrow would only notice, fatally, when converting it to Python."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary() if pa.types.is_string(column.type) else pa.large_binary())
+    return column.to_pylist()
+
+
+def _unread_row(reason: str, file: str | None) -> dict:
+    row = dict.fromkeys(_FIELDS)
+    row.update(reject=reason, source_file=file, source_partition=source_partition(file))
+    return row
+
+
+def _append(out: dict[str, list], row: dict) -> None:
+    for name in _FIELDS:
+        out[name].append(row[name])
 
 
 def _dump(value) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def split_document(text: str) -> list[str]:
+def split_document(text: str | bytes) -> list[str | bytes]:
     """One JSON document (an object, or an array of records) -> one line per record.
+
+    A document that is not UTF-8, not JSON or nested too deeply comes back whole, for
+    ``decode`` to reject with its reason.
 
     >>> split_document('[{"a": 1}, null]')
     ['{"a":1}', 'null']
     >>> split_document('{not json')
     ['{not json']
     """
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return [text]  # rejected by decode with the parser's reason
+    decoded, not_utf8 = as_text(text)
+    if not_utf8:
+        return [text]
+    document, bad = parse_json(decoded.strip())
+    if bad:
+        return [decoded]
     items = document if isinstance(document, list) else [document]
     return [json.dumps(item, separators=(",", ":")) for item in items]
 
@@ -113,21 +143,37 @@ def decode_documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 def decode_lines(
     batches: Iterator[pa.RecordBatch], documents: bool = False
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: columns ``value`` and ``source_file`` in, DECODED_DDL rows out."""
+    """``mapInArrow`` body: ``value`` (binary or string), ``source_file`` and, when the driver
+    could not read an input, ``input_reject`` (its reason) in; DECODED_DDL rows out.
+
+    ``value`` is taken as bytes, so a line that is not UTF-8 is rejected by itself, not the
+    whole task.
+    """
     last_schema = last_types = None
     for batch in batches:
         out: dict[str, list] = {name: [] for name in _FIELDS}
-        values = batch.column("value").to_pylist()
+        values = _bytes(batch.column("value"))
         files = batch.column("source_file").to_pylist()
+        unread = (
+            batch.column(INPUT_REJECT).to_pylist()
+            if INPUT_REJECT in batch.schema.names
+            else [None] * len(values)
+        )
         if documents:
-            pairs = [
-                (line, f)
-                for v, f in zip(values, files, strict=True)
-                for line in split_document(v or "")
+            triples = [
+                (line, f, u)
+                for v, f, u in zip(values, files, unread, strict=True)
+                for line in ([v] if u else split_document(v or b""))
             ]
-            values, files = [p[0] for p in pairs], [p[1] for p in pairs]
-        for line, file in zip(values, files, strict=True):
-            event = decode(line or "")
+            values = [t[0] for t in triples]
+            files = [t[1] for t in triples]
+            unread = [t[2] for t in triples]
+        for value, file, reason in zip(values, files, unread, strict=True):
+            if reason:
+                _append(out, _unread_row(reason, file))
+                continue
+            line = value or b""
+            event = decode(line)
             if event is None:
                 continue
             schema = _dump(event.value_schema)
@@ -155,12 +201,11 @@ def decode_lines(
                 "value_schema": schema,
                 "row_types": types,
                 "reject": event.reject,
-                "raw": line if event.reject else None,
+                "raw": as_text(line)[0] if event.reject else None,
                 "source_file": file,
                 "source_partition": source_partition(file),
             }
-            for name in _FIELDS:
-                out[name].append(row[name])
+            _append(out, row)
         yield pa.RecordBatch.from_pydict(
             out,
             schema=pa.schema(

@@ -15,6 +15,7 @@ Per micro-batch (``Ingestor.process``), all data work on executors:
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ from sparkext.cdc.files import (
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
 from sparkext.cdc.types import typed_rows
-from sparkext.errors import IngestError
+from sparkext.errors import CommitConflictError, IngestError
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
@@ -42,7 +43,7 @@ from sparkext.planning.cdc_schema import plan_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkext.iceberg.cdc_table import CdcTable
+    from sparkext.iceberg.cdc_table import CdcTable, ConcurrentChange, Progress
 
 OP, EVENT_TIME, POSITION = "_cdc_op", "_cdc_event_time", "_cdc_position"
 SYSTEM_COLUMNS = ((OP, "string"), (EVENT_TIME, "timestamp"), (POSITION, "string"))
@@ -54,7 +55,12 @@ TABLE_PROPERTIES = {
     "write.merge.mode": "merge-on-read",
     "sparkext.event-time-column": EVENT_TIME,
 }
+REPLANS = 4  # a batch whose keys another writer changed meanwhile is decided again
 CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
+
+
+class KeysChanged(CommitConflictError):
+    """Another writer committed changes to keys of this batch after it was decided."""
 
 
 def _crash_point(name: str) -> None:
@@ -124,27 +130,33 @@ class Ingestor:
             self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
             return
         decoder = decode_documents if self.settings.input_format == "json-files" else decode_lines
-        decoded = lines.mapInArrow(decoder, DECODED_DDL).persist()
+        decoded = _with_arrival(lines.mapInArrow(decoder, DECODED_DDL), batch_id).persist()
         try:
             marked = self._mark_rejects(decoded)
-            valid = marked.where(F.col("reject").isNull())
-            rejects = marked.where(F.col("reject").isNotNull()).select(
-                "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
-            )
-            # one pass for the small facts: schemas, rejects, progress per source partition
+            # one pass for the small facts: schemas, rejects, position families, progress per
+            # source partition
             facts = (
                 marked.withColumn("bad", F.col("reject").isNotNull())
-                .groupBy("bad", "source_partition", "value_schema", "row_types")
+                .withColumn("family", F.substring_index("position", ":", 1))
+                .groupBy("bad", "family", "source_partition", "value_schema", "row_types")
                 .agg(
                     F.count(F.lit(1)).alias("n"),
                     F.max("position").alias("p"),
                     F.min("position").alias("lo"),
                 )
-                .collect()  # distinct schemas x source partitions: a handful of small rows
+                .collect()  # distinct schemas x families x source partitions: a handful of rows
             )
-            self._record_rejects(rejects, batch_id, sum(f.n for f in facts if f.bad))
+            chosen = self._family(table, [f for f in facts if not f.bad])
+            marked = _reject_other_families(marked, chosen, {f.family for f in facts})
+            valid = marked.where(F.col("reject").isNull())
+            rejects = marked.where(F.col("reject").isNotNull()).select(
+                "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
+            )
+            good = [f for f in facts if not f.bad and (chosen is None or f.family == chosen)]
+            self._record_rejects(
+                rejects, batch_id, sum(f.n for f in facts) - sum(f.n for f in good)
+            )
             self.metrics.events += sum(f.n for f in facts)
-            good = [f for f in facts if not f.bad]
             per_partition: dict[str, str] = {}
             for f in good:
                 if f.p is not None:
@@ -157,23 +169,66 @@ class Ingestor:
                 if not types:
                     return
                 table = self._create(valid, types)
-            key = table.key()
-            if not key:
-                raise IngestError(
-                    f"Table '{self.settings.table}' has no identifier fields (primary key); "
-                    "set them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
-                )
-            table_types = {c.name: c.type for c in table.columns() if c.name not in SYSTEM_NAMES}
-            plan = plan_schema(table_types, types, exact)
-            commit = table.begin()
-            commit.evolve(plan.additions, plan.widenings)
-            field_ids = commit.field_ids()
-            columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
-            typed, missing_key = self._typed(valid, columns, logical, key)
-            batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
-            self._apply(batch, typed, missing_key)
+            for replan in range(1, REPLANS + 1):
+                saved = copy.deepcopy(self.metrics)
+                try:
+                    self._plan_and_apply(
+                        table, valid, (types, logical, exact), batch_id, per_partition
+                    )
+                    return
+                except KeysChanged as changed:
+                    self.metrics = saved
+                    self._release()
+                    if replan == REPLANS:
+                        raise CommitConflictError(
+                            f"Other writers kept changing keys of this batch in "
+                            f"{self.settings.table} ({REPLANS} plans); nothing of batch {batch_id} "
+                            "was committed: run ingest_cdc again."
+                        ) from changed
+                    self.progress(f"batch {batch_id}: {changed}; deciding again")
+                    table.refresh()
         finally:
             decoded.unpersist()
+
+    def _plan_and_apply(
+        self,
+        table: CdcTable,
+        valid: DataFrame,
+        found_types: tuple[Mapping[str, str], Mapping[str, str], bool],
+        batch_id: int,
+        per_partition: Mapping[str, str],
+    ) -> None:
+        """Decide and commit the batch against the table's current snapshot."""
+        types, logical, exact = found_types
+        key = table.key()
+        if not key:
+            raise IngestError(
+                f"Table '{self.settings.table}' has no identifier fields (primary key); "
+                "set them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
+            )
+        table_types = {c.name: c.type for c in table.columns() if c.name not in SYSTEM_NAMES}
+        plan = plan_schema(table_types, types, exact)
+        commit = table.begin()
+        commit.evolve(plan.additions, plan.widenings)
+        field_ids = commit.field_ids()
+        columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
+        typed, missing_key = self._typed(valid, columns, logical, key)
+        batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
+        self._apply(batch, typed, missing_key)
+
+    def _family(self, table: CdcTable | None, good: Sequence[Any]) -> str | None:
+        """The position family of this table: the one it holds, else the batch's commonest."""
+        from sparkext.cdc.positions import family
+
+        if table is not None:
+            held = family(table.progress(self.checkpoint_id).max_position)
+            if held is not None:
+                return held
+        counts: dict[str, int] = {}
+        for f in good:
+            if f.family is not None:
+                counts[f.family] = counts.get(f.family, 0) + f.n
+        return max(sorted(counts), key=lambda name: counts[name]) if counts else None
 
     # ---- steps -------------------------------------------------------------------------------
     def _load_table(self) -> CdcTable | None:
@@ -187,6 +242,7 @@ class Ingestor:
                 )
             return None
         table = CdcTable(self.spark, self.settings.table)
+        table.refresh()  # the catalog may cache a table another process has moved on
         bad = unsupported(table.partition_fields(), table.key())
         if bad:
             raise IngestError(
@@ -300,7 +356,7 @@ class Ingestor:
         ).first()
         if truncate_row.missing:
             self._record_rejects(missing_key, batch_id, truncate_row.missing, "-missing-key")
-        typed = typed.where(~F.col("missing_key"))
+        typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         events_location = self._write_event_log(typed, batch)
         truncate = Truncate.plan(
             truncate_row.p if truncate_row else None,
@@ -325,21 +381,18 @@ class Ingestor:
         )
         grouped = self._persist(grouped)
         known = max_position(progress.max_position, progress.truncate_position)
-        decided = self._decide(grouped, key, known, progress.truncate_position, batch_id)
+        decided = self._decide(grouped, batch, known, progress)
         decided = self._persist(decided)
         bounds = (truncate_row.low, truncate_row.high, events_location)
         self._commit(batch, typed, decided, truncate, progress, bounds)
 
     def _decide(
-        self,
-        grouped: DataFrame,
-        key: Sequence[str],
-        known: str | None,
-        truncate_position: str | None,
-        batch_id: int,
+        self, grouped: DataFrame, batch: _Batch, known: str | None, progress: Progress
     ) -> DataFrame:
         """Add ``status`` (apply / late / duplicate); look up only keys that may be out of order."""
         from pyspark.sql import functions as F
+
+        truncate_position = progress.truncate_position
 
         position = F.col("last.position")
         if known is None:
@@ -360,7 +413,7 @@ class Ingestor:
         safe = grouped.where(position > F.lit(known)).withColumn(
             "version", F.lit(None).cast("string")
         )
-        version = self._versions(suspicious, key, batch_id)
+        version = self._versions(suspicious, batch, progress)
         if truncate_position is not None:
             version = version.withColumn(
                 "version", F.greatest(F.col("version"), F.lit(truncate_position))
@@ -373,11 +426,17 @@ class Ingestor:
         )
         return combined.withColumn("status", status)
 
-    def _versions(self, suspicious: DataFrame, key: Sequence[str], batch_id: int) -> DataFrame:
-        """Suspicious keys with ``version``: the key cache first, then the table's rows/deletes."""
+    def _versions(self, suspicious: DataFrame, batch: _Batch, progress: Progress) -> DataFrame:
+        """Suspicious keys with ``version``: the key cache first, then the table's rows/deletes.
+
+        Everything is read as of the snapshot the batch started from (the commit's check covers
+        what comes after). The key cache only knows this checkpoint's writes: it decides alone
+        only while no other writer changed data since this checkpoint's last commit.
+        """
         from pyspark.sql import functions as F
 
-        cache = self._key_cache(key, batch_id)
+        key, batch_id = batch.key, batch.batch_id
+        cache = None if progress.foreign_since_ours else self._key_cache(key, batch_id)
         keys = suspicious.select(*cols(key))
         if cache is not None:
             cached = keys.join(cache, list(key), "inner")
@@ -385,10 +444,12 @@ class Ingestor:
         else:
             cached = None
             unresolved = keys
-        current = self.spark.table(self.settings.table).select(
-            *cols(key), F.col(POSITION).alias("v")
-        )
-        tombstones = self._tombstones(key, batch_id)
+        start = batch.commit.start_snapshot_id
+        reader = self.spark.read
+        if start is not None:
+            reader = reader.option("snapshot-id", start)
+        current = reader.table(self.settings.table).select(*cols(key), F.col(POSITION).alias("v"))
+        tombstones = self._tombstones(batch)
         versions = current if tombstones is None else current.unionByName(tombstones)
         unresolved = self._persist(unresolved)
         count = unresolved.count()
@@ -417,42 +478,45 @@ class Ingestor:
             "looked_up", F.coalesce("looked_up", F.lit(False))
         )
 
-    def _tombstones(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
+    def _tombstones(self, batch: _Batch) -> DataFrame | None:
         """Deleted keys with the deleting event's position.
 
-        From this checkpoint's event logs (every delete ever ingested, so still there after
-        rewrite_equality_deletes turned the equality deletes into position deletes) and from the
-        live equality-delete files (tables written before event logs existed).
+        From the event logs of every checkpoint that wrote the table (every delete ever
+        ingested, so still there after rewrite_equality_deletes turned the equality deletes into
+        position deletes; the table's ``sparkext.cdc.event-logs`` property lists them) and from
+        the equality-delete files live in the snapshot the batch started from.
         """
         from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
-        from sparkext.iceberg.catalog import metadata_name
-
+        key, batch_id = batch.key, batch.batch_id
         found: list[DataFrame] = []
-        try:
-            logs = self.spark.read.parquet(f"{self.settings.checkpoint}/events")
-        except AnalysisException:  # no event log yet
-            logs = None
-        if logs is not None and {OP, POSITION, "batch", *key} <= set(logs.columns):
-            earlier = (F.col(OP) == "d") & (F.col("batch") < batch_id)  # not this batch's own
-            found.append(logs.where(earlier).select(*cols(key), F.col(POSITION).alias("v")))
-        paths = [
-            r.file_path
-            for r in self.spark.table(
-                metadata_name(self.spark, self.settings.table, "delete_files")
-            )
-            .where(F.col("content") == 2)
-            .select("file_path")
-            .collect()  # file paths: metadata, not rows
-        ]
+        roots = {**batch.table.event_logs(), self.checkpoint_id: self._events_root()}
+        for checkpoint, root in sorted(roots.items()):
+            try:
+                logs = self.spark.read.parquet(root)
+            except AnalysisException:  # no event log yet, or a removed checkpoint
+                continue
+            if not {OP, POSITION, "batch", *key} <= set(logs.columns):
+                continue
+            deleted = F.col(OP) == "d"
+            if checkpoint == self.checkpoint_id:
+                deleted = deleted & (F.col("batch") < batch_id)  # not this batch's own
+            found.append(logs.where(deleted).select(*cols(key), F.col(POSITION).alias("v")))
+        paths = batch.table.equality_delete_paths(batch.commit.start_snapshot_id)
         if paths:
             deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
             if POSITION in deletes.columns:
                 found.append(deletes.select(*cols(key), F.col(POSITION).alias("v")))
         if not found:
             return None
-        return found[0] if len(found) == 1 else found[0].unionByName(found[1])
+        union = found[0]
+        for more in found[1:]:
+            union = union.unionByName(more)
+        return union
+
+    def _events_root(self) -> str:
+        return f"{self.settings.checkpoint}/events"
 
     def _key_cache(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
         from pyspark.sql import functions as F
@@ -597,9 +661,17 @@ class Ingestor:
         self.progress(f"batch {batch_id}: committing {len(files)} file(s)")
         from sparkext.errors import CommitStateUnknownError
 
+        def check(changes: Sequence[ConcurrentChange]) -> None:
+            self._check_changes(changes, applied, key, truncating=truncate is not None)
+
         try:
             snapshot = commit.commit(
-                files, key, summary, truncate=truncate is not None and truncate.all
+                files,
+                key,
+                summary,
+                truncate=truncate is not None and truncate.all,
+                check=check,
+                event_log=(self.checkpoint_id, self._events_root()),
             )
         except CommitStateUnknownError:
             raise  # the commit may have landed: its files must stay
@@ -610,6 +682,39 @@ class Ingestor:
         m.snapshot_ids.append(snapshot)
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)
+
+    def _check_changes(
+        self,
+        changes: Sequence[ConcurrentChange],
+        applied: DataFrame,
+        key: Sequence[str],
+        truncating: bool,
+    ) -> None:
+        """Raise :class:`KeysChanged` when a snapshot committed since the plan touched a key this
+        batch writes (the batch must be decided again); pass when the writers' keys are disjoint.
+
+        Every key an ingest_cdc commit changes is in its equality-delete files, so overlap is a
+        semi-join of those files' keys with the batch's (on executors). Compactions and delete
+        rewrites ("replace") change no row; other writers' commits, truncates and row-level
+        rewrites cannot be read cheaply and always count as touching.
+        """
+        changing = [c for c in changes if c.operation != "replace"]
+        if not changing:
+            return
+        opaque = [c for c in changing if c.checkpoint_id is None or c.removed_data_files]
+        if opaque or truncating:
+            first = (opaque or changing)[0]
+            raise KeysChanged(
+                f"snapshot {first.snapshot_id} ({first.operation}) was committed meanwhile"
+            )
+        paths = sorted({p for c in changing for p in c.equality_delete_paths})
+        if not paths:
+            return
+        touched = self.spark.read.parquet(*paths).select(*cols(key))
+        if not touched.join(applied.select(*cols(key)), list(key), "left_semi").isEmpty():
+            raise KeysChanged(
+                f"another writer changed keys of this batch (snapshot {changing[-1].snapshot_id})"
+            )
 
     def _wiped(
         self, table: CdcTable, columns: Mapping[str, str], truncate: Truncate | None
@@ -670,7 +775,7 @@ class Ingestor:
         """
         from pyspark.sql import functions as F
 
-        path = f"{self.settings.checkpoint}/events/batch={batch.batch_id}"
+        path = f"{self._events_root()}/batch={batch.batch_id}"
         typed.select(
             *((col(c) if c in batch.key else col("after", c)).alias(c) for c in batch.columns),
             F.col("op").alias(OP),
@@ -698,3 +803,72 @@ def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:
     from sparkext.cdc.checkpoint import read_or_create_id
 
     return read_or_create_id(checkpoint, lambda: str(uuid.uuid4()))
+
+
+def _with_arrival(decoded: DataFrame, batch_id: int) -> DataFrame:
+    """Positions of the ``t`` family (commit time only) get arrival as a tie-breaker: the batch,
+    then the record's place in it, so a second change in the same millisecond is newer, not a
+    duplicate."""
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.positions import TIME_FAMILY
+
+    arrival = F.concat(
+        F.col("position"),
+        F.lit(f":{batch_id:010d}:"),
+        F.lpad(F.monotonically_increasing_id().cast("string"), 20, "0"),
+    )
+    return decoded.withColumn(
+        "position",
+        F.when(F.col("position").startswith(f"{TIME_FAMILY}:"), arrival).otherwise(
+            F.col("position")
+        ),
+    )
+
+
+def _reject_other_families(
+    marked: DataFrame, chosen: str | None, seen: set[str | None]
+) -> DataFrame:
+    """``reject`` set for events whose position cannot be ordered against the table's."""
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.positions import incomparable
+
+    others = sorted(f for f in seen if f is not None and f != chosen)
+    if chosen is None or not others:
+        return marked
+    event_family = F.substring_index("position", ":", 1)
+    reason = None
+    for other in others:
+        branch = F.when(event_family == F.lit(other), F.lit(incomparable(other, chosen)))
+        reason = (
+            branch
+            if reason is None
+            else reason.when(event_family == F.lit(other), F.lit(incomparable(other, chosen)))
+        )
+    return marked.withColumn("reject", F.coalesce(F.col("reject"), reason))
+
+
+def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
+    """An update whose before-image has another key also deletes the old key (at the same
+    position): a primary-key change is a delete of the old row plus an upsert of the new one."""
+    from pyspark.sql import functions as F
+
+    present = F.lit(True)
+    moved = F.lit(False)
+    for k in key:
+        present = present & col("before", k).isNotNull()
+        moved = moved | ~col("before", k).eqNullSafe(col(k))
+    old_rows = typed.where((F.col("op") == "u") & present & moved).select(
+        *(
+            F.lit("d").alias(name)
+            if name == "op"
+            else F.lit(None).cast(typed.schema["after"].dataType).alias(name)
+            if name == "after"
+            else col("before", name).alias(name)
+            if name in key
+            else col(name)
+            for name in typed.columns
+        )
+    )
+    return typed.unionByName(old_rows)

@@ -6,7 +6,7 @@ Pure Python: no Spark, no JVM, unit-testable in milliseconds.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ class Metrics:
     duplicates: int = 0
     late: int = 0
     rejected: int = 0
+    files_missing: int = 0  # planned input files gone before they were read (also rejected)
     commits: int = 0
     batches_replayed: int = 0
     truncates: int = 0
@@ -57,6 +58,8 @@ class Settings:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     partition_by: tuple[tuple[str, str, int | None], ...] = ()  # for create => true
+    # table type of PostgreSQL numeric without precision (io.debezium.data.VariableScaleDecimal)
+    variable_scale_decimal: str = "decimal(38,10)"
 
 
 @dataclass(frozen=True)
@@ -88,23 +91,30 @@ class Truncate:
         )
 
 
-def batch_types(facts: Sequence[Any]) -> tuple[dict[str, str], dict[str, str], bool]:
-    """Column -> Spark type of a batch's rows, Debezium logical types, and whether exact.
+def batch_types(
+    facts: Sequence[Any],
+    settings: Settings | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> tuple[dict[str, str], dict[str, str], bool]:
+    """Column -> Spark type of a batch's rows, Debezium logical-type tags, and whether exact.
 
-    A Connect ``schema`` wrapper gives exact types; otherwise the per-row signatures the
-    decoder inferred from JSON values are merged.
+    A Connect ``schema`` wrapper gives exact types (several schemas in one batch merge by
+    :func:`sparkext.cdc.types.merge_column`); otherwise the per-row signatures the decoder
+    inferred from JSON values are merged. ``settings`` chooses the type of variable-scale
+    decimals; ``notice`` hears of unknown logical types (default: a warning).
     """
     from sparkext.cdc.decode import merge_types
-    from sparkext.cdc.types import connect_columns
+    from sparkext.cdc.types import VARIABLE_SCALE_DEFAULT, connect_columns, merge_column
 
+    variable = settings.variable_scale_decimal if settings else VARIABLE_SCALE_DEFAULT
     schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]
     if schemas:
         columns: dict[str, tuple[str, str | None]] = {}
         for schema in schemas:  # several when the source schema changed inside the batch
-            for name, spark_type, logical in connect_columns(schema):
+            for name, spark_type, logical in connect_columns(schema, variable, notice):
                 old = columns.get(name)
-                if old is None or (old[0], spark_type) in (("int", "bigint"), ("float", "double")):
-                    columns[name] = (spark_type, logical)
+                found = (spark_type, logical)
+                columns[name] = found if old is None else merge_column(name, old, found)
         types = {name: t for name, (t, _) in columns.items()}
         return types, {name: lt for name, (_, lt) in columns.items() if lt}, True
     signatures = [json.loads(f.row_types) for f in facts if f.row_types]

@@ -6,14 +6,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sparkext.cdc.decode import INPUT_REJECT
 from sparkext.cdc.ingest import Ingestor
 from sparkext.cdc.model import Metrics, Settings
 
 KAFKA = "kafka:"
+SPARK_CHECKPOINT = "source"  # Spark's own checkpoint (offsets, commits, file lists) lives here
+VANISHED = "file vanished before it was read"
+LINES_DDL = f"value binary, source_file string, {INPUT_REJECT} string"
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -23,19 +28,29 @@ if TYPE_CHECKING:
 def _lines(
     spark: SparkSession, settings: Settings, source: str, max_files: int | None
 ) -> DataFrame:
-    """The stream of records as (value, source_file): JSON text and where it came from."""
+    """The stream of records as (value, source_file, input_reject): the bytes of a JSON line
+    (or file), where it came from, and no reject (the driver sets one for a vanished file)."""
     from pyspark.sql import functions as F
 
     if source.startswith(KAFKA):
         return kafka_lines(_kafka_stream(spark, settings, source[len(KAFKA) :]))
     whole_files = settings.input_format == "json-files"
-    reader = spark.readStream.format("text").option("wholetext", str(whole_files).lower())
+    # a planned file deleted before its batch read it: skipped by Spark, reported by _Batches
+    reader = (
+        spark.readStream.format("text")
+        .option("wholetext", str(whole_files).lower())
+        .option("ignoreMissingFiles", "true")
+    )
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     has_glob = any(ch in source for ch in "*?[{")
     if not has_glob:
         reader = reader.option("recursiveFileLookup", "true")
-    return reader.load(source).select("value", F.col("_metadata.file_path").alias("source_file"))
+    return reader.load(source).select(
+        F.col("value").cast("binary").alias("value"),  # the decoder checks UTF-8 line by line
+        F.col("_metadata.file_path").alias("source_file"),
+        F.lit(None).cast("string").alias(INPUT_REJECT),
+    )
 
 
 def _kafka_stream(spark: SparkSession, settings: Settings, topics: str) -> DataFrame:
@@ -93,7 +108,79 @@ def kafka_lines(records: DataFrame) -> DataFrame:
         F.lit("/offset="),
         F.col("offset").cast("string"),
     )
-    return records.select(line.alias("value"), where.alias("source_file"))
+    return records.select(
+        line.cast("binary").alias("value"),
+        where.alias("source_file"),
+        F.lit(None).cast("string").alias(INPUT_REJECT),
+    )
+
+
+def planned_files(spark_checkpoint: str, batch_id: int) -> list[str]:
+    """The files Spark's file source planned for micro-batch ``batch_id`` (its source log:
+    ``sources/0/<id>``, or the ``<id>.compact`` file that also holds earlier batches)."""
+    from sparkext.fs import Location
+
+    log = Location.of(spark_checkpoint).child("sources", "0")
+    for name in (str(batch_id), f"{batch_id}.compact"):
+        text = log.child(name).read_text()
+        if text is not None:
+            break
+    else:
+        return []
+    entries = (json.loads(line) for line in text.splitlines()[1:] if line.strip())  # 1st: "v1"
+    return [e["path"] for e in entries if e.get("batchId", batch_id) == batch_id]
+
+
+def vanished(paths: list[str]) -> list[str]:
+    """The ``paths`` (URIs as Spark writes them, percent-encoded) no longer there: one listing
+    per directory, not one request per file."""
+    from urllib.parse import unquote
+
+    from pyarrow import fs
+
+    from sparkext.fs import Location
+
+    by_directory: dict[str, list[str]] = {}
+    for path in paths:
+        directory, _, name = path.rpartition("/")
+        by_directory.setdefault(directory, []).append(name)
+    gone: list[str] = []
+    for directory, names in by_directory.items():
+        location = Location.of(unquote(directory))
+        listing = location.filesystem.get_file_info(
+            fs.FileSelector(location.path, allow_not_found=True)
+        )
+        present = {info.base_name for info in listing}
+        gone += [f"{directory}/{n}" for n in names if unquote(n) not in present]
+    return gone
+
+
+class _Batches:
+    """The ``foreachBatch`` function: says which planned files vanished, then runs the batch.
+
+    Spark skips a missing file (``ignoreMissingFiles``); each one becomes a reject naming it, so
+    nothing disappears without a word. Metadata only, on the driver: one listing per directory.
+    """
+
+    def __init__(self, spark: SparkSession, ingestor: Ingestor, file_source: bool):
+        self.spark = spark
+        self.ingestor = ingestor
+        self.file_source = file_source
+        self.spark_checkpoint = os.path.join(ingestor.settings.checkpoint, SPARK_CHECKPOINT)
+
+    def __call__(self, lines: DataFrame, batch_id: int) -> None:
+        missing: list[str] = []
+        if self.file_source:
+            self.ingestor.progress(f"batch {batch_id}: checking its files")
+            missing = vanished(planned_files(self.spark_checkpoint, batch_id))
+        if missing:
+            rows = [(None, path, VANISHED) for path in missing]
+            lines = lines.unionByName(self.spark.createDataFrame(rows, LINES_DDL))
+        metrics = self.ingestor.metrics
+        replayed = metrics.batches_replayed
+        self.ingestor.process(lines, batch_id)
+        if metrics.batches_replayed == replayed:  # a batch committed before is not counted again
+            metrics.files_missing += len(missing)
 
 
 def _query(
@@ -104,10 +191,11 @@ def _query(
     max_files: int | None,
     trigger: dict,
 ) -> StreamingQuery:
+    batches = _Batches(spark, ingestor, file_source=not source.startswith(KAFKA))
     writer = (
         _lines(spark, settings, source, max_files)
-        .writeStream.foreachBatch(ingestor.process)
-        .option("checkpointLocation", os.path.join(settings.checkpoint, "source"))
+        .writeStream.foreachBatch(batches)
+        .option("checkpointLocation", os.path.join(settings.checkpoint, SPARK_CHECKPOINT))
         .queryName(f"sparkext_ingest_cdc_{settings.table}".replace(".", "_"))
     )
     return writer.trigger(**trigger).start()

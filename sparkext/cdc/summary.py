@@ -9,3 +9,7 @@ EVENTS_LOCATION = "sparkext.cdc.events-location"  # the batch's event log (all e
 EVENT_TIME_MIN = "sparkext.event-time.min"  # epoch ms, over every event of the batch
 EVENT_TIME_MAX = "sparkext.event-time.max"
 EVENT_TIME_MAX_SO_FAR = "sparkext.event-time.max-so-far"  # over this and every earlier batch
+
+# Table property: JSON {checkpoint id: event-log root} of every checkpoint that wrote the table,
+# so each writer finds the others' deletes (tombstones) after rewrite_equality_deletes.
+EVENT_LOGS = "sparkext.cdc.event-logs"

@@ -1,20 +1,56 @@
 """Debezium / Kafka Connect types -> table types, and the typed rows of a micro-batch.
 
-``connect_columns`` is pure (unit-tested without Spark); ``typed_rows`` builds Spark column
-expressions only: every value is converted on executors.
+``connect_columns`` and ``merge_columns`` are pure (unit-tested without Spark); ``typed_rows``
+builds Spark column expressions only: every value is converted on executors, exactly.
+
+The mapping follows Debezium's MySQL and PostgreSQL connectors with the JSON converter
+(``schemas.enable=true``):
+
+* ``org.apache.kafka.connect.data.Decimal`` (``precise`` mode: base64 of the big-endian two's
+  complement unscaled integer, ``scale`` and ``connect.decimal.precision`` parameters) ->
+  ``decimal(p, s)``; precision 38 when the parameter is missing; more than 38 digits (Iceberg's
+  limit) -> ``string`` holding the exact decimal text. ``double`` and ``string`` modes are plain
+  ``float64`` / ``string`` fields and map as such.
+* ``io.debezium.data.VariableScaleDecimal`` (PostgreSQL ``numeric`` without precision, a struct of
+  ``scale`` and ``value``) -> ``decimal(38,10)`` by default (option ``variable-scale-decimal``:
+  another ``decimal(p,s)``, or ``string`` for the exact text). A value with more digits than the
+  column holds is rejected, never rounded.
+* Zone-less times (``io.debezium.time.Timestamp`` / ``MicroTimestamp`` / ``NanoTimestamp`` and
+  Connect's ``Timestamp``: MySQL ``DATETIME``, PostgreSQL ``timestamp``) -> ``timestamp_ntz``
+  (Iceberg ``timestamp``); ``ZonedTimestamp`` (ISO-8601 text with an offset) -> ``timestamp``
+  (Iceberg ``timestamptz``). Nanoseconds are truncated to microseconds (Iceberg's precision).
+* Times of day (``io.debezium.time.Time`` ms, ``MicroTime`` us, ``NanoTime`` ns, Connect's
+  ``Time`` ms) -> ``bigint`` microseconds: Spark 3.5 cannot read Iceberg's ``time`` and MySQL's
+  ``TIME`` is a duration (negative, or over 24 hours); ``ZonedTime`` stays ISO text.
+* Arrays of primitives, strings and dates -> Iceberg lists; structs, maps and other arrays -> JSON
+  text. An unknown logical type keeps its base type's mapping and is reported once per column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sparkext.errors import SchemaChangeError
 from sparkext.identifiers import col
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-# Kafka Connect schema types (and Debezium logical types) -> Spark SQL types.
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+JSON_TEXT = "json"  # structs, maps and arrays that are not lists of simple values
+ARRAY = "array"
+MAX_PRECISION = 38  # Iceberg's (and Spark's) largest decimal
+DEFAULT_PRECISION = MAX_PRECISION  # a Connect Decimal without connect.decimal.precision
+VARIABLE_SCALE_DEFAULT = "decimal(38,10)"
+TEXT_DECIMAL_DIGITS = 100  # variable-scale decimals kept as text: at most this many digits
+
+# Kafka Connect schema types -> Spark SQL types.
 _CONNECT_TYPES = {
     "int8": "int",
     "int16": "int",
@@ -26,19 +62,163 @@ _CONNECT_TYPES = {
     "string": "string",
     "bytes": "binary",
 }
+# Logical types with a table type of their own: name -> (Spark type, JSON type of the value).
 _LOGICAL_TYPES = {
+    "io.debezium.time.Date": ("date", "int"),
+    "org.apache.kafka.connect.data.Date": ("date", "int"),
+    "io.debezium.time.Timestamp": ("timestamp_ntz", "bigint"),
+    "org.apache.kafka.connect.data.Timestamp": ("timestamp_ntz", "bigint"),
+    "io.debezium.time.MicroTimestamp": ("timestamp_ntz", "bigint"),
+    "io.debezium.time.NanoTimestamp": ("timestamp_ntz", "bigint"),
+    ZONED_TIMESTAMP: ("timestamp", "string"),
+    "io.debezium.time.Time": ("bigint", "bigint"),
+    "org.apache.kafka.connect.data.Time": ("bigint", "bigint"),
+    "io.debezium.time.MicroTime": ("bigint", "bigint"),
+    "io.debezium.time.NanoTime": ("bigint", "bigint"),
+}
+# Known logical types whose base type is already the right table type.
+_AS_BASE = {
+    "io.debezium.time.Year",  # int32
+    "io.debezium.time.ZonedTime",  # ISO-8601 text with offset
+    "io.debezium.time.MicroDuration",  # int64 microseconds
+    "io.debezium.time.Interval",  # ISO-8601 duration text (interval.handling.mode=string)
+    "io.debezium.data.Json",
+    "io.debezium.data.Enum",
+    "io.debezium.data.EnumSet",
+    "io.debezium.data.Uuid",
+    "io.debezium.data.Xml",
+    "io.debezium.data.Ltree",
+    "io.debezium.data.Bits",  # bytes
+}
+_KNOWN_PREFIXES = ("io.debezium.data.geometry.",)  # structs: JSON text
+# Microseconds per unit of the integer time types.
+_MICROS = {
+    "io.debezium.time.Timestamp": 1000,
+    "org.apache.kafka.connect.data.Timestamp": 1000,
+    "io.debezium.time.MicroTimestamp": 1,
+    "io.debezium.time.Time": 1000,
+    "org.apache.kafka.connect.data.Time": 1000,
+    "io.debezium.time.MicroTime": 1,
+}
+_NANOS = {"io.debezium.time.NanoTimestamp", "io.debezium.time.NanoTime"}
+_ELEMENT_TYPES = {**_CONNECT_TYPES}  # list elements: primitives, strings, dates
+_ELEMENT_LOGICAL = {
     "io.debezium.time.Date": "date",
     "org.apache.kafka.connect.data.Date": "date",
-    "io.debezium.time.Timestamp": "timestamp",
-    "org.apache.kafka.connect.data.Timestamp": "timestamp",
-    "io.debezium.time.MicroTimestamp": "timestamp",
-    "io.debezium.time.NanoTimestamp": "timestamp",
-    "io.debezium.time.ZonedTimestamp": "timestamp",
+    **{name: "string" for name in _AS_BASE if name.startswith("io.debezium.data.")},
 }
+_DECIMAL_TYPE = re.compile(r"^decimal\((\d+),(-?\d+)\)$")
 
 
-def connect_columns(row_schema: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    """(column, Spark type, Debezium logical type) for each field of a Connect row schema.
+class UnknownLogicalTypeWarning(UserWarning):
+    """A Connect field names a logical type sparkext does not know; its base type was used."""
+
+
+def decimal_type(text: str) -> tuple[int, int] | None:
+    """(precision, scale) of a Spark ``decimal(p,s)`` type name, else None.
+
+    >>> decimal_type("decimal(10,2)"), decimal_type("bigint")
+    ((10, 2), None)
+    """
+    match = _DECIMAL_TYPE.match(text.replace(" ", ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def decimal_column(precision: int | None, scale: int) -> str:
+    """The table type of a Connect Decimal: ``decimal(p,s)``, or ``string`` beyond 38 digits.
+
+    A negative scale (an unscaled value times 10^-scale) becomes scale 0 with more digits.
+
+    >>> decimal_column(10, 2), decimal_column(None, 0), decimal_column(65, 30)
+    ('decimal(10,2)', 'decimal(38,0)', 'string')
+    >>> decimal_column(5, -3)
+    'decimal(8,0)'
+    """
+    digits = DEFAULT_PRECISION if precision is None else precision
+    if scale < 0:
+        digits, scale = digits - scale, 0
+    digits = max(digits, scale, 1)
+    return "string" if digits > MAX_PRECISION else f"decimal({digits},{scale})"
+
+
+def logical_parts(logical: str | None) -> tuple[str, dict[str, str]]:
+    """Split a logical-type tag of :func:`connect_columns` into its name and parameters.
+
+    >>> logical_parts("org.apache.kafka.connect.data.Decimal;scale=2;digits=10")
+    ('org.apache.kafka.connect.data.Decimal', {'scale': '2', 'digits': '10'})
+    """
+    name, *params = (logical or "").split(";")
+    return name, dict(p.split("=", 1) for p in params)
+
+
+def _tag(name: str, **params: Any) -> str:
+    return ";".join([name, *(f"{k}={v}" for k, v in params.items())])
+
+
+def _element(items: Any) -> tuple[str, str] | None:
+    """(Spark element type, element logical name) of a list's ``items`` schema, if supported."""
+    if not isinstance(items, dict):
+        return None
+    name = items.get("name")
+    if name:
+        found = _ELEMENT_LOGICAL.get(name)
+        return (found, name) if found else None
+    found = _ELEMENT_TYPES.get(items.get("type"))
+    return (found, "") if found else None
+
+
+def connect_column(
+    field: Mapping[str, Any], variable_scale_decimal: str = VARIABLE_SCALE_DEFAULT
+) -> tuple[str, str, str | None]:
+    """(column, Spark type, logical-type tag) of one Connect field; see :func:`connect_columns`."""
+    name, base, logical = field["field"], field.get("type"), field.get("name")
+    params = field.get("parameters") or {}
+    if logical == DECIMAL:
+        scale = int(params.get("scale", 0))
+        precision = params.get("connect.decimal.precision")
+        precision = int(precision) if precision is not None else None
+        digits = (precision if precision is not None else DEFAULT_PRECISION) + max(0, -scale)
+        tag = _tag(DECIMAL, scale=scale, digits=max(digits, scale, 1))
+        return name, decimal_column(precision, scale), tag
+    if logical == VARIABLE_SCALE_DECIMAL:
+        return name, variable_scale_decimal, _tag(VARIABLE_SCALE_DECIMAL)
+    if logical in _LOGICAL_TYPES:
+        return name, _LOGICAL_TYPES[logical][0], logical
+    if base == "array":
+        element = _element(field.get("items"))
+        if element is not None:
+            return name, f"array<{element[0]}>", _tag(ARRAY, items=element[1])
+        return name, "string", JSON_TEXT
+    if base not in _CONNECT_TYPES:
+        return name, "string", JSON_TEXT  # structs and maps (geometries too): JSON text
+    return name, _CONNECT_TYPES[base], logical  # plain, known-as-base or unknown logical
+
+
+def unknown_logical(logical: str | None) -> bool:
+    """A logical-type name sparkext does not know (its base type's mapping is used).
+
+    >>> unknown_logical("io.debezium.data.Uuid"), unknown_logical("com.example.Money")
+    (False, True)
+    """
+    name, _ = logical_parts(logical)
+    if not name or name in (DECIMAL, VARIABLE_SCALE_DECIMAL, JSON_TEXT, ARRAY):
+        return False
+    return (
+        name not in _LOGICAL_TYPES and name not in _AS_BASE and not name.startswith(_KNOWN_PREFIXES)
+    )
+
+
+def connect_columns(
+    row_schema: dict[str, Any],
+    variable_scale_decimal: str = VARIABLE_SCALE_DEFAULT,
+    notice: Callable[[str], None] | None = None,
+) -> list[tuple[str, str, str | None]]:
+    """(column, Spark type, logical-type tag) for each field of a Connect row schema.
+
+    The tag is the Debezium logical type name, with parameters for decimals and lists
+    (:func:`logical_parts`), or ``json`` for values kept as JSON text. An unknown logical type
+    keeps its base type and is reported through ``notice`` (default: a warning, once per column
+    and process).
 
     >>> date = {"field": "d", "type": "int32", "name": "io.debezium.time.Date"}
     >>> connect_columns({"fields": [{"field": "id", "type": "int32"}, date]})
@@ -46,13 +226,255 @@ def connect_columns(row_schema: dict[str, Any]) -> list[tuple[str, str, str | No
     """
     columns = []
     for field in row_schema.get("fields") or []:
-        logical = field.get("name")
-        spark_type = _LOGICAL_TYPES.get(logical or "") or _CONNECT_TYPES.get(field.get("type"))
-        if spark_type is None:
-            spark_type = "string"  # structs, arrays, unknown: kept as JSON text
-            logical = "json"
-        columns.append((field["field"], spark_type, logical))
+        column = connect_column(field, variable_scale_decimal)
+        if unknown_logical(column[2]):
+            message = (
+                f"column {column[0]}: unknown logical type {column[2]}, stored as its base "
+                f"type {column[1]}"
+            )
+            if notice is not None:
+                notice(message)
+            else:
+                warnings.warn(message, UnknownLogicalTypeWarning, stacklevel=2)
+        columns.append(column)
     return columns
+
+
+def merge_column(
+    name: str, old: tuple[str, str | None], new: tuple[str, str | None]
+) -> tuple[str, str | None]:
+    """The (type, tag) of a column two schemas of one batch give.
+
+    Widenings Iceberg allows win (int -> bigint, float -> double, a decimal's precision at the
+    same scale); a decimal whose scale changed cannot be decoded with one scale and stops the
+    batch; any other difference keeps the first (rows of the other schema are then rejected).
+
+    >>> merge_column("m", ("decimal(10,2)", "d;scale=2"), ("decimal(12,2)", "d;scale=2"))
+    ('decimal(12,2)', 'd;scale=2')
+    """
+    (old_type, _), (new_type, _) = old, new
+    if (old_type, new_type) in (("int", "bigint"), ("float", "double")):
+        return new
+    old_dec, new_dec = decimal_type(old_type), decimal_type(new_type)
+    if old_dec and new_dec:
+        if old_dec[1] != new_dec[1]:
+            raise SchemaChangeError(
+                f"Column '{name}' changed from {old_type} to {new_type} within one batch of "
+                "the source and a decimal's scale cannot change in Iceberg; ingestion stopped "
+                "and nothing of this batch was committed (add a new column in the source "
+                "instead, or recreate the table)."
+            )
+        return new if new_dec[0] > old_dec[0] else old
+    old_scale = logical_parts(old[1])[1].get("scale")
+    new_scale = logical_parts(new[1])[1].get("scale")
+    if old_scale is not None and new_scale is not None and old_scale != new_scale:
+        raise SchemaChangeError(
+            f"Column '{name}' changed its decimal scale from {old_scale} to {new_scale} within "
+            "one batch of the source; ingestion stopped and nothing of this batch was committed."
+        )
+    return old
+
+
+# ---- typed rows (Spark expressions) ---------------------------------------------------------
+
+
+def _raw_type(spark_type: str, logical: str | None) -> str:
+    """The Spark type ``from_json`` reads the JSON value of a column as."""
+    name, params = logical_parts(logical)
+    if name == DECIMAL:
+        return "binary"  # base64 text (the JSON converter's decimal.format=BASE64), decoded
+    if name == VARIABLE_SCALE_DECIMAL:
+        return "struct<scale:int,value:binary>"
+    if name in _LOGICAL_TYPES:
+        return _LOGICAL_TYPES[name][1]
+    if name == ARRAY and spark_type.startswith("array<"):
+        element = params.get("items")
+        return "array<int>" if _ELEMENT_LOGICAL.get(element or "") == "date" else spark_type
+    return spark_type
+
+
+def _limbs_for(digits: int) -> int:
+    return math.ceil((digits + 2) / 9)  # base-10^9 limbs, with room for one more byte
+
+
+def _max_bytes(limbs: int) -> int:
+    """Bytes of two's complement whose every value fits in ``limbs`` base-10^9 limbs."""
+    return int((9 * limbs) * math.log2(10) // 8)
+
+
+def _fn(name: str, *args: Column) -> Column:
+    """A Spark SQL function whose arguments are all columns (PySpark wants ints for some)."""
+    from pyspark.sql import functions as F
+
+    return F.call_function(name, *args)
+
+
+def unscaled_digits(value: Column, limbs: int) -> tuple[Column, Column, Column]:
+    """(negative, decimal digits of |unscaled|, fits) of big-endian two's complement bytes.
+
+    Exact for any length up to ``_max_bytes(limbs)`` bytes (``fits`` is false beyond, and for
+    empty bytes): the magnitude is accumulated 32 bits at a time into base-10^9 limbs held in
+    bigints, so no step can overflow. Pure Spark expressions, no Python on the rows.
+    """
+    from pyspark.sql import functions as F
+
+    hexed = F.hex(value)
+    negative = F.substring(hexed, 1, 1).isin("8", "9", "A", "B", "C", "D", "E", "F")
+    # two's complement: the magnitude of a negative x is ~x + 1
+    inverted = F.translate(hexed, "0123456789ABCDEF", "FEDCBA9876543210")
+    magnitude = F.when(negative, inverted).otherwise(hexed)
+    chunks = F.greatest(F.ceil(F.length(magnitude) / 8).cast("int"), F.lit(1))
+    padded = _fn("lpad", magnitude, chunks * 8, F.lit("0"))
+    words = F.transform(
+        F.sequence(F.lit(1), chunks),
+        lambda i: F.conv(padded.substr((i - 1) * 8 + 1, F.lit(8)), 16, 10).cast("bigint"),
+    )
+    base = F.lit(1_000_000_000).cast("bigint")
+
+    def step(acc: Column, multiplier: int, add: Column) -> Column:
+        fields, carry = [], add
+        for index in range(limbs):
+            total = acc[f"l{index}"] * F.lit(multiplier).cast("bigint") + carry
+            fields.append((total % base).alias(f"l{index}"))
+            carry = _fn("div", total, base)  # integer division: total < 2^63, no step overflows
+        return F.struct(*fields)
+
+    zero = F.struct(*(F.lit(0).cast("bigint").alias(f"l{i}") for i in range(limbs)))
+    total = F.aggregate(words, zero, lambda acc, word: step(acc, 1 << 32, word))
+    total = step(total, 1, F.when(negative, F.lit(1)).otherwise(F.lit(0)).cast("bigint"))
+    text = F.concat(
+        *(
+            _fn("lpad", total[f"l{i}"].cast("string"), F.lit(9), F.lit("0"))
+            for i in reversed(range(limbs))
+        )
+    )
+    digits = F.regexp_replace(text, "^0+(?=[0-9])", "")
+    fits = (F.length(value) > 0) & (F.length(value) <= _max_bytes(limbs))
+    return negative, digits, fits
+
+
+def decimal_text(negative: Column, digits: Column, scale: Column) -> Column:
+    """The exact decimal text of (-1 if ``negative``) x ``digits`` x 10^-``scale``.
+
+    ``digits`` has no leading zeros ("0" for zero); a negative scale appends zeros.
+    """
+    from pyspark.sql import functions as F
+
+    padded = _fn("lpad", digits, F.greatest(F.length(digits), scale + 1), F.lit("0"))
+    cut = F.length(padded) - scale
+    unsigned = (
+        F.when(digits == "0", F.lit("0"))
+        .when(scale == 0, digits)
+        .when(
+            scale > 0,
+            F.concat(
+                padded.substr(F.lit(1), cut), F.lit("."), padded.substr(cut + 1, F.lit(10**6))
+            ),
+        )
+        .otherwise(F.concat(digits, _fn("repeat", F.lit("0"), -scale)))
+    )
+    return F.concat(F.when(negative & (digits != "0"), "-").otherwise(""), unsigned)
+
+
+def decimal_fits(digits: Column, scale: Column, precision: int, target_scale: int) -> Column:
+    """Whether ``digits`` x 10^-``scale`` is exactly a ``decimal(precision, target_scale)``:
+    at most ``precision - target_scale`` integer digits and no nonzero digit past the scale."""
+    from pyspark.sql import functions as F
+
+    zero = digits == "0"
+    integer_digits = F.when(zero, 0).otherwise(F.greatest(F.length(digits) - scale, F.lit(0)))
+    trailing = F.length(digits) - F.length(F.regexp_replace(digits, "0+$", ""))
+    fraction_digits = F.when(zero, 0).otherwise(F.greatest(scale - trailing, F.lit(0)))
+    return (integer_digits <= precision - target_scale) & (fraction_digits <= target_scale)
+
+
+def _ntz_from_micros(micros: Column) -> Column:
+    """TIMESTAMP_NTZ of a wall clock given as microseconds since 1970-01-01 00:00, with no
+    time zone in play (the session's is ignored), exact for any year."""
+    from pyspark.sql import functions as F
+
+    day = 86_400_000_000
+    rest = F.pmod(micros, F.lit(day).cast("bigint"))
+    days = _fn("div", micros - rest, F.lit(day).cast("bigint")).cast("int")
+    seconds = (rest.cast("decimal(18,0)") / F.lit(1_000_000).cast("decimal(7,0)")).cast(
+        "decimal(18,6)"
+    )
+    epoch = F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'")
+    return epoch + F.make_dt_interval(days, F.lit(0), F.lit(0), seconds)
+
+
+def _micros(value: Column, logical: str) -> Column:
+    """Microseconds of an integer time value (nanoseconds floored to microseconds)."""
+    from pyspark.sql import functions as F
+
+    value = value.cast("bigint")
+    if logical in _NANOS:
+        return _fn("div", value - F.pmod(value, F.lit(1000).cast("bigint")), F.lit(1000))
+    return value * F.lit(_MICROS[logical]).cast("bigint")
+
+
+_ZONED = r"^[+-]?\d{4,}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d{1,9})?)?(Z|[+-]\d\d:?\d\d(:\d\d)?)$"
+
+
+def _convert(
+    value: Column, raw: Column, name: str, target: str, logical: str | None
+) -> tuple[Column, Column]:
+    """(converted value of type ``target``, reason it is rejected or NULL) of one column.
+
+    ``value`` is the column as ``from_json`` read it (:func:`_raw_type`), ``raw`` its JSON text.
+    """
+    from pyspark.sql import functions as F
+
+    kind, params = logical_parts(logical)
+    quoted = F.concat(F.lit("value '"), F.substring(raw, 1, 100), F.lit("' of column "))
+    problem = None
+    if kind in (DECIMAL, VARIABLE_SCALE_DECIMAL):
+        if kind == DECIMAL:
+            digits_max, scale = int(params["digits"]), F.lit(int(params["scale"]))
+            unscaled = value
+        else:
+            digits_max, scale = TEXT_DECIMAL_DIGITS, value["scale"]
+            unscaled = value["value"]
+        target_decimal = decimal_type(target)
+        if target_decimal is not None:
+            digits_max = max(digits_max, target_decimal[0])
+        negative, digits, readable = unscaled_digits(unscaled, _limbs_for(digits_max))
+        text = decimal_text(negative, digits, scale)
+        if target_decimal is not None:
+            fits = readable & decimal_fits(digits, scale, *target_decimal)
+        else:  # kept as text: at most the declared (or the text) number of digits
+            fits = readable & (F.length(digits) <= digits_max)
+        present = unscaled.isNotNull() & scale.isNotNull()
+        converted = F.when(present & fits, text.cast(target))
+        problem = F.when(
+            present & ~fits,
+            F.concat(
+                F.lit("value '"),
+                F.when(readable, text).otherwise(F.lit("(too many digits)")),
+                F.lit(f"' of column {name} does not fit {target}"),
+            ),
+        )
+    elif kind == ZONED_TIMESTAMP and target == "timestamp":
+        converted = F.when(value.rlike(_ZONED), value.cast("timestamp"))
+    elif kind in _MICROS or kind in _NANOS:
+        micros = _micros(value, kind)
+        if target == "timestamp_ntz":
+            converted = _ntz_from_micros(micros)
+        elif target == "timestamp":  # a table created before zone-less times were NTZ
+            converted = F.timestamp_micros(micros)
+        else:
+            converted = micros.cast(target)
+    elif kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
+        converted = F.date_from_unix_date(value).cast(target)
+    elif kind == ARRAY and _ELEMENT_LOGICAL.get(params.get("items") or "") == "date":
+        converted = F.transform(value, F.date_from_unix_date).cast(target)
+    else:
+        converted = value.cast(target)
+    wrong = F.when(
+        raw.isNotNull() & converted.isNull(),
+        F.concat(quoted, F.lit(f"{name} is not a {target}")),
+    )
+    return converted, wrong if problem is None else F.coalesce(problem, wrong)
 
 
 def typed_rows(
@@ -62,42 +484,43 @@ def typed_rows(
     key: Sequence[str],
 ) -> tuple[DataFrame, DataFrame]:
     """Rows with typed ``after``/``before`` structs, key columns and ``missing_key``; and the
-    rejects of rows whose key is missing."""
+    rejects (``reject``, ``raw``, ``source_file``) of the rows flagged ``missing_key``.
+
+    A row is rejected when a value is not of its column's type (``value 'abc' of column qty is
+    not a bigint``: a value never silently becomes NULL), does not fit it (a decimal), or its
+    key is missing. Only Spark expressions: all of it runs on executors.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-    raw_type = {
-        "io.debezium.time.Date": "int",
-        "org.apache.kafka.connect.data.Date": "int",
-        "io.debezium.time.Timestamp": "bigint",
-        "org.apache.kafka.connect.data.Timestamp": "bigint",
-        "io.debezium.time.MicroTimestamp": "bigint",
-        "io.debezium.time.NanoTimestamp": "bigint",
-    }
     json_schema = StructType(
         [
-            StructField(name, _parse_datatype_string(raw_type.get(logical.get(name, ""), t)))
+            StructField(name, _parse_datatype_string(_raw_type(t, logical.get(name))))
             for name, t in columns.items()
         ]
     )
-
-    def convert(image: str, name: str) -> Column:
-        value = col(image, name)
-        kind = logical.get(name)
-        if kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-            value = F.date_from_unix_date(value)
-        elif kind in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
-            value = F.timestamp_millis(value)
-        elif kind == "io.debezium.time.MicroTimestamp":
-            value = F.timestamp_micros(value)
-        elif kind == "io.debezium.time.NanoTimestamp":
-            value = F.timestamp_micros(F.floor(value / 1000))
-        return value.cast(columns[name]).alias(name)
-
     parsed = valid.select(
         "*",
         F.from_json("after_json", json_schema).alias("a"),
         F.from_json("before_json", json_schema).alias("b"),
+        F.from_json("after_json", "map<string,string>").alias("ra"),
+        F.from_json("before_json", "map<string,string>").alias("rb"),
+    )
+    images, reasons = {}, []
+    for image, raw in (("a", "ra"), ("b", "rb")):
+        values = []
+        for name, target in columns.items():
+            value, reason = _convert(
+                col(image, name), F.col(raw).getItem(name), name, target, logical.get(name)
+            )
+            values.append(value.alias(name))
+            reasons.append(reason)
+        images[image] = F.struct(*values)
+    parsed = parsed.select(
+        "*",
+        images["a"].alias("after"),
+        images["b"].alias("before"),
+        (F.coalesce(*reasons) if reasons else F.lit(None).cast("string")).alias("type_reject"),
     )
     typed = parsed.select(
         "op",
@@ -105,20 +528,25 @@ def typed_rows(
         "event_time_ms",
         "ts_ms",
         "source_partition",
+        "source_file",
         "after_json",
         "before_json",
-        F.struct(*(convert("a", n) for n in columns)).alias("after"),
-        F.struct(*(convert("b", n) for n in columns)).alias("before"),
-        *(F.when(F.col("op") == "d", col("b", k)).otherwise(col("a", k)).alias(k) for k in key),
+        "after",
+        "before",
+        "type_reject",
+        *(
+            F.when(F.col("op") == "d", col("before", k)).otherwise(col("after", k)).alias(k)
+            for k in key
+        ),
     )
     missing = F.lit(False)
     for k in key:
         missing = missing | col(k).isNull()
     missing = missing & (F.col("op") != "t")
-    typed = typed.withColumn("missing_key", missing)
+    typed = typed.withColumn("missing_key", F.col("type_reject").isNotNull() | missing)
     rejects = typed.where("missing_key").select(
-        F.lit(f"missing key column(s) {', '.join(key)}").alias("reject"),
+        F.coalesce("type_reject", F.lit(f"missing key column(s) {', '.join(key)}")).alias("reject"),
         F.coalesce("after_json", "before_json").alias("raw"),
-        F.lit(None).cast("string").alias("source_file"),
+        "source_file",
     )
     return typed, rejects

@@ -9,7 +9,7 @@ batch already landed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from sparkext.cdc.summary import (
     BATCH_ID,
     CHECKPOINT_ID,
+    EVENT_LOGS,
     EVENT_TIME_MAX,
     EVENT_TIME_MAX_SO_FAR,
     EVENT_TIME_MIN,
@@ -36,6 +37,7 @@ __all__ = [
     "BATCH_ID",
     "CHECKPOINT_ID",
     "EVENTS_LOCATION",
+    "EVENT_LOGS",
     "EVENT_TIME_MAX",
     "EVENT_TIME_MAX_SO_FAR",
     "EVENT_TIME_MIN",
@@ -44,6 +46,7 @@ __all__ = [
     "TRUNCATE_POSITION",
     "CdcCommit",
     "CdcTable",
+    "ConcurrentChange",
     "create_table",
 ]
 
@@ -67,6 +70,21 @@ class Progress:
     source_progress: Mapping[str, str]
     batches: Mapping[str, int]  # checkpoint id -> last committed batch id
     event_time_max_so_far: int | None = None
+    # another writer changed data since this checkpoint's last commit (or that commit is not
+    # in the retained history): this checkpoint's key cache cannot decide alone
+    foreign_since_ours: bool = True
+
+
+@dataclass(frozen=True)
+class ConcurrentChange:
+    """A snapshot another writer committed after a batch was planned, as the batch's check sees
+    it: which keys it may have touched."""
+
+    snapshot_id: int
+    operation: str | None
+    checkpoint_id: str | None  # set for ingest_cdc commits
+    removed_data_files: bool  # truncates and row-level rewrites: keys not knowable cheaply
+    equality_delete_paths: tuple[str, ...]  # every key an ingest_cdc commit touched is in these
 
 
 def _int_array(spark, values: Sequence[int]):
@@ -171,10 +189,13 @@ class CdcTable:
         source: dict[str, str] = {}
         batches: dict[str, int] = {}
         found_latest = False
+        foreign = False
         seen = 0
         while snapshot is not None and seen < _SCAN_BACK:
             summary = snapshot.summary()
             checkpoint = summary.get(CHECKPOINT_ID)
+            if str(checkpoint) != checkpoint_id and str(snapshot.operation()) != "replace":
+                foreign = True  # "replace" (compaction, delete rewrite) keeps every row
             if checkpoint is not None:
                 if not found_latest:
                     found_latest = True
@@ -187,11 +208,32 @@ class CdcTable:
                     time_so_far = int(str(so_far)) if so_far is not None else None
                 if str(checkpoint) == checkpoint_id:
                     batches[checkpoint_id] = int(summary.get(BATCH_ID))
-                    break
+                    return Progress(max_position, truncate, source, batches, time_so_far, foreign)
             parent = snapshot.parentId()
             snapshot = self._table.snapshot(parent) if parent is not None else None
             seen += 1
-        return Progress(max_position, truncate, source, batches, time_so_far)
+        return Progress(max_position, truncate, source, batches, time_so_far, True)
+
+    def event_logs(self) -> dict[str, str]:
+        """Checkpoint id -> event-log root of every checkpoint that committed to this table."""
+        return json.loads(self.property(EVENT_LOGS) or "{}")
+
+    def equality_delete_paths(self, snapshot_id: int | None) -> list[str]:
+        """Live equality-delete files as of ``snapshot_id`` (metadata only)."""
+        if snapshot_id is None:
+            return []
+        from sparkext.iceberg.commit import _iterate
+
+        paths: set[str] = set()
+        tasks = self._table.newScan().useSnapshot(snapshot_id).planFiles()
+        try:
+            for task in _iterate(tasks):
+                for delete in task.deletes():
+                    if str(delete.content().toString()) == "EQUALITY_DELETES":
+                        paths.add(str(delete.location()))
+        finally:
+            tasks.close()
+        return sorted(paths)
 
     # ---- writing ------------------------------------------------------------------------
     def begin(self) -> CdcCommit:
@@ -248,7 +290,23 @@ def create_table(
             spec = spec.bucket(column, int(argument or 0))
         else:
             spec = spec.truncate(column, int(argument or 0))
-    catalog.icebergCatalog().createTable(table_id, schema, spec.build(), props)
+    try:
+        catalog.icebergCatalog().createTable(table_id, schema, spec.build(), props)
+    except Exception as error:  # another process created it first: use theirs if it fits
+        from sparkext.iceberg.errors import java_exception_classes
+
+        if not any(c.endswith("AlreadyExistsException") for c in java_exception_classes(error)):
+            raise
+        table = CdcTable(spark, name)
+        if table.key() != list(key):
+            from sparkext.errors import IngestError
+
+            raise IngestError(
+                f"Table '{name}' was created by another writer at the same time with primary "
+                f"key ({', '.join(table.key())}), not ({', '.join(key)}); pass the same "
+                "primary_key to every ingest_cdc writing it."
+            ) from None
+        return table
     return CdcTable(spark, name)
 
 
@@ -327,8 +385,16 @@ class CdcCommit:
         summary: Mapping[str, str],
         truncate: bool,
         run_id: str | None = None,
+        check: Callable[[Sequence[ConcurrentChange]], None] | None = None,
+        event_log: tuple[str, str] | None = None,
     ) -> int:
-        """Commit the files (and truncate) atomically; return the new snapshot id."""
+        """Commit the files (and truncate) atomically; return the new snapshot id.
+
+        ``check`` sees the snapshots other writers committed since the batch was planned and
+        raises when one of them touched the batch's keys (the batch must then be decided again);
+        disjoint writers commit side by side. ``event_log``: (checkpoint id, event-log root),
+        recorded in the table's ``sparkext.cdc.event-logs`` property.
+        """
         from sparkext.errors import CommitConflictError
         from sparkext.iceberg.commit import CommitRequest, commit, new_run_id
 
@@ -341,10 +407,17 @@ class CdcCommit:
                     f"Another writer changed the schema of {self._name} while this batch was "
                     "being written; nothing of this batch was committed: run ingest_cdc again."
                 )
+            if event_log is not None:
+                self._record_event_log(attempt.txn, *event_log)
             delta = self._row_delta(attempt.txn, files, key, truncate)
             attempt.stamp(delta).commit()
 
+        def check_changes(attempt) -> None:
+            if check is not None:
+                check([self._change(snapshot) for snapshot in attempt.java_since_plan])
+
         request = CommitRequest(
+            check=check_changes,
             table_name=self._name,
             planned_snapshot_id=self.start_snapshot_id,
             build=build,
@@ -408,9 +481,41 @@ class CdcCommit:
                 if partition is not None:
                     builder = builder.withPartition(partition)
                 delta = delta.addDeletes(builder.build())
+        if not truncate:
+            # no table-wide validation: writers on other keys must not starve this one; the
+            # batch's ``check`` reads which keys the snapshots since the plan touched
+            return delta
         if self._start is not None:
             delta = delta.validateFromSnapshot(self._start.snapshotId())
         return delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
+
+    def _change(self, snapshot) -> ConcurrentChange:
+        from sparkext.iceberg.commit import _iterate
+
+        summary = snapshot.summary()
+        operation = snapshot.operation()
+        checkpoint = summary.get(CHECKPOINT_ID)
+        removed = int(str(summary.get("deleted-data-files") or 0)) > 0
+        paths = tuple(
+            str(f.location())
+            for f in _iterate(snapshot.addedDeleteFiles(self._table.io()))
+            if str(f.content().toString()) == "EQUALITY_DELETES"
+        )
+        return ConcurrentChange(
+            snapshot_id=int(snapshot.snapshotId()),
+            operation=str(operation) if operation is not None else None,
+            checkpoint_id=str(checkpoint) if checkpoint is not None else None,
+            removed_data_files=removed,
+            equality_delete_paths=paths,
+        )
+
+    @staticmethod
+    def _record_event_log(txn, checkpoint_id: str, root: str) -> None:
+        value = txn.table().properties().get(EVENT_LOGS)
+        logs = json.loads(str(value)) if value is not None else {}
+        if logs.get(checkpoint_id) != root:
+            logs[checkpoint_id] = root
+            txn.updateProperties().set(EVENT_LOGS, json.dumps(logs, sort_keys=True)).commit()
 
     def discard(self, files: Sequence[WrittenFile]) -> None:
         """Delete the files of a batch that was definitely not committed (best effort)."""

@@ -16,6 +16,26 @@ from sparkext.errors import (
 )
 
 _POSITION = re.compile(r"\(line (\d+), pos (\d+)\)")
+# "Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times, most recent failure:
+# Lost task 1.0 in stage 3.0 (TID 6) (host executor driver): java.lang.RuntimeException: x"
+_TASK_FAILURE = re.compile(
+    r"^Job aborted due to stage failure: .*?most recent failure: Lost task [^:]*?\): "
+    r"(?=(?:[a-z0-9_$]+\.)+[A-Za-z0-9_$]+(?:Exception|Error):)"
+)
+_TRACEBACK = "Traceback (most recent call last):"
+_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*)(?::[ \t]*(.*))?$")
+# Loggers that print a failed task's whole stack trace (Java and Python) to the console at
+# ERROR, although the failure also reaches the statement that ran it, as one sentence.
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.util.Utils",  # "Aborting task", with the trace
+    "org.apache.spark.sql.execution.datasources.v2.AppendDataExec",
+    "org.apache.spark.sql.execution.datasources.v2.OverwriteByExpressionExec",
+)
 
 
 def _java_message(error: BaseException) -> str | None:
@@ -28,8 +48,59 @@ def _java_message(error: BaseException) -> str | None:
         return None
 
 
+def python_error(text: str) -> tuple[str, str, str] | None:
+    """(module, class, message) of the exception ending the last Python traceback in ``text``.
+
+    Spark wraps an exception raised by Python code it runs (a UDF, ``mapInArrow``, a
+    ``foreachBatch`` function) in its own, with the worker's traceback in the message.
+
+    >>> python_error('An exception was thrown from the Python worker.\\nTraceback (most '
+    ...     'recent call last):\\n  File "u.py", line 1, in f\\n    raise ValueError("bad 7")'
+    ...     '\\nValueError: bad 7\\n\\n\\tat org.apache.spark.api.python.X(X.scala:1)')
+    ('', 'ValueError', 'bad 7')
+    >>> python_error("java.io.FileNotFoundException: /x") is None
+    True
+    """
+    at = text.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    for line in text[at + len(_TRACEBACK) :].splitlines():
+        if not line.strip() or line[0].isspace():
+            continue  # the frames ("  File ...") and their source lines are indented
+        match = _RAISED.match(line.strip())
+        if match is None:
+            return None
+        return match.group(1).rstrip("."), match.group(2), (match.group(3) or "").strip()
+    return None
+
+
+def _raised_in_python(text: str) -> SparkextError | None:
+    """The sparkext error, or a :class:`SparkError` of one sentence, for the exception Python
+    code raised inside a Spark job; ``None`` when ``text`` holds no Python traceback."""
+    import sparkext.errors
+
+    found = python_error(text)
+    if found is None:
+        return None
+    module, name, message = found
+    if module.split(".")[0] == "sparkext":
+        kind = getattr(sparkext.errors, name, None)
+        if isinstance(kind, type) and issubclass(kind, SparkextError) and message:
+            return kind(message)  # a sparkext error raised on an executor keeps its sentence
+    return SparkError(f"{name}: {message}" if message else name)
+
+
+def _full_text(error: BaseException) -> str:
+    return "\n".join(t for t in (_java_message(error), str(error)) if t)
+
+
 def spark_message(error: BaseException) -> str | None:
-    """Return the first line of a Spark/Java error's message, or ``None`` for other errors."""
+    """Return the first line of a Spark/Java error's message, or ``None`` for other errors.
+
+    For an exception raised by Python code inside a Spark job, the Python exception's own line
+    (``ValueError: bad value``; a sparkext error's sentence alone), not Spark's "An exception
+    was thrown from the Python worker".
+    """
     try:
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
@@ -39,9 +110,13 @@ def spark_message(error: BaseException) -> str | None:
         return str(error)
     if not isinstance(error, (PySparkException, Py4JError)):
         return None
+    raised = _raised_in_python(_full_text(error))
+    if raised is not None:
+        return str(raised)
     text = _java_message(error) or str(error)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     first = lines[0] if lines else type(error).__name__
+    first = _TASK_FAILURE.sub("", first)  # the task's own exception, not the job's
     # Py4J prefixes "An error occurred while calling o42.sql.\n: java.lang.X: message"
     first = re.sub(r"^(?:[a-z0-9_$]+\.)+[A-Za-z0-9_$]+(?:Exception|Error):\s*", "", first)
     return first
@@ -58,6 +133,9 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
         return None
     if isinstance(error, SparkextError):
         return error
+    raised = _raised_in_python(_full_text(error))
+    if raised is not None:
+        return raised
     name = type(error).__name__
     java_name = ""
     java = getattr(error, "java_exception", None)
@@ -132,3 +210,16 @@ def spark_write(table: str, what: str, rerun_hint: str) -> Iterator[None]:
                 f"nothing was written: {rerun_hint}."
             ) from error
         raise (translate(error) or SparkError(message)) from error
+
+
+def quiet_task_failures(spark, quiet: bool = True) -> None:
+    """Keep failed tasks' stack traces off the console (``quiet``), or let them through again.
+
+    The failure still reaches the statement that ran the job, which reports it in one sentence;
+    ``sparkext-sql --verbose`` shows the traces.
+    """
+    jvm = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    level = log4j.Level.OFF if quiet else log4j.LogManager.getRootLogger().getLevel()
+    for name in TASK_FAILURE_LOGGERS:
+        log4j.core.config.Configurator.setLevel(name, level)

@@ -1,0 +1,233 @@
+"""ingest_cdc with several writers and real-world positions (issue 13 items 3, 4, 5, 8).
+
+The oracle is tests/helpers/cdc_source.py: per key, the after-image of the delivered event with
+the highest binlog position. Nothing here shares code with sparkext.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparkext
+from tests.helpers.cdc_source import SourceTable, expected
+from tests.spark.test_ingest_cdc import events, ingest, land, table_rows
+
+
+def _names(spark, table: str) -> dict[int, str]:
+    return {r.id: r.name for r in spark.table(table).select("id", "name").collect()}
+
+
+def _rejected(checkpoint) -> list[dict]:
+    found = []
+    for path in sorted((checkpoint / "rejected").rglob("*.json")):
+        found += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return found
+
+
+def test_a_newer_change_from_another_checkpoint_beats_this_checkpoints_key_cache(
+    spark, tmp_path, table_name
+):
+    """Two landing zones feed one table: B's key cache knows only B's writes; A's newer
+    update and A's delete (even after rewrite_equality_deletes) must win over B's older ones."""
+    zone_a, zone_b = tmp_path / "a", tmp_path / "b"
+    ck_a, ck_b = tmp_path / "ck_a", tmp_path / "ck_b"
+    land(zone_b, "1.json", events(("c", 1, 5, "b-first"), ("c", 2, 6, "two")))
+    ingest(table_name, zone_b, ck_b)
+    land(zone_a, "1.json", events(("u", 1, 30, "a-newest"), ("d", 2, 40, None)))
+    ingest(table_name, zone_a, ck_a)
+    sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table_name}')")
+    land(zone_b, "2.json", events(("u", 1, 20, "b-older"), ("u", 2, 35, "resurrected?")))
+    second = ingest(table_name, zone_b, ck_b)
+    assert second["late"] == 2
+    assert _names(spark, table_name) == {1: "a-newest"}
+
+
+def test_an_update_that_changes_the_key_removes_the_old_row(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    moved = events(("u", 5, 20, "moved"))
+    moved[0]["before"] = {"id": 1, "name": "one"}
+    land(landing, "1.json", events(("c", 1, 10, "one"), ("c", 2, 11, "two")))
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", moved)
+    ingest(table_name, landing, checkpoint)
+    assert _names(spark, table_name) == {2: "two", 5: "moved"}
+
+
+def _timed(op: str, key: int, ts_ms: int, name: str | None) -> dict:
+    """An event whose source gives only its commit time (no file/pos, lsn, scn, ...)."""
+    event = events((op, key, 1, name))[0]
+    event["source"] = {"ts_ms": ts_ms, "db": "shop", "table": "t"}
+    return event
+
+
+def test_commit_time_positions_break_ties_by_arrival(spark, tmp_path, table_name):
+    """Two changes of a key in the same millisecond, in two batches: the second is newer (not a
+    duplicate); an older commit time arriving later is late."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", [_timed("c", 1, 1000, "first")])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [_timed("u", 1, 1000, "same ms, later")])
+    second = ingest(table_name, landing, checkpoint)
+    assert (second["updated"], second["duplicates"]) == (1, 0)
+    land(landing, "3.json", [_timed("u", 1, 999, "older")])
+    assert ingest(table_name, landing, checkpoint)["late"] == 1
+    assert _names(spark, table_name) == {1: "same ms, later"}
+
+
+def test_an_event_without_a_comparable_position_is_rejected_not_poisoning(
+    spark, tmp_path, table_name
+):
+    """A MySQL table gets an event without file/pos: it cannot be ordered against binlog
+    positions, so it is rejected with that reason, and the key's later real update applies."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", events(("c", 1, 10, "a")))
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [_timed("u", 1, 99_999_999_000, "no position")])
+    second = ingest(table_name, landing, checkpoint)
+    assert second["rejected"] == 1
+    (reject,) = _rejected(checkpoint)
+    assert reject["reject"].startswith("source position of another kind: commit times only")
+    assert "MySQL binlog positions" in reject["reject"]
+    land(landing, "3.json", events(("u", 1, 20, "a day later")))
+    assert ingest(table_name, landing, checkpoint)["updated"] == 1
+    assert _names(spark, table_name) == {1: "a day later"}
+
+
+def test_postgres_orders_by_commit_not_by_change_lsn(spark, tmp_path, table_name):
+    """Two interleaved transactions: b's change has the higher LSN but a commits last; Debezium's
+    ``sequence`` [last commit LSN, LSN] puts a's change last (Materialize issue 5668)."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+
+    def pg(op: str, name: str, lsn: int, last_commit: int) -> dict:
+        event = events((op, 1, 1, name))[0]
+        event["source"] = {
+            "connector": "postgresql",
+            "lsn": lsn,
+            "sequence": json.dumps([str(last_commit), str(lsn)]),
+            "txId": 1,
+            "ts_ms": 1000,
+            "db": "shop",
+            "table": "t",
+        }
+        return event
+
+    # b commits first (commit LSN 9), then a (commit LSN 11); a's change has LSN 3 < b's 4
+    land(landing, "1.json", [pg("c", "created", 1, 0), pg("u", "b", 4, 2)])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [pg("u", "a", 3, 9)])
+    assert ingest(table_name, landing, checkpoint)["updated"] == 1
+    assert _names(spark, table_name) == {1: "a"}
+
+
+def _other_writer(spark, table: str, zone, checkpoint) -> None:
+    """One micro-batch of a second ingest_cdc writer (its own checkpoint), in this session."""
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.ingest import Ingestor
+    from sparkext.cdc.model import Settings
+
+    settings = Settings(table, str(checkpoint), ("id",), True, None, False, 100, 10_000)
+    lines = spark.read.text(str(zone)).select(
+        "value", F.col("_metadata.file_path").alias("source_file")
+    )
+    writer = Ingestor(spark, settings, lambda message: None)
+    writer.process(
+        lines, len(list(checkpoint.glob("events/batch=*"))) if checkpoint.exists() else 0
+    )
+
+
+def test_a_disjoint_concurrent_commit_does_not_stop_the_batch(
+    spark, tmp_path, table_name, monkeypatch
+):
+    """Another checkpoint commits other keys between this batch's plan and its commit: the
+    batch commits on the new base without being decided again; overlapping keys are decided
+    again and the newer change wins."""
+    from sparkext.iceberg.cdc_table import CdcCommit
+
+    zone, other = tmp_path / "in", tmp_path / "other"
+    land(zone, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    ingest(table_name, zone, tmp_path / "ck")
+    original = CdcCommit.commit
+    interfere = {"zone": None}
+
+    def interfering(self, *args, **kwargs):
+        if interfere["zone"] is not None:
+            zone_, interfere["zone"] = interfere["zone"], None
+            monkeypatch.setattr(CdcCommit, "commit", original)
+            _other_writer(spark, table_name, zone_, tmp_path / "ck_other")
+            monkeypatch.setattr(CdcCommit, "commit", interfering)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CdcCommit, "commit", interfering)
+    land(other, "1.json", events(("c", 7, 30, "other key")))
+    interfere["zone"] = other
+    land(zone, "2.json", events(("u", 1, 20, "mine")))
+    assert ingest(table_name, zone, tmp_path / "ck")["updated"] == 1
+    assert _names(spark, table_name) == {1: "mine", 2: "b", 7: "other key"}
+    # overlapping: the other writer's newer change of key 2 lands while this batch is planned
+    land(other, "2.json", events(("u", 2, 50, "newer, other writer")))
+    interfere["zone"] = other
+    land(zone, "3.json", events(("u", 2, 40, "older, mine")))
+    third = ingest(table_name, zone, tmp_path / "ck")
+    assert (third["updated"], third["late"]) == (0, 1)
+    assert _names(spark, table_name)[2] == "newer, other writer"
+
+
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys, sparkext
+    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
+                             **{"spark.sql.shuffle.partitions": "2"})
+    row = sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{sys.argv[2]}', source => '{sys.argv[3]}', "
+        f"checkpoint => '{sys.argv[4]}', primary_key => 'id', create => true, "
+        "options => map('max-files-per-batch', '1'))"
+    ).first()
+    print("COMMITS", row.commits)
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_processes_on_overlapping_keys_equal_the_source(spark, tmp_path, warehouse):
+    """Two real processes ingest two landing zones that split one source's events at random
+    (overlapping keys, each zone out of order relative to the other), starting at once on a
+    table neither has created: both progress, and the table equals the oracle."""
+    table = "lake.test.two_writers"
+    source = SourceTable(seed=1313, key_space=25)
+    changes = [e for e in source.run(240) if e["op"] != "t"]
+    pick = random.Random(7)
+    zones = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    split: dict[str, list[dict]] = {"a": [], "b": []}
+    for event in changes:
+        split[pick.choice("ab")].append(event)
+    for name, zone in zones.items():
+        mine = split[name]
+        for index in range(4):  # four files: four batches per writer
+            land(zone, f"{index}.json", mine[index::4])
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER_SCRIPT)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(warehouse), table, str(zone), str(tmp_path / n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for n, zone in zones.items()
+    ]
+    outputs = [p.communicate(timeout=900) for p in processes]
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+        assert "COMMITS 4" in out, out + err[-2000:]  # every batch of both writers committed
+    spark.catalog.refreshTable(table)
+    truth = expected(changes)
+    assert table_rows(spark, table) == truth
