@@ -220,8 +220,10 @@ def cli(
         os.environ["SPARKEXT_LOG_LEVEL"] = "WARN"
     try:
         import sparkext
+        from sparkext.iceberg.errors import quiet_task_failures
 
         spark = sparkext.session(**overrides)
+        quiet_task_failures(spark, quiet=not verbose)  # the error's one sentence is enough
     except Exception as error:
         click.echo(error_message(error, verbose), err=True)
         sys.exit(1)

@@ -40,8 +40,11 @@ def _session(confs: tuple[str, ...], master: str | None, verbose: bool):
     if verbose:
         os.environ["SPARKEXT_LOG_LEVEL"] = "WARN"
     import sparkext
+    from sparkext.iceberg.errors import quiet_task_failures
 
-    return sparkext.session(**overrides)
+    spark = sparkext.session(**overrides)
+    quiet_task_failures(spark, quiet=not verbose)  # the error's one sentence is enough
+    return spark
 
 
 def _read(job: str) -> str:

@@ -6,6 +6,7 @@ import pytest
 
 import sparkext
 from sparkext.errors import (
+    IngestError,
     OptionError,
     ProcedureArgumentError,
     SqlParseError,
@@ -161,4 +162,64 @@ def test_a_non_iceberg_table_is_named(spark):
     assert str(caught.value) == (
         "Table 'plain_view' is not an Iceberg table; sparkext works on tables of an Iceberg "
         "catalog such as 'lake'."
+    )
+
+
+def _failing_udfs() -> dict:
+    """Python functions that fail inside a task (defined here so they pickle by value)."""
+
+    def value_error(x):
+        raise ValueError(f"bad value {x}")
+
+    def sparkext_error(x):
+        from sparkext.errors import IngestError
+
+        raise IngestError(f"Row {x} cannot be ingested; fix the source.")
+
+    return {"value_error": value_error, "sparkext_error": sparkext_error}
+
+
+@pytest.mark.parametrize(
+    ("udf", "kind", "message"),
+    [
+        ("value_error", sparkext.SparkextError, "ValueError: bad value 0"),
+        ("sparkext_error", IngestError, "Row 0 cannot be ingested; fix the source."),
+    ],
+)
+def test_an_error_raised_by_python_on_an_executor_is_its_own_sentence(
+    spark, table_name, udf, kind, message
+):
+    """Not Spark's "An exception was thrown from the Python worker" and a stack trace: the
+    worker's own exception; a sparkext error keeps its class and sentence."""
+    spark.udf.register(f"sparkext_test_{udf}", _failing_udfs()[udf], "string")
+    with pytest.raises(kind) as caught:
+        sparkext.sql(
+            f"CREATE TABLE {table_name} USING iceberg AS "
+            f"SELECT sparkext_test_{udf}(id) AS v FROM range(1)"
+        )
+    assert str(caught.value) == message
+    assert not spark.catalog.tableExists(table_name)
+
+
+def test_a_python_traceback_inside_a_streaming_failure_gives_the_innermost_exception():
+    """A foreachBatch function's failure: Spark's text nests the worker's traceback in the
+    driver's; the last traceback's exception is the one that happened."""
+    from sparkext.iceberg.errors import python_error
+
+    text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: An exception was raised by "
+        "the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "py4j/clientserver.py", line 644, in _call_proxy\n'
+        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+        "pyspark.errors.exceptions.captured.PythonException: \n"
+        "  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "decode.py", line 10, in boom\n'
+        "    raise SchemaChangeError(...)\n"
+        "sparkext.errors.SchemaChangeError: Column 'qty' changed from bigint to string.\n\n"
+    )
+    assert python_error(text) == (
+        "sparkext.errors",
+        "SchemaChangeError",
+        "Column 'qty' changed from bigint to string.",
     )

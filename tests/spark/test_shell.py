@@ -178,3 +178,52 @@ def test_timestamps_print_as_spark_sql_prints_them_whatever_the_host_zone(spark,
         [wall, f"{wall}.5", json.dumps({"t": wall}, separators=(",", ":"))],
     ]
     assert f'| {wall} | {wall}.5 | {{"t":"{wall}"}} |' in outputs["table"]
+
+
+def test_a_java_failure_on_an_executor_is_one_sentence(spark):
+    result = run("-e", "SELECT assert_true(id < 0, 'id must be negative') FROM range(1)")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "Error: id must be negative"
+
+
+EXECUTOR_FAILURE = """
+import sparkext
+from sparkext.cli.shell import main
+
+spark = sparkext.session()
+
+
+def fails(x):
+    raise ValueError(f"bad value {x}")
+
+
+spark.udf.register("fails", fails, "string")
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_python_failure_on_an_executor_is_one_sentence_unless_verbose(tmp_path):
+    """What a user's terminal shows (the JVM's console log included) when a Python UDF fails
+    inside a task: without --verbose only the worker's own exception, as one line."""
+    env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
+    sql = "SELECT fails(id) FROM range(1)"
+    quiet = subprocess.run(
+        [sys.executable, "-c", EXECUTOR_FAILURE, "-e", sql],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert quiet.returncode == 1
+    assert quiet.stderr.strip() == "Error: ValueError: bad value 0"
+    verbose = subprocess.run(
+        [sys.executable, "-c", EXECUTOR_FAILURE, "--verbose", "-e", sql],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert verbose.returncode == 1
+    assert "Traceback" in verbose.stderr and "\tat org.apache.spark" in verbose.stderr
+    assert verbose.stderr.rstrip().endswith("Error: ValueError: bad value 0")
