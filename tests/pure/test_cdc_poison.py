@@ -105,3 +105,29 @@ def test_a_column_seen_only_as_null_gets_no_type():
         "id": "bigint",
         "n": "bigint",
     }
+
+
+def test_the_files_a_batch_planned_and_which_of_them_vanished(tmp_path):
+    """Spark's file-source log: ``sources/0/<batch>`` or, every 10th batch, ``<batch>.compact``
+    holding the earlier batches too; paths percent-encoded."""
+    from urllib.parse import quote
+
+    from sparkext.cdc.stream import planned_files, vanished
+
+    landing = tmp_path / "in dir"
+    landing.mkdir()
+    (landing / "a b.json").write_text("{}\n")
+    log = tmp_path / "ck" / "sources" / "0"
+    log.mkdir(parents=True)
+    uri = "file://" + quote(str(landing))
+
+    def entry(name: str, batch: int) -> str:
+        return json.dumps({"path": f"{uri}/{quote(name)}", "timestamp": 1, "batchId": batch})
+
+    (log / "3").write_text("v1\n" + entry("a b.json", 3) + "\n" + entry("gone.json", 3))
+    (log / "9.compact").write_text("v1\n" + entry("old.json", 8) + "\n" + entry("a b.json", 9))
+    planned = planned_files(str(tmp_path / "ck"), 3)
+    assert planned == [f"{uri}/a%20b.json", f"{uri}/gone.json"]
+    assert vanished(planned) == [f"{uri}/gone.json"]
+    assert planned_files(str(tmp_path / "ck"), 9) == [f"{uri}/a%20b.json"]
+    assert planned_files(str(tmp_path / "ck"), 4) == []
