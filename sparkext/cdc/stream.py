@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 
 
 def _lines(
-    spark: SparkSession, settings: Settings, source: str, max_files: int | None
+    spark: SparkSession,
+    settings: Settings,
+    source: str,
+    max_files: int | None,
+    skip_missing: bool = True,
 ) -> DataFrame:
     """The stream of records as (value, source_file, input_reject): the bytes of a JSON line
     (or file), where it came from, and no reject (the driver sets one for a vanished file)."""
@@ -39,7 +43,7 @@ def _lines(
     reader = (
         spark.readStream.format("text")
         .option("wholetext", str(whole_files).lower())
-        .option("ignoreMissingFiles", "true")
+        .option("ignoreMissingFiles", str(skip_missing).lower())
     )
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
@@ -155,17 +159,30 @@ def vanished(paths: list[str]) -> list[str]:
     return gone
 
 
+class _FilesVanished(Exception):
+    """A planned file is gone and this query cannot skip it: run it again, skipping them."""
+
+
+def _vanished_while_reading(error: BaseException | None) -> bool:
+    return isinstance(error, _FilesVanished) or "FileNotFoundException" in str(error or "")
+
+
 class _Batches:
     """The ``foreachBatch`` function: says which planned files vanished, then runs the batch.
 
-    Spark skips a missing file (``ignoreMissingFiles``); each one becomes a reject naming it, so
-    nothing disappears without a word. Metadata only, on the driver: one listing per directory.
+    Each planned file that is gone becomes a reject naming it, so nothing disappears without a
+    word; Spark skips it (``ignoreMissingFiles``). Metadata only, on the driver: one listing per
+    directory. A query that cannot skip (``skip_missing`` false) stops instead, so that a file
+    deleted after this check, while the batch read, is not skipped silently either.
     """
 
-    def __init__(self, spark: SparkSession, ingestor: Ingestor, file_source: bool):
+    def __init__(
+        self, spark: SparkSession, ingestor: Ingestor, file_source: bool, skip_missing: bool
+    ):
         self.spark = spark
         self.ingestor = ingestor
         self.file_source = file_source
+        self.skip_missing = skip_missing
         self.spark_checkpoint = os.path.join(ingestor.settings.checkpoint, SPARK_CHECKPOINT)
 
     def __call__(self, lines: DataFrame, batch_id: int) -> None:
@@ -173,6 +190,9 @@ class _Batches:
         if self.file_source:
             self.ingestor.progress(f"batch {batch_id}: checking its files")
             missing = vanished(planned_files(self.spark_checkpoint, batch_id))
+        if missing and not self.skip_missing:
+            self.ingestor.error = _FilesVanished(f"{len(missing)} planned file(s) vanished")
+            raise self.ingestor.error
         if missing:
             rows = [(None, path, VANISHED) for path in missing]
             lines = lines.unionByName(self.spark.createDataFrame(rows, LINES_DDL))
@@ -190,10 +210,11 @@ def _query(
     ingestor: Ingestor,
     max_files: int | None,
     trigger: dict,
+    skip_missing: bool = True,
 ) -> StreamingQuery:
-    batches = _Batches(spark, ingestor, file_source=not source.startswith(KAFKA))
+    batches = _Batches(spark, ingestor, not source.startswith(KAFKA), skip_missing)
     writer = (
-        _lines(spark, settings, source, max_files)
+        _lines(spark, settings, source, max_files, skip_missing)
         .writeStream.foreachBatch(batches)
         .option("checkpointLocation", os.path.join(settings.checkpoint, SPARK_CHECKPOINT))
         .queryName(f"sparkext_ingest_cdc_{settings.table}".replace(".", "_"))
@@ -208,17 +229,30 @@ def ingest(
     max_files: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
 ) -> Metrics:
-    """Ingest every file of ``source`` not yet ingested under this checkpoint; return totals."""
+    """Ingest every file of ``source`` not yet ingested under this checkpoint; return totals.
+
+    The query first reads without skipping missing files; when a planned file is gone (before
+    the batch or while it read), nothing of that batch was committed and the query runs again,
+    skipping and rejecting the missing files.
+    """
     ingestor = Ingestor(spark, settings, progress)
-    query = _query(spark, settings, source, ingestor, max_files, {"availableNow": True})
-    try:
-        query.awaitTermination()
-    except Exception:
+    for skip_missing in (False, True):
+        query = _query(
+            spark, settings, source, ingestor, max_files, {"availableNow": True}, skip_missing
+        )
+        try:
+            query.awaitTermination()
+        except Exception as error:
+            cause = ingestor.error or error
+            if not skip_missing and _vanished_while_reading(cause):
+                ingestor.error = None
+                continue
+            if ingestor.error is not None:
+                raise ingestor.error from None
+            raise
         if ingestor.error is not None:
-            raise ingestor.error from None
-        raise
-    if ingestor.error is not None:
-        raise ingestor.error
+            raise ingestor.error
+        break
     return ingestor.metrics
 
 

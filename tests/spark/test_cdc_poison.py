@@ -133,3 +133,23 @@ def test_json_files_poison_documents_are_rejected_whole(spark, tmp_path, table_n
         "blob.json": "not UTF-8 at byte offset 0 (0x89)",
         "deep.json": f"nested deeper than {MAX_DEPTH} levels",
     }
+
+
+def test_a_file_deleted_while_the_batch_reads_is_rejected_not_skipped(spark, tmp_path, table_name):
+    """Deleted after the batch checked its files, before Spark read it: the batch stops before
+    committing anything and runs again, rejecting the file."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    landing.mkdir()
+    (landing / "1.json").write_bytes(line(event("c", 1, 10, name="a")) + b"\n")
+    (landing / "2.json").write_bytes(line(event("c", 2, 11, name="b")) + b"\n")
+
+    def delete_while_reading(message: str) -> None:
+        if message == "batch 0: decoding":
+            (landing / "2.json").unlink(missing_ok=True)
+
+    result = call(spark, table_name, landing, checkpoint, delete_while_reading)
+    assert (result["inserted"], result["rejected"], result["files_missing"]) == (1, 1, 1)
+    assert rows(spark, table_name) == {1: {"id": 1, "name": "a"}}
+    assert [(r.reject, r.source_file.rsplit("/", 1)[-1]) for r in rejects(spark, checkpoint)] == [
+        ("file vanished before it was read", "2.json")
+    ]
