@@ -44,13 +44,36 @@ class WrittenFile:
 
 
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
-    fields = []
-    for field in schema:
-        if field.name == KIND:
-            continue
-        metadata = {b"PARQUET:field_id": str(field_ids[field.name]).encode()}
-        fields.append(field.with_metadata(metadata))
-    return pa.schema(fields)
+    """Iceberg field ids on every field, nested ones too (``tags.element``, ``m.key``, ...)."""
+    return pa.schema(
+        [_field_with_id(field, field.name, field_ids) for field in schema if field.name != KIND]
+    )
+
+
+def _field_with_id(field: pa.Field, path: str, field_ids: Mapping[str, int]) -> pa.Field:
+    kind = field.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        element = _field_with_id(
+            pa.field("element", kind.value_type, kind.value_field.nullable),
+            f"{path}.element",
+            field_ids,
+        )
+        kind = pa.list_(element)
+    elif pa.types.is_map(kind):
+        key = _field_with_id(pa.field("key", kind.key_type, False), f"{path}.key", field_ids)
+        value = _field_with_id(
+            pa.field("value", kind.item_type, kind.item_field.nullable), f"{path}.value", field_ids
+        )
+        kind = pa.map_(key, value)
+    elif pa.types.is_struct(kind):
+        kind = pa.struct(
+            [
+                _field_with_id(kind.field(i), f"{path}.{kind.field(i).name}", field_ids)
+                for i in range(kind.num_fields)
+            ]
+        )
+    metadata = {b"PARQUET:field_id": str(field_ids[path]).encode()}
+    return pa.field(field.name, kind, field.nullable, metadata=metadata)
 
 
 def parquet_metrics(

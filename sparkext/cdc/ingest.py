@@ -41,7 +41,7 @@ from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from sparkext.iceberg.cdc_table import CdcTable, ConcurrentChange, Progress
 
@@ -343,6 +343,10 @@ class Ingestor:
 
         self.progress(f"batch {batch_id}: deduplicating")
         progress = table.progress(self.checkpoint_id)
+        toastable = _unavailable_checks(batch.columns, key, self.settings.unavailable_placeholder)
+        unavailable = F.lit(False)
+        for is_unavailable in toastable.values():
+            unavailable = unavailable | F.coalesce(is_unavailable("after"), F.lit(False))
         is_truncate = F.col("op") == "t"
         truncate_row = typed.agg(
             F.sum(F.col("missing_key").cast("int")).alias("missing"),
@@ -353,10 +357,14 @@ class Ingestor:
             # bounds over every event of the batch, late ones included: the event log holds them
             F.min(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("low"),
             F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
+            F.sum(unavailable.cast("int")).alias("unavailable"),
         ).first()
         if truncate_row.missing:
             self._record_rejects(missing_key, batch_id, truncate_row.missing, "-missing-key")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
+        if truncate_row.unavailable:
+            self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
+            typed = self._persist(self._fill_unavailable(typed, batch, toastable))
         events_location = self._write_event_log(typed, batch)
         truncate = Truncate.plan(
             truncate_row.p if truncate_row else None,
@@ -683,6 +691,75 @@ class Ingestor:
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)
 
+    def _fill_unavailable(
+        self, typed: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]
+    ) -> DataFrame:
+        """Replace Debezium's placeholder for a value it does not have (PostgreSQL TOAST: an
+        update that did not touch a large column) by the value the row had: from the newest
+        earlier event of the key in this batch that carried it (its after-image, or this event's
+        before-image under REPLICA IDENTITY FULL), else from the table as of the planned snapshot
+        (a join on executors). A key with no stored row keeps NULL."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        key = list(batch.key)
+        order = Window.partitionBy(*cols(key)).orderBy("position", "ts_ms")
+        earlier = order.rowsBetween(Window.unboundedPreceding, -1)
+        carries = F.col("op").isin("c", "r", "u")
+        filled = typed
+        for name, is_unavailable in checks.items():
+            here = col("after", name)
+            known = carries & ~F.coalesce(is_unavailable("after"), F.lit(False))
+            # the value wrapped in a struct: a real NULL is a value, a missing one is not
+            candidate = F.when(known, F.struct(here.alias("v")))
+            before = F.when(
+                # a before-image that has the column (REPLICA IDENTITY FULL; DEFAULT gives none)
+                F.coalesce(F.array_contains(F.json_object_keys("before_json"), name), F.lit(False))
+                & ~F.coalesce(is_unavailable("before"), F.lit(False)),
+                F.struct(col("before", name).alias("v")),
+            )
+            previous = F.last(candidate, ignorenulls=True).over(earlier)
+            filled = filled.withColumn(f"__had_{name}", F.coalesce(previous, before))
+        stored = self._stored_values(filled, batch, checks)
+        if stored is not None:
+            filled = filled.join(stored, key, "left")
+        replaced = []
+        for name in batch.columns:
+            value = col("after", name)
+            if name in checks:
+                missing = F.coalesce(checks[name]("after"), F.lit(False))
+                fallback = col(f"__had_{name}", "v")
+                if stored is not None:
+                    fallback = F.when(col(f"__had_{name}").isNotNull(), fallback).otherwise(
+                        col(f"__stored_{name}")
+                    )
+                value = F.when(missing, fallback).otherwise(value)
+            replaced.append(value.alias(name))
+        after = F.struct(*replaced)
+        helpers = [c for c in filled.columns if c.startswith(("__had_", "__stored_"))]
+        return filled.withColumn("after", after).drop(*helpers)
+
+    def _stored_values(
+        self, filled: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]
+    ) -> DataFrame | None:
+        """The table's current values of the TOASTable columns, for the keys that need them."""
+        from pyspark.sql import functions as F
+
+        start = batch.commit.start_snapshot_id
+        if start is None:
+            return None
+        key = list(batch.key)
+        unresolved = F.lit(False)
+        for name, is_unavailable in checks.items():
+            unresolved = unresolved | (
+                F.coalesce(is_unavailable("after"), F.lit(False)) & col(f"__had_{name}").isNull()
+            )
+        keys = filled.where(unresolved).select(*cols(key)).distinct()
+        current = self.spark.read.option("snapshot-id", start).table(self.settings.table)
+        return current.join(keys, key, "left_semi").select(
+            *cols(key), *(col(name).alias(f"__stored_{name}") for name in checks)
+        )
+
     def _check_changes(
         self,
         changes: Sequence[ConcurrentChange],
@@ -872,3 +949,28 @@ def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
         )
     )
     return typed.unionByName(old_rows)
+
+
+def _unavailable_checks(
+    columns: Mapping[str, str], key: Sequence[str], placeholder: str
+) -> dict[str, Callable[[str], Column]]:
+    """Column -> (row struct name -> "the value is Debezium's placeholder") for each column that can
+    carry it: text and JSON (the placeholder string), binary (its bytes; ``hex:`` placeholders
+    as Debezium decodes them) and arrays of text (a one-element array)."""
+    from pyspark.sql import functions as F
+
+    if placeholder.startswith("hex:"):
+        raw = bytes.fromhex(placeholder[4:])
+    else:
+        raw = placeholder.encode("utf-8")
+    checks: dict[str, Callable[[str], Column]] = {}
+    for name, spark_type in columns.items():
+        if name in key:
+            continue
+        if spark_type == "string":
+            checks[name] = lambda row, n=name: col(row, n) == F.lit(placeholder)
+        elif spark_type == "binary":
+            checks[name] = lambda row, n=name: col(row, n) == F.lit(bytearray(raw))
+        elif spark_type == "array<string>":
+            checks[name] = lambda row, n=name: col(row, n) == F.array(F.lit(placeholder))
+    return checks

@@ -60,6 +60,8 @@ class Settings:
     partition_by: tuple[tuple[str, str, int | None], ...] = ()  # for create => true
     # table type of PostgreSQL numeric without precision (io.debezium.data.VariableScaleDecimal)
     variable_scale_decimal: str = "decimal(38,10)"
+    # what Debezium writes for a value it does not have (PostgreSQL TOAST): the stored one stays
+    unavailable_placeholder: str = "__debezium_unavailable_value"
 
 
 @dataclass(frozen=True)

@@ -367,8 +367,9 @@ class CdcCommit:
 
     @staticmethod
     def _ids(txn) -> dict[str, int]:
+        """Field ids by name, nested fields by path (``tags.element``, ``m.key``)."""
         schema = txn.table().schema()
-        return {str(f.name()): int(f.fieldId()) for f in schema.columns()}
+        return {str(name): int(field_id) for field_id, name in schema.idToName().items()}
 
     def field_ids(self) -> dict[str, int]:
         """Field ids of the batch's schema (after its changes), which the files are written with."""
