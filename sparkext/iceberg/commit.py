@@ -23,6 +23,7 @@ refreshed (as Iceberg's own procedures do).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -205,7 +206,39 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
 
 def _swap(ops: Any, base: Any, staged: Any) -> None:
     """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses."""
-    ops.commit(base, staged)
+    with _local_swap_lock(ops, base):
+        ops.commit(base, staged)
+
+
+@contextlib.contextmanager
+def _local_swap_lock(ops: Any, base: Any) -> Iterator[None]:
+    """Serialise swaps of a Hadoop-catalog table on a local disk across processes.
+
+    Iceberg's Hadoop tables commit by "if version N+1 does not exist, rename to it", guarded by
+    an in-JVM lock only; on a local file system the rename silently replaces a file another
+    process renamed there a moment before, and that process's commit is lost. An exclusive
+    ``flock`` on ``metadata/.sparkext-commit.lock`` makes check-and-rename atomic for every
+    sparkext process (the embedded default catalog); catalogs with a real compare-and-swap
+    (Hive, REST, JDBC, Glue, Nessie) are not touched.
+    """
+    location = str(base.metadataFileLocation() or "") if base is not None else ""
+    kind = str(ops.getClass().getSimpleName())
+    if kind != "HadoopTableOperations" or not location.startswith(("file:", "/")):
+        yield
+        return
+    import fcntl
+    import os
+    from urllib.parse import urlparse
+
+    directory = os.path.dirname(urlparse(location).path if "://" in location else location)
+    if location.startswith("file:") and "://" not in location:
+        directory = os.path.dirname(location[len("file:") :])
+    with open(os.path.join(directory, ".sparkext-commit.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _is(classes: list[str], simple_name: str) -> bool:

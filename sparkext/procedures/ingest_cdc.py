@@ -42,6 +42,10 @@ STARTING_OFFSETS = "starting-offsets"
 STARTING_OFFSETS_DEFAULT = "earliest"
 MAX_OFFSETS_PER_TRIGGER = "max-offsets-per-trigger"
 MAX_OFFSETS_PER_TRIGGER_DEFAULT = ""
+UNAVAILABLE_PLACEHOLDER = "unavailable-value-placeholder"
+UNAVAILABLE_PLACEHOLDER_DEFAULT = "__debezium_unavailable_value"
+VARIABLE_SCALE_DECIMAL = "variable-scale-decimal"
+VARIABLE_SCALE_DECIMAL_DEFAULT = "decimal(38,10)"
 
 
 def _input_format(text: str) -> str:
@@ -54,6 +58,23 @@ def _partition_by(text: str):
     from sparkext.cdc.partitioning import parse_partition_by
 
     return parse_partition_by(text)
+
+
+def _variable_scale_decimal(text: str) -> str:
+    """``string``, or ``decimal(p,s)`` with 1 <= p <= 38 and 0 <= s <= p (as a Spark type name).
+
+    >>> _variable_scale_decimal("DECIMAL(20, 4)")
+    'decimal(20,4)'
+    """
+    import re
+
+    compact = text.strip().lower().replace(" ", "")
+    if compact == "string":
+        return compact
+    match = re.fullmatch(r"decimal\((\d+),(\d+)\)", compact)
+    if not match or not 0 < int(match.group(1)) <= 38 or int(match.group(2)) > int(match.group(1)):
+        raise ValueError("expected string or decimal(p,s) with p <= 38 and s <= p")
+    return f"decimal({int(match.group(1))},{int(match.group(2))})"
 
 
 def _positive_or_empty(text: str) -> int | None:
@@ -89,6 +110,8 @@ def settings_from(args: BoundArgs) -> Any:
         starting_offsets=args.options[STARTING_OFFSETS],
         max_offsets_per_trigger=args.options[MAX_OFFSETS_PER_TRIGGER],
         partition_by=args.options[PARTITION_BY],
+        variable_scale_decimal=args.options[VARIABLE_SCALE_DECIMAL],
+        unavailable_placeholder=args.options[UNAVAILABLE_PLACEHOLDER],
     )
 
 
@@ -200,6 +223,20 @@ ROUTINE = Routine(
             MAX_OFFSETS_PER_TRIGGER_DEFAULT,
             "Kafka sources: records per micro-batch (one commit each; default: all)",
             _positive_or_empty,
+        ),
+        Option(
+            UNAVAILABLE_PLACEHOLDER,
+            UNAVAILABLE_PLACEHOLDER_DEFAULT,
+            "Debezium's unavailable.value.placeholder (PostgreSQL TOAST: an update that does not "
+            "touch a large column carries it); such a column keeps its stored value",
+            str,
+        ),
+        Option(
+            VARIABLE_SCALE_DECIMAL,
+            VARIABLE_SCALE_DECIMAL_DEFAULT,
+            "table type of PostgreSQL numeric without precision (Debezium VariableScaleDecimal): "
+            "decimal(p,s) (values that do not fit are rejected) or string (the exact text)",
+            _variable_scale_decimal,
         ),
         Option(
             LOOKUP_IN_LIST_MAX,
