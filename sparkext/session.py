@@ -24,6 +24,14 @@ ICEBERG_JAR_ENV = "SPARKEXT_ICEBERG_JAR"
 SUPPORTED_JAVA = (17, 21)
 WORKER_PYTHON = "spark.pyspark.python"
 WORKER_PYTHON_ENV = "PYSPARK_PYTHON"
+# Dates before 1582-10-15 and timestamps before 1900 (MySQL DATETIME '1000-01-01') are written and
+# read as they are: proleptic Gregorian, like Iceberg, pyarrow and Java 8 time. Spark's defaults
+# (EXCEPTION) fail on them, in the event log sparkext writes and in files pyarrow wrote.
+PARQUET_REBASE = {
+    f"spark.sql.parquet.{kind}RebaseModeIn{way}": "CORRECTED"
+    for kind in ("datetime", "int96")
+    for way in ("Read", "Write")
+}
 _SHORTCUTS = {
     "master": "spark.master",
     "app_name": "spark.app.name",
@@ -131,11 +139,12 @@ def _worker_python_env(python: str | None) -> Iterator[None]:
 
 
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
-    """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse).
+    """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse),
+    over sparkext's own defaults (``PARQUET_REBASE``).
 
     In local mode the executors' Python is this interpreter unless set (see ``worker_python``).
     """
-    conf = load_defaults(resource_dir("conf"))
+    conf = {**PARQUET_REBASE, **load_defaults(resource_dir("conf"))}
     for key, value in overrides.items():
         spark_key = _SHORTCUTS.get(key, key)
         if "." not in spark_key:
@@ -159,6 +168,9 @@ def session(**overrides: Any) -> SparkSession:
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        for key, value in PARQUET_REBASE.items():
+            if active.conf.get(key, None) in (None, "EXCEPTION"):  # Spark's default: fails
+                active.conf.set(key, value)
         for key, value in overrides.items():
             spark_key = _SHORTCUTS.get(key, key)
             if spark_key.startswith("spark.sql.") and not spark_key.startswith("spark.sql.catalog"):

@@ -28,7 +28,6 @@ The mapping follows Debezium's MySQL and PostgreSQL connectors with the JSON con
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +47,6 @@ ARRAY = "array"
 MAX_PRECISION = 38  # Iceberg's (and Spark's) largest decimal
 DEFAULT_PRECISION = MAX_PRECISION  # a Connect Decimal without connect.decimal.precision
 VARIABLE_SCALE_DEFAULT = "decimal(38,10)"
-TEXT_DECIMAL_DIGITS = 100  # variable-scale decimals kept as text: at most this many digits
 
 # Kafka Connect schema types -> Spark SQL types.
 _CONNECT_TYPES = {
@@ -293,15 +291,6 @@ def _raw_type(spark_type: str, logical: str | None) -> str:
     return spark_type
 
 
-def _limbs_for(digits: int) -> int:
-    return math.ceil((digits + 2) / 9)  # base-10^9 limbs, with room for one more byte
-
-
-def _max_bytes(limbs: int) -> int:
-    """Bytes of two's complement whose every value fits in ``limbs`` base-10^9 limbs."""
-    return int((9 * limbs) * math.log2(10) // 8)
-
-
 def _fn(name: str, *args: Column) -> Column:
     """A Spark SQL function whose arguments are all columns (PySpark wants ints for some)."""
     from pyspark.sql import functions as F
@@ -309,12 +298,13 @@ def _fn(name: str, *args: Column) -> Column:
     return F.call_function(name, *args)
 
 
-def unscaled_digits(value: Column, limbs: int) -> tuple[Column, Column, Column]:
-    """(negative, decimal digits of |unscaled|, fits) of big-endian two's complement bytes.
+def unscaled_digits(value: Column) -> Column:
+    """``struct(negative, digits)``: the sign and the decimal digits of |x| for big-endian two's
+    complement bytes x (NULL for NULL or empty bytes).
 
-    Exact for any length up to ``_max_bytes(limbs)`` bytes (``fits`` is false beyond, and for
-    empty bytes): the magnitude is accumulated 32 bits at a time into base-10^9 limbs held in
-    bigints, so no step can overflow. Pure Spark expressions, no Python on the rows.
+    Exact for any length: the magnitude is accumulated 32 bits at a time into base-10^9 limbs
+    (an array of bigints that grows as needed), so no step can overflow. Spark expressions of a
+    size independent of the value, no Python on the rows.
     """
     from pyspark.sql import functions as F
 
@@ -330,27 +320,38 @@ def unscaled_digits(value: Column, limbs: int) -> tuple[Column, Column, Column]:
         lambda i: F.conv(padded.substr((i - 1) * 8 + 1, F.lit(8)), 16, 10).cast("bigint"),
     )
     base = F.lit(1_000_000_000).cast("bigint")
+    empty = F.array().cast("array<bigint>")
 
-    def step(acc: Column, multiplier: int, add: Column) -> Column:
-        fields, carry = [], add
-        for index in range(limbs):
-            total = acc[f"l{index}"] * F.lit(multiplier).cast("bigint") + carry
-            fields.append((total % base).alias(f"l{index}"))
-            carry = _fn("div", total, base)  # integer division: total < 2^63, no step overflows
-        return F.struct(*fields)
-
-    zero = F.struct(*(F.lit(0).cast("bigint").alias(f"l{i}") for i in range(limbs)))
-    total = F.aggregate(words, zero, lambda acc, word: step(acc, 1 << 32, word))
-    total = step(total, 1, F.when(negative, F.lit(1)).otherwise(F.lit(0)).cast("bigint"))
-    text = F.concat(
-        *(
-            _fn("lpad", total[f"l{i}"].cast("string"), F.lit(9), F.lit("0"))
-            for i in reversed(range(limbs))
+    def times_plus(limbs: Column, multiplier: int, add: Column) -> Column:
+        """limbs x multiplier + add, little-endian base 10^9 (multiplier, add <= 2^32)."""
+        factor = F.lit(multiplier).cast("bigint")
+        state = F.aggregate(
+            limbs,
+            F.struct(empty.alias("out"), add.alias("carry")),
+            lambda st, limb: F.struct(
+                F.concat(st["out"], F.array((limb * factor + st["carry"]) % base)).alias("out"),
+                _fn("div", limb * factor + st["carry"], base).alias("carry"),
+            ),
         )
+        carry = state["carry"]  # at most 2^32 + 1: one or two more limbs
+        high = _fn("div", carry, base)
+        return F.concat(
+            state["out"],
+            F.when(carry > 0, F.array(carry % base)).otherwise(empty),
+            F.when(high > 0, F.array(high)).otherwise(empty),
+        )
+
+    limbs = F.aggregate(words, empty, lambda acc, word: times_plus(acc, 1 << 32, word))
+    limbs = times_plus(limbs, 1, F.when(negative, F.lit(1)).otherwise(F.lit(0)).cast("bigint"))
+    text = F.concat_ws(
+        "",
+        F.transform(
+            F.reverse(limbs), lambda x: _fn("lpad", x.cast("string"), F.lit(9), F.lit("0"))
+        ),
     )
-    digits = F.regexp_replace(text, "^0+(?=[0-9])", "")
-    fits = (F.length(value) > 0) & (F.length(value) <= _max_bytes(limbs))
-    return negative, digits, fits
+    digits = F.regexp_replace(text, "^0+", "")
+    digits = F.when(digits == "", F.lit("0")).otherwise(digits)
+    return F.when(F.length(value) > 0, F.struct(negative.alias("negative"), digits.alias("digits")))
 
 
 def decimal_text(negative: Column, digits: Column, scale: Column) -> Column:
@@ -416,65 +417,63 @@ def _micros(value: Column, logical: str) -> Column:
 _ZONED = r"^[+-]?\d{4,}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d{1,9})?)?(Z|[+-]\d\d:?\d\d(:\d\d)?)$"
 
 
-def _convert(
-    value: Column, raw: Column, name: str, target: str, logical: str | None
-) -> tuple[Column, Column]:
-    """(converted value of type ``target``, reason it is rejected or NULL) of one column.
-
-    ``value`` is the column as ``from_json`` read it (:func:`_raw_type`), ``raw`` its JSON text.
-    """
+def _decimal_parts(value: Column, logical: str | None) -> tuple[Column, Column] | None:
+    """(unscaled bytes, scale) of a decimal column as ``from_json`` read it; None otherwise."""
     from pyspark.sql import functions as F
 
     kind, params = logical_parts(logical)
-    quoted = F.concat(F.lit("value '"), F.substring(raw, 1, 100), F.lit("' of column "))
-    problem = None
-    if kind in (DECIMAL, VARIABLE_SCALE_DECIMAL):
-        if kind == DECIMAL:
-            digits_max, scale = int(params["digits"]), F.lit(int(params["scale"]))
-            unscaled = value
-        else:
-            digits_max, scale = TEXT_DECIMAL_DIGITS, value["scale"]
-            unscaled = value["value"]
-        target_decimal = decimal_type(target)
-        if target_decimal is not None:
-            digits_max = max(digits_max, target_decimal[0])
-        negative, digits, readable = unscaled_digits(unscaled, _limbs_for(digits_max))
-        text = decimal_text(negative, digits, scale)
-        if target_decimal is not None:
-            fits = readable & decimal_fits(digits, scale, *target_decimal)
-        else:  # kept as text: at most the declared (or the text) number of digits
-            fits = readable & (F.length(digits) <= digits_max)
-        present = unscaled.isNotNull() & scale.isNotNull()
-        converted = F.when(present & fits, text.cast(target))
-        problem = F.when(
-            present & ~fits,
-            F.concat(
-                F.lit("value '"),
-                F.when(readable, text).otherwise(F.lit("(too many digits)")),
-                F.lit(f"' of column {name} does not fit {target}"),
-            ),
-        )
-    elif kind == ZONED_TIMESTAMP and target == "timestamp":
-        converted = F.when(value.rlike(_ZONED), value.cast("timestamp"))
-    elif kind in _MICROS or kind in _NANOS:
+    if kind == DECIMAL:
+        return value, F.lit(int(params["scale"]))
+    if kind == VARIABLE_SCALE_DECIMAL:
+        return value["value"], value["scale"]
+    return None
+
+
+def _convert_decimal(
+    parts: tuple[Column, Column], unscaled: Column, name: str, target: str, logical: str | None
+) -> tuple[Column, Column]:
+    """(value of type ``target``, why it does not fit or NULL) of a decimal column, from its
+    :func:`unscaled_digits` ``unscaled``: exact, never rounded."""
+    from pyspark.sql import functions as F
+
+    scale = parts[1]
+    digits = unscaled["digits"]
+    text = decimal_text(unscaled["negative"], digits, scale)
+    target_decimal = decimal_type(target)
+    if target_decimal is not None:
+        fits = decimal_fits(digits, scale, *target_decimal)
+    else:  # kept as text (more than 38 digits, or variable-scale as string)
+        declared = logical_parts(logical)[1].get("digits")
+        fits = F.lit(True) if declared is None else F.length(digits) <= int(declared)
+    present = unscaled.isNotNull() & scale.isNotNull()
+    value = F.when(present & fits, text.cast(target))
+    problem = F.when(
+        present & ~fits,
+        F.concat(F.lit("value '"), text, F.lit(f"' of column {name} does not fit {target}")),
+    )
+    return value, problem
+
+
+def _convert(value: Column, target: str, logical: str | None) -> Column:
+    """The value of type ``target`` of a non-decimal column as ``from_json`` read it
+    (:func:`_raw_type`); NULL when it is not one."""
+    from pyspark.sql import functions as F
+
+    kind, params = logical_parts(logical)
+    if kind == ZONED_TIMESTAMP and target == "timestamp":
+        return F.when(value.rlike(_ZONED), value.cast("timestamp"))  # has an offset: exact
+    if kind in _MICROS or kind in _NANOS:
         micros = _micros(value, kind)
         if target == "timestamp_ntz":
-            converted = _ntz_from_micros(micros)
-        elif target == "timestamp":  # a table created before zone-less times were NTZ
-            converted = F.timestamp_micros(micros)
-        else:
-            converted = micros.cast(target)
-    elif kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-        converted = F.date_from_unix_date(value).cast(target)
-    elif kind == ARRAY and _ELEMENT_LOGICAL.get(params.get("items") or "") == "date":
-        converted = F.transform(value, F.date_from_unix_date).cast(target)
-    else:
-        converted = value.cast(target)
-    wrong = F.when(
-        raw.isNotNull() & converted.isNull(),
-        F.concat(quoted, F.lit(f"{name} is not a {target}")),
-    )
-    return converted, wrong if problem is None else F.coalesce(problem, wrong)
+            return _ntz_from_micros(micros)
+        if target == "timestamp":  # a table created when zone-less times were UTC instants
+            return F.timestamp_micros(micros)
+        return micros.cast(target)
+    if kind in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
+        return F.date_from_unix_date(value).cast(target)
+    if kind == ARRAY and _ELEMENT_LOGICAL.get(params.get("items") or "") == "date":
+        return F.transform(value, F.date_from_unix_date).cast(target)
+    return value.cast(target)
 
 
 def typed_rows(
@@ -488,40 +487,67 @@ def typed_rows(
 
     A row is rejected when a value is not of its column's type (``value 'abc' of column qty is
     not a bigint``: a value never silently becomes NULL), does not fit it (a decimal), or its
-    key is missing. Only Spark expressions: all of it runs on executors.
+    key is missing. Only Spark expressions, all of it on executors; each step is its own
+    projection so that no conversion is built (or run) twice.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
+    names = list(columns)
     json_schema = StructType(
         [
-            StructField(name, _parse_datatype_string(_raw_type(t, logical.get(name))))
-            for name, t in columns.items()
+            StructField(name, _parse_datatype_string(_raw_type(columns[name], logical.get(name))))
+            for name in names
         ]
     )
     parsed = valid.select(
         "*",
-        F.from_json("after_json", json_schema).alias("a"),
-        F.from_json("before_json", json_schema).alias("b"),
-        F.from_json("after_json", "map<string,string>").alias("ra"),
-        F.from_json("before_json", "map<string,string>").alias("rb"),
+        F.from_json("after_json", json_schema).alias("__a"),
+        F.from_json("before_json", json_schema).alias("__b"),
+        F.from_json("after_json", "map<string,string>").alias("__ra"),
+        F.from_json("before_json", "map<string,string>").alias("__rb"),
     )
-    images, reasons = {}, []
-    for image, raw in (("a", "ra"), ("b", "rb")):
-        values = []
-        for name, target in columns.items():
-            value, reason = _convert(
-                col(image, name), F.col(raw).getItem(name), name, target, logical.get(name)
+    images = ("__a", "__b")
+    decimals = {
+        (image, i): parts
+        for image in images
+        for i, name in enumerate(names)
+        if (parts := _decimal_parts(col(image, name), logical.get(name))) is not None
+    }
+    if decimals:  # the digits of every decimal once, in their own projection
+        parsed = parsed.select(
+            "*",
+            *(
+                unscaled_digits(parts[0]).alias(f"{image}_u{i}")
+                for (image, i), parts in decimals.items()
+            ),
+        )
+    values, problems = [], []
+    for image in images:
+        for i, name in enumerate(names):
+            target, kind = columns[name], logical.get(name)
+            parts = decimals.get((image, i))
+            if parts is None:
+                values.append(_convert(col(image, name), target, kind).alias(f"{image}_v{i}"))
+                continue
+            value, problem = _convert_decimal(parts, F.col(f"{image}_u{i}"), name, target, kind)
+            values.append(value.alias(f"{image}_v{i}"))
+            problems.append((image, i, problem))
+    parsed = parsed.select("*", *values)
+    reasons = []
+    for image in images:
+        found = {i: p for img, i, p in problems if img == image}
+        for i, name in enumerate(names):
+            raw = F.col(f"__r{image[-1]}").getItem(name)
+            wrong = F.when(
+                raw.isNotNull() & F.col(f"{image}_v{i}").isNull(),
+                F.concat(
+                    F.lit("value '"),
+                    F.substring(raw, 1, 100),
+                    F.lit(f"' of column {name} is not a {columns[name]}"),
+                ),
             )
-            values.append(value.alias(name))
-            reasons.append(reason)
-        images[image] = F.struct(*values)
-    parsed = parsed.select(
-        "*",
-        images["a"].alias("after"),
-        images["b"].alias("before"),
-        (F.coalesce(*reasons) if reasons else F.lit(None).cast("string")).alias("type_reject"),
-    )
+            reasons.append(F.coalesce(found[i], wrong) if i in found else wrong)
     typed = parsed.select(
         "op",
         "position",
@@ -531,9 +557,12 @@ def typed_rows(
         "source_file",
         "after_json",
         "before_json",
-        "after",
-        "before",
-        "type_reject",
+        F.struct(*(F.col(f"__a_v{i}").alias(n) for i, n in enumerate(names))).alias("after"),
+        F.struct(*(F.col(f"__b_v{i}").alias(n) for i, n in enumerate(names))).alias("before"),
+        (F.coalesce(*reasons) if reasons else F.lit(None).cast("string")).alias("type_reject"),
+    )
+    typed = typed.select(
+        "*",
         *(
             F.when(F.col("op") == "d", col("before", k)).otherwise(col("after", k)).alias(k)
             for k in key
