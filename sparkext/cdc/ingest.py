@@ -163,7 +163,7 @@ class Ingestor:
                     per_partition[f.source_partition] = max(
                         f.p, per_partition.get(f.source_partition, f.p)
                     )
-            types, logical, exact = batch_types(good)
+            types, logical, exact = batch_types(good, self.settings)
             self._batch_low = min((f.lo for f in good if f.lo is not None), default=None)
             if table is None:
                 if not types:

@@ -425,3 +425,21 @@ def test_decimal_digits_match_python_for_any_bytes(spark):
     for (value, scale), row in zip(rows, texts, strict=True):
         number = int.from_bytes(value, "big", signed=True)
         assert row.t == reference_text(number, scale), (bytes(value).hex(), scale)
+
+
+def test_numeric_without_precision_as_exact_text(spark, tmp_path, table_name):
+    """option variable-scale-decimal = string: any PostgreSQL numeric, digit for digit."""
+    fields = PG_FIELDS[:2]
+    values = ["12345678901234567890123456789012345678901234.5678901234567", "-0.000001", "0"]
+    events = [
+        envelope(fields, {"id": i, "amount": variable(v)}, 100 + i, postgres_source(100 + i))
+        for i, v in enumerate(values)
+    ]
+    land(tmp_path / "in", "1.json", events)
+    result = ingest(
+        table_name, tmp_path / "in", tmp_path / "ck", "'variable-scale-decimal', 'string'"
+    )
+    assert (result["inserted"], result["rejected"]) == (3, 0)
+    assert dict(spark.table(table_name).dtypes)["amount"] == "string"
+    got = {r.id: r.amount for r in spark.table(table_name).collect()}
+    assert got == dict(enumerate(values))
