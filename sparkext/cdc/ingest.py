@@ -320,7 +320,7 @@ class Ingestor:
         logical: Mapping[str, str],
         key: Sequence[str],
     ) -> tuple[DataFrame, DataFrame]:
-        """Rows with typed ``after``/``before`` structs and key columns; missing-key rejects."""
+        """Rows with typed ``after``/``before`` structs and key columns; rejects of a missing key or a value of the wrong type."""
         typed, rejects = typed_rows(valid, columns, logical, key)
         return self._persist(typed), rejects
 
@@ -360,7 +360,7 @@ class Ingestor:
             F.sum(unavailable.cast("int")).alias("unavailable"),
         ).first()
         if truncate_row.missing:
-            self._record_rejects(missing_key, batch_id, truncate_row.missing, "-missing-key")
+            self._record_rejects(missing_key, batch_id, truncate_row.missing, "-values")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
