@@ -52,6 +52,11 @@ class CommitConflictError(SparkextError, RuntimeError):
     """Another writer changed the table between plan and commit and retries ran out."""
 
 
+class BatchOutdatedError(CommitConflictError):
+    """Another writer changed what a batch was decided on (its keys, the schema); the batch is
+    decided again. Raised to the user only when that keeps happening."""
+
+
 class CommitStateUnknownError(SparkextError, RuntimeError):
     """The catalog could not say whether a commit landed; nothing was deleted."""
 

@@ -35,7 +35,7 @@ from sparkext.cdc.files import (
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
 from sparkext.cdc.types import typed_rows
-from sparkext.errors import CommitConflictError, IngestError
+from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
@@ -59,7 +59,7 @@ REPLANS = 4  # a batch whose keys another writer changed meanwhile is decided ag
 CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
 
 
-class KeysChanged(CommitConflictError):
+class KeysChanged(BatchOutdatedError):
     """Another writer committed changes to keys of this batch after it was decided."""
 
 
@@ -176,8 +176,8 @@ class Ingestor:
                         table, valid, (types, logical, exact), batch_id, per_partition
                     )
                     return
-                except KeysChanged as changed:
-                    self.metrics = saved
+                except BatchOutdatedError as changed:
+                    self.metrics.__dict__.update(saved.__dict__)  # the stream holds this object
                     self._release()
                     if replan == REPLANS:
                         raise CommitConflictError(
@@ -320,7 +320,7 @@ class Ingestor:
         logical: Mapping[str, str],
         key: Sequence[str],
     ) -> tuple[DataFrame, DataFrame]:
-        """Rows with typed ``after``/``before`` structs and key columns; rejects of a missing key or a value of the wrong type."""
+        """Typed rows, and rejects: a missing key, or a value of the wrong type."""
         typed, rejects = typed_rows(valid, columns, logical, key)
         return self._persist(typed), rejects
 
@@ -342,7 +342,11 @@ class Ingestor:
         table, key, batch_id = batch.table, batch.key, batch.batch_id
 
         self.progress(f"batch {batch_id}: deduplicating")
-        progress = table.progress(self.checkpoint_id)
+        progress = table.progress(
+            self.checkpoint_id,
+            cache_from=batch_id - self.settings.key_cache_batches,
+            snapshot_id=batch.commit.start_snapshot_id,
+        )
         toastable = _unavailable_checks(batch.columns, key, self.settings.unavailable_placeholder)
         unavailable = F.lit(False)
         for is_unavailable in toastable.values():
@@ -444,7 +448,11 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         key, batch_id = batch.key, batch.batch_id
-        cache = None if progress.foreign_since_ours else self._key_cache(key, batch_id)
+        cache = (
+            None
+            if progress.foreign_since_ours
+            else self._key_cache(key, batch_id, progress.cache_floor)
+        )
         keys = suspicious.select(*cols(key))
         if cache is not None:
             cached = keys.join(cache, list(key), "inner")
@@ -526,7 +534,11 @@ class Ingestor:
     def _events_root(self) -> str:
         return f"{self.settings.checkpoint}/events"
 
-    def _key_cache(self, key: Sequence[str], batch_id: int) -> DataFrame | None:
+    def _key_cache(
+        self, key: Sequence[str], batch_id: int, floor: int | None = None
+    ) -> DataFrame | None:
+        """Keys -> versions this checkpoint applied in its recent batches; only batches from
+        ``floor`` on (committed after every other writer's change)."""
         from pyspark.sql import functions as F
 
         path = f"{self.settings.checkpoint}/key-cache"
@@ -536,7 +548,7 @@ class Ingestor:
             cache = self.spark.read.parquet(path)  # "batch" comes from the batch=N directories
         except AnalysisException:  # no cache yet
             return None
-        keep_from = batch_id - self.settings.key_cache_batches
+        keep_from = max(batch_id - self.settings.key_cache_batches, floor or 0)
         return (
             cache.where((F.col("batch") < batch_id) & (F.col("batch") >= keep_from))
             .groupBy(*cols(key))
@@ -612,7 +624,8 @@ class Ingestor:
         self._write_key_cache(applied, key, batch_id)
 
         self.progress(f"batch {batch_id}: writing files")
-        rows = self._rows(applied, columns, key, self._wiped(table, columns, truncate))
+        wiped = self._wiped(commit.start_snapshot_id, columns, truncate)
+        rows = self._rows(applied, columns, key, wiped)
         directory = table.data_directory()
         prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}-{uuid.uuid4().hex[:8]}"
         writer = file_writer(
@@ -670,7 +683,9 @@ class Ingestor:
         from sparkext.errors import CommitStateUnknownError
 
         def check(changes: Sequence[ConcurrentChange]) -> None:
-            self._check_changes(changes, applied, key, truncating=truncate is not None)
+            self._check_changes(
+                changes, applied, key, truncate is not None, progress.truncate_position
+            )
 
         try:
             snapshot = commit.commit(
@@ -695,10 +710,11 @@ class Ingestor:
         self, typed: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]
     ) -> DataFrame:
         """Replace Debezium's placeholder for a value it does not have (PostgreSQL TOAST: an
-        update that did not touch a large column) by the value the row had: from the newest
-        earlier event of the key in this batch that carried it (its after-image, or this event's
-        before-image under REPLICA IDENTITY FULL), else from the table as of the planned snapshot
-        (a join on executors). A key with no stored row keeps NULL."""
+        update that did not touch a large column) by the value the row had just before the
+        event: the event's own before-image when it has the column (REPLICA IDENTITY FULL), else
+        the newer of (the newest earlier event of the key in this batch that carried it, the
+        table's row as of the planned snapshot — read by a join on executors, only for keys with
+        placeholders). A key with neither keeps NULL."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -706,20 +722,24 @@ class Ingestor:
         order = Window.partitionBy(*cols(key)).orderBy("position", "ts_ms")
         earlier = order.rowsBetween(Window.unboundedPreceding, -1)
         carries = F.col("op").isin("c", "r", "u")
+        any_missing = F.lit(False)
         filled = typed
         for name, is_unavailable in checks.items():
-            here = col("after", name)
-            known = carries & ~F.coalesce(is_unavailable("after"), F.lit(False))
-            # the value wrapped in a struct: a real NULL is a value, a missing one is not
-            candidate = F.when(known, F.struct(here.alias("v")))
-            before = F.when(
-                # a before-image that has the column (REPLICA IDENTITY FULL; DEFAULT gives none)
-                F.coalesce(F.array_contains(F.json_object_keys("before_json"), name), F.lit(False))
-                & ~F.coalesce(is_unavailable("before"), F.lit(False)),
-                F.struct(col("before", name).alias("v")),
+            missing = F.coalesce(is_unavailable("after"), F.lit(False))
+            any_missing = any_missing | missing
+            # wrapped in a struct: a real NULL is a value, a missing one is not
+            candidate = F.when(
+                carries & ~missing, F.struct(col("after", name).alias("v"), F.col("position"))
             )
-            previous = F.last(candidate, ignorenulls=True).over(earlier)
-            filled = filled.withColumn(f"__had_{name}", F.coalesce(previous, before))
+            before_has = F.coalesce(
+                F.array_contains(F.json_object_keys("before_json"), name), F.lit(False)
+            ) & ~F.coalesce(is_unavailable("before"), F.lit(False))
+            filled = filled.withColumn(
+                f"__prev_{name}", F.last(candidate, ignorenulls=True).over(earlier)
+            ).withColumn(
+                f"__before_{name}", F.when(before_has, F.struct(col("before", name).alias("v")))
+            )
+        filled = filled.withColumn("__toasted", any_missing)
         stored = self._stored_values(filled, batch, checks)
         if stored is not None:
             filled = filled.join(stored, key, "left")
@@ -727,37 +747,44 @@ class Ingestor:
         for name in batch.columns:
             value = col("after", name)
             if name in checks:
-                missing = F.coalesce(checks[name]("after"), F.lit(False))
-                fallback = col(f"__had_{name}", "v")
+                previous = col(f"__prev_{name}")
+                fallback = F.when(col(f"__before_{name}").isNotNull(), col(f"__before_{name}", "v"))
                 if stored is not None:
-                    fallback = F.when(col(f"__had_{name}").isNotNull(), fallback).otherwise(
-                        col(f"__stored_{name}")
+                    newer = F.col("__stored_position").isNull() | (
+                        col(f"__prev_{name}", "position") > F.col("__stored_position")
                     )
+                    fallback = fallback.when(
+                        previous.isNotNull() & newer, col(f"__prev_{name}", "v")
+                    ).otherwise(col(f"__stored_{name}"))
+                else:
+                    fallback = fallback.otherwise(col(f"__prev_{name}", "v"))
+                missing = F.coalesce(checks[name]("after"), F.lit(False))
                 value = F.when(missing, fallback).otherwise(value)
             replaced.append(value.alias(name))
-        after = F.struct(*replaced)
-        helpers = [c for c in filled.columns if c.startswith(("__had_", "__stored_"))]
-        return filled.withColumn("after", after).drop(*helpers)
+        helpers = [c for c in filled.columns if c.startswith(("__prev_", "__before_", "__stored_"))]
+        return filled.withColumn("after", F.struct(*replaced)).drop("__toasted", *helpers)
 
     def _stored_values(
         self, filled: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]
     ) -> DataFrame | None:
-        """The table's current values of the TOASTable columns, for the keys that need them."""
+        """The table's values of the TOASTable columns and the row's position, as of the planned
+        snapshot, for the keys with placeholders (a column the batch adds reads NULL)."""
         from pyspark.sql import functions as F
 
         start = batch.commit.start_snapshot_id
         if start is None:
             return None
         key = list(batch.key)
-        unresolved = F.lit(False)
-        for name, is_unavailable in checks.items():
-            unresolved = unresolved | (
-                F.coalesce(is_unavailable("after"), F.lit(False)) & col(f"__had_{name}").isNull()
-            )
-        keys = filled.where(unresolved).select(*cols(key)).distinct()
+        keys = filled.where("__toasted").select(*cols(key)).distinct()
         current = self.spark.read.option("snapshot-id", start).table(self.settings.table)
+        present = set(current.columns)
         return current.join(keys, key, "left_semi").select(
-            *cols(key), *(col(name).alias(f"__stored_{name}") for name in checks)
+            *cols(key),
+            F.col(POSITION).alias("__stored_position"),
+            *(
+                (col(name) if name in present else F.lit(None)).alias(f"__stored_{name}")
+                for name in checks
+            ),
         )
 
     def _check_changes(
@@ -766,6 +793,7 @@ class Ingestor:
         applied: DataFrame,
         key: Sequence[str],
         truncating: bool,
+        planned_truncate: str | None = None,
     ) -> None:
         """Raise :class:`KeysChanged` when a snapshot committed since the plan touched a key this
         batch writes (the batch must be decided again); pass when the writers' keys are disjoint.
@@ -775,11 +803,23 @@ class Ingestor:
         rewrites ("replace") change no row; other writers' commits, truncates and row-level
         rewrites cannot be read cheaply and always count as touching.
         """
+        if truncating and changes:  # a truncate removes the planned files: any change counts
+            first = changes[0]
+            raise KeysChanged(f"snapshot {first.snapshot_id} ({first.operation}) was committed")
         changing = [c for c in changes if c.operation != "replace"]
         if not changing:
             return
-        opaque = [c for c in changing if c.checkpoint_id is None or c.removed_data_files]
-        if opaque or truncating:
+        opaque = [
+            c
+            for c in changing
+            if c.checkpoint_id is None
+            or c.removed_data_files
+            or (  # another writer's truncate reaches keys it did not list
+                c.truncate_position is not None
+                and (planned_truncate is None or c.truncate_position > planned_truncate)
+            )
+        ]
+        if opaque:
             first = (opaque or changing)[0]
             raise KeysChanged(
                 f"snapshot {first.snapshot_id} ({first.operation}) was committed meanwhile"
@@ -794,14 +834,17 @@ class Ingestor:
             )
 
     def _wiped(
-        self, table: CdcTable, columns: Mapping[str, str], truncate: Truncate | None
+        self, planned: int | None, columns: Mapping[str, str], truncate: Truncate | None
     ) -> DataFrame | None:
         """Rows a truncate removes when newer rows may exist: older than its position."""
         from pyspark.sql import functions as F
 
         if truncate is None or truncate.all:
             return None
-        current = self.spark.table(self.settings.table)
+        reader = self.spark.read
+        if planned is not None:  # the snapshot the batch was planned on, like every read
+            reader = reader.option("snapshot-id", planned)
+        current = reader.table(self.settings.table)
         return current.where(F.col(POSITION) < F.lit(truncate.position)).select(
             F.lit(EQUALITY_DELETES).alias(KIND),
             *(col(c) for c in columns),
@@ -884,16 +927,18 @@ def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:
 
 def _with_arrival(decoded: DataFrame, batch_id: int) -> DataFrame:
     """Positions of the ``t`` family (commit time only) get arrival as a tie-breaker: the batch,
-    then the record's place in it, so a second change in the same millisecond is newer, not a
-    duplicate."""
+    the file, the record's place in the file; a second change in the same millisecond is newer,
+    not a duplicate."""
     from pyspark.sql import functions as F
 
     from sparkext.cdc.positions import TIME_FAMILY
 
-    arrival = F.concat(
+    arrival = F.concat(  # file names of Kafka Connect sinks sort by partition and offset
         F.col("position"),
         F.lit(f":{batch_id:010d}:"),
-        F.lpad(F.monotonically_increasing_id().cast("string"), 20, "0"),
+        F.coalesce(F.col("source_file"), F.lit("")),
+        F.lit(":"),
+        F.lpad(F.monotonically_increasing_id().cast("string"), 20, "0"),  # order in the file
     )
     return decoded.withColumn(
         "position",
@@ -959,8 +1004,9 @@ def _unavailable_checks(
     as Debezium decodes them) and arrays of text (a one-element array)."""
     from pyspark.sql import functions as F
 
-    if placeholder.startswith("hex:"):
+    if placeholder.startswith("hex:"):  # Debezium decodes it, and uses the bytes as text too
         raw = bytes.fromhex(placeholder[4:])
+        placeholder = raw.decode("utf-8", "replace")
     else:
         raw = placeholder.encode("utf-8")
     checks: dict[str, Callable[[str], Column]] = {}

@@ -73,6 +73,8 @@ class Progress:
     # another writer changed data since this checkpoint's last commit (or that commit is not
     # in the retained history): this checkpoint's key cache cannot decide alone
     foreign_since_ours: bool = True
+    # this checkpoint's batches >= cache_floor were committed after every other writer's change
+    cache_floor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class ConcurrentChange:
     operation: str | None
     checkpoint_id: str | None  # set for ingest_cdc commits
     removed_data_files: bool  # truncates and row-level rewrites: keys not knowable cheaply
+    truncate_position: str | None  # the newest truncate the table had after this snapshot
     equality_delete_paths: tuple[str, ...]  # every key an ingest_cdc commit touched is in these
 
 
@@ -178,41 +181,62 @@ class CdcTable:
         value = self._table.properties().get(key)
         return str(value) if value is not None else None
 
-    def progress(self, checkpoint_id: str) -> Progress:
-        """Walk back from the current snapshot to the newest commit of ours, and of this checkpoint.
+    def progress(
+        self, checkpoint_id: str, cache_from: int | None = None, snapshot_id: int | None = None
+    ) -> Progress:
+        """Walk back from the snapshot (default: the current one) to the newest commit of any
+        checkpoint (the high-water marks) and of this checkpoint (its last batch).
 
-        Usually both are the current snapshot, so this reads one summary.
+        With ``cache_from`` the walk goes on to find ``cache_floor``: this checkpoint's batches
+        from that one on were all committed after the newest change by another writer, so their
+        key-cache entries are still the keys' versions. Usually the first snapshot answers all.
         """
-        snapshot = self._table.currentSnapshot()
+        snapshot = (
+            self._table.snapshot(snapshot_id)
+            if snapshot_id is not None
+            else self._table.currentSnapshot()
+        )
         max_position = truncate = None
         time_so_far: int | None = None
         source: dict[str, str] = {}
-        batches: dict[str, int] = {}
         found_latest = False
+        ours_latest: int | None = None
+        cache_floor: int | None = None
         foreign = False
         seen = 0
         while snapshot is not None and seen < _SCAN_BACK:
             summary = snapshot.summary()
             checkpoint = summary.get(CHECKPOINT_ID)
-            if str(checkpoint) != checkpoint_id and str(snapshot.operation()) != "replace":
+            mine = checkpoint is not None and str(checkpoint) == checkpoint_id
+            if not mine and str(snapshot.operation()) != "replace":
                 foreign = True  # "replace" (compaction, delete rewrite) keeps every row
-            if checkpoint is not None:
-                if not found_latest:
-                    found_latest = True
-                    position = summary.get(MAX_POSITION)
-                    max_position = str(position) if position is not None else None
-                    truncate = summary.get(TRUNCATE_POSITION)
-                    truncate = str(truncate) if truncate is not None else None
-                    source = json.loads(str(summary.get(SOURCE_PROGRESS) or "{}"))
-                    so_far = summary.get(EVENT_TIME_MAX_SO_FAR) or summary.get(EVENT_TIME_MAX)
-                    time_so_far = int(str(so_far)) if so_far is not None else None
-                if str(checkpoint) == checkpoint_id:
-                    batches[checkpoint_id] = int(summary.get(BATCH_ID))
-                    return Progress(max_position, truncate, source, batches, time_so_far, foreign)
+            if checkpoint is not None and not found_latest:
+                found_latest = True
+                position = summary.get(MAX_POSITION)
+                max_position = str(position) if position is not None else None
+                truncate = summary.get(TRUNCATE_POSITION)
+                truncate = str(truncate) if truncate is not None else None
+                source = json.loads(str(summary.get(SOURCE_PROGRESS) or "{}"))
+                so_far = summary.get(EVENT_TIME_MAX_SO_FAR) or summary.get(EVENT_TIME_MAX)
+                time_so_far = int(str(so_far)) if so_far is not None else None
+            if mine:
+                batch = int(str(summary.get(BATCH_ID)))
+                ours_latest = batch if ours_latest is None else ours_latest
+                if not foreign:
+                    cache_floor = batch
+            if ours_latest is not None and (
+                foreign
+                or cache_from is None
+                or (cache_floor is not None and cache_floor <= cache_from)
+            ):
+                break
             parent = snapshot.parentId()
             snapshot = self._table.snapshot(parent) if parent is not None else None
             seen += 1
-        return Progress(max_position, truncate, source, batches, time_so_far, True)
+        batches = {checkpoint_id: ours_latest} if ours_latest is not None else {}
+        return Progress(
+            max_position, truncate, source, batches, time_so_far, cache_floor is None, cache_floor
+        )
 
     def event_logs(self) -> dict[str, str]:
         """Checkpoint id -> event-log root of every checkpoint that committed to this table."""
@@ -298,7 +322,7 @@ def create_table(
         if not any(c.endswith("AlreadyExistsException") for c in java_exception_classes(error)):
             raise
         table = CdcTable(spark, name)
-        if table.key() != list(key):
+        if set(table.key()) != set(key):
             from sparkext.errors import IngestError
 
             raise IngestError(
@@ -308,6 +332,42 @@ def create_table(
             ) from None
         return table
     return CdcTable(spark, name)
+
+
+def _marks_over(table, summary: Mapping[str, str]) -> dict[str, str]:
+    """The batch's high-water marks merged with the newest ingest_cdc commit of ``table`` (the
+    commit's base): another writer may have committed since the batch read them, and a mark
+    must never go down (a lower one lets older changes skip the lookup)."""
+    snapshot = table.currentSnapshot()
+    seen = 0
+    while snapshot is not None and seen < _SCAN_BACK:
+        theirs = snapshot.summary()
+        if theirs.get(CHECKPOINT_ID) is not None:
+            break
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+        seen += 1
+    else:
+        return {}
+    if snapshot is None:
+        return {}
+    merged: dict[str, str] = {}
+    for mark in (MAX_POSITION, TRUNCATE_POSITION):
+        values = [str(v) for v in (summary.get(mark), theirs.get(mark)) if v is not None]
+        if values:
+            merged[mark] = max(values)
+    times = [
+        int(str(v))
+        for v in (summary.get(EVENT_TIME_MAX_SO_FAR), theirs.get(EVENT_TIME_MAX_SO_FAR))
+        if v is not None
+    ]
+    if times:
+        merged[EVENT_TIME_MAX_SO_FAR] = str(max(times))
+    progress = json.loads(str(theirs.get(SOURCE_PROGRESS) or "{}"))
+    for partition, position in json.loads(summary.get(SOURCE_PROGRESS) or "{}").items():
+        progress[partition] = max(position, progress.get(partition, position))
+    merged[SOURCE_PROGRESS] = json.dumps(progress, sort_keys=True)
+    return merged
 
 
 class CdcCommit:
@@ -396,7 +456,7 @@ class CdcCommit:
         disjoint writers commit side by side. ``event_log``: (checkpoint id, event-log root),
         recorded in the table's ``sparkext.cdc.event-logs`` property.
         """
-        from sparkext.errors import CommitConflictError
+        from sparkext.errors import BatchOutdatedError
         from sparkext.iceberg.commit import CommitRequest, commit, new_run_id
 
         expected_ids = self.field_ids()
@@ -404,10 +464,11 @@ class CdcCommit:
         def build(attempt) -> None:
             self._stage_schema(attempt.txn)
             if self._ids(attempt.txn) != expected_ids:
-                raise CommitConflictError(
+                raise BatchOutdatedError(
                     f"Another writer changed the schema of {self._name} while this batch was "
                     "being written; nothing of this batch was committed: run ingest_cdc again."
                 )
+            attempt.update_summary(_marks_over(attempt.table, summary))
             if event_log is not None:
                 self._record_event_log(attempt.txn, *event_log)
             delta = self._row_delta(attempt.txn, files, key, truncate)
@@ -507,6 +568,11 @@ class CdcCommit:
             operation=str(operation) if operation is not None else None,
             checkpoint_id=str(checkpoint) if checkpoint is not None else None,
             removed_data_files=removed,
+            truncate_position=(
+                str(summary.get(TRUNCATE_POSITION))
+                if summary.get(TRUNCATE_POSITION) is not None
+                else None
+            ),
             equality_delete_paths=paths,
         )
 

@@ -72,6 +72,10 @@ class Attempt:
         self.java_since_plan = since_plan
         self._summary = dict(summary)
 
+    def update_summary(self, values: Mapping[str, str]) -> None:
+        """Change summary properties for this attempt (values that depend on the base)."""
+        self._summary.update(values)
+
     def stamp(self, operation: Any) -> Any:
         """Set the run's summary properties on a snapshot-producing operation."""
         for key, value in self._summary.items():

@@ -120,3 +120,51 @@ def test_a_configured_placeholder_is_honoured(spark, tmp_path, table_name):
     land(landing, "2.json", [_pg("u", 20, _row(1, "renamed", "<toast>", b"k", ["k"]))])
     ingest(table_name, landing, checkpoint, options)
     assert _read(spark, table_name) == {1: ("renamed", "kept", b"k", ["k"])}
+
+
+def test_a_redelivered_older_value_does_not_replace_the_stored_one(spark, tmp_path, table_name):
+    """The table holds body Z at position 500; a batch re-delivers an older body X (position
+    300, late) and then a placeholder update (600): the row keeps Z, the newer value."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(
+        landing,
+        "1.json",
+        [
+            _pg("c", 100, _row(1, "one", "A", b"a", ["a"])),
+            _pg("u", 500, _row(1, "one", "Z", b"z", ["z"])),
+        ],
+    )
+    ingest(table_name, landing, checkpoint)
+    land(
+        landing,
+        "2.json",
+        [
+            _pg("u", 300, _row(1, "one", "X", b"x", ["x"])),
+            _pg("u", 600, _row(1, "renamed", PLACEHOLDER, TOASTED_BLOB, [PLACEHOLDER])),
+        ],
+    )
+    ingest(table_name, landing, checkpoint)
+    assert _read(spark, table_name) == {1: ("renamed", "Z", b"z", ["z"])}
+
+
+def test_a_batch_that_adds_a_column_still_fills_placeholders(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", [_pg("c", 10, _row(1, "one", "kept", b"k", ["k"]))])
+    ingest(table_name, landing, checkpoint)
+    event = _pg("u", 20, {**_row(1, "one", PLACEHOLDER, b"k", ["k"]), "note": "new column"})
+    for image in event["schema"]["fields"][:2]:
+        image["fields"] = [*SCHEMA_FIELDS, {"field": "note", "type": "string", "optional": True}]
+    land(landing, "2.json", [event])
+    ingest(table_name, landing, checkpoint)
+    row = spark.table(table_name).first()
+    assert (row.body, row.note) == ("kept", "new column")
+
+
+def test_a_hex_placeholder_is_matched_as_debezium_decodes_it(spark, tmp_path, table_name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    options = ", options => map('unavailable-value-placeholder', 'hex:3c3f3e')"  # "<?>"
+    land(landing, "1.json", [_pg("c", 10, _row(1, "one", "kept", b"k", ["k"]))])
+    ingest(table_name, landing, checkpoint, options)
+    land(landing, "2.json", [_pg("u", 20, _row(1, "renamed", "<?>", b"<?>", ["<?>"]))])
+    ingest(table_name, landing, checkpoint, options)
+    assert _read(spark, table_name) == {1: ("renamed", "kept", b"k", ["k"])}

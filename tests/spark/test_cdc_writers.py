@@ -180,6 +180,53 @@ def test_a_disjoint_concurrent_commit_does_not_stop_the_batch(
     assert _names(spark, table_name)[2] == "newer, other writer"
 
 
+def test_a_commit_never_lowers_the_high_water_mark(spark, tmp_path, table_name, monkeypatch):
+    """Another writer commits key 7 at position 500 while this batch (key 8 at 200) commits;
+    the table's high-water mark stays 500, so this writer's later change of key 7 at 300 is
+    looked up and found late, not applied over the newer row."""
+    from sparkext.iceberg.cdc_table import CdcCommit
+
+    zone, other = tmp_path / "in", tmp_path / "other"
+    land(zone, "1.json", events(("c", 1, 100, "a"), ("c", 7, 101, "seven")))
+    ingest(table_name, zone, tmp_path / "ck")
+    original = CdcCommit.commit
+    land(other, "1.json", events(("u", 7, 500, "newest, other writer")))
+
+    def interfering(self, *args, **kwargs):
+        monkeypatch.setattr(CdcCommit, "commit", original)
+        _other_writer(spark, table_name, other, tmp_path / "ck_other")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CdcCommit, "commit", interfering)
+    land(zone, "2.json", events(("c", 8, 200, "eight")))
+    ingest(table_name, zone, tmp_path / "ck")
+    summary = spark.sql(
+        f"SELECT summary FROM {table_name}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).first()[0]
+    assert summary["sparkext.cdc.max-position"].endswith(f"{500:020d}:0000000000")
+    land(zone, "3.json", events(("u", 7, 300, "older, mine")))
+    assert ingest(table_name, zone, tmp_path / "ck")["late"] == 1
+    assert _names(spark, table_name)[7] == "newest, other writer"
+
+
+def test_key_cache_entries_older_than_another_writers_change_are_not_trusted(
+    spark, tmp_path, table_name
+):
+    """A's cache has key 7 at 250 (batch 0); B then writes 7 at 500; A's batch 1 touches only
+    key 8; A's batch 2 brings 7 at 300: the cache entry predates B's change, so the table
+    decides (late)."""
+    zone_a, zone_b = tmp_path / "a", tmp_path / "b"
+    land(zone_a, "0.json", events(("c", 7, 250, "a")))
+    ingest(table_name, zone_a, tmp_path / "ck_a")
+    land(zone_b, "0.json", events(("u", 7, 500, "b, newest")))
+    ingest(table_name, zone_b, tmp_path / "ck_b")
+    land(zone_a, "1.json", events(("c", 8, 600, "eight")))
+    ingest(table_name, zone_a, tmp_path / "ck_a")
+    land(zone_a, "2.json", events(("u", 7, 300, "a, older")))
+    assert ingest(table_name, zone_a, tmp_path / "ck_a")["late"] == 1
+    assert _names(spark, table_name) == {7: "b, newest", 8: "eight"}
+
+
 WRITER_SCRIPT = textwrap.dedent(
     """
     import sys, sparkext
