@@ -117,7 +117,7 @@ def decode(line: str | bytes) -> Event | None:
     text, not_utf8 = as_text(line)
     if not_utf8:
         return _reject(not_utf8)
-    text = text.strip()
+    text = text.strip().removeprefix("\ufeff")  # a byte-order mark opening a file
     if not text or text == "null":
         return None
     message, bad = parse_json(text)

@@ -131,3 +131,11 @@ def test_the_files_a_batch_planned_and_which_of_them_vanished(tmp_path):
     assert vanished(planned) == [f"{uri}/gone.json"]
     assert planned_files(str(tmp_path / "ck"), 9) == [f"{uri}/a%20b.json"]
     assert planned_files(str(tmp_path / "ck"), 4) == []
+
+
+def test_a_byte_order_mark_opening_a_file_is_not_a_reject():
+    from sparkext.cdc.debezium import decode
+
+    line = '\ufeff{"op": "c", "after": {"id": 1}, "source": {"file": "b.1", "pos": 4}}'
+    event = decode(line.encode("utf-8"))
+    assert event is not None and event.reject is None and event.after == {"id": 1}
