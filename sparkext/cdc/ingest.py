@@ -500,7 +500,8 @@ class Ingestor:
         From the event logs of every checkpoint that wrote the table (every delete ever
         ingested, so still there after rewrite_equality_deletes turned the equality deletes into
         position deletes; the table's ``sparkext.cdc.event-logs`` property lists them) and from
-        the equality-delete files live in the snapshot the batch started from.
+        the equality-delete files live in the snapshot the batch started from. Another
+        checkpoint's batches count up to the last one it committed.
         """
         from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
@@ -508,6 +509,9 @@ class Ingestor:
         key, batch_id = batch.key, batch.batch_id
         found: list[DataFrame] = []
         roots = {**batch.table.event_logs(), self.checkpoint_id: self._events_root()}
+        # another writer's batch counts once committed (its log is written before the commit);
+        # a checkpoint whose snapshots all expired counts whole
+        committed = batch.table.committed_batches() if len(roots) > 1 else {}
         for checkpoint, root in sorted(roots.items()):
             try:
                 logs = self.spark.read.parquet(root)
@@ -518,6 +522,8 @@ class Ingestor:
             deleted = F.col(OP) == "d"
             if checkpoint == self.checkpoint_id:
                 deleted = deleted & (F.col("batch") < batch_id)  # not this batch's own
+            elif checkpoint in committed:
+                deleted = deleted & (F.col("batch") <= committed[checkpoint])
             found.append(logs.where(deleted).select(*cols(key), F.col(POSITION).alias("v")))
         paths = batch.table.equality_delete_paths(batch.commit.start_snapshot_id)
         if paths:

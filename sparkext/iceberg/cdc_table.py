@@ -238,6 +238,18 @@ class CdcTable:
             max_position, truncate, source, batches, time_so_far, cache_floor is None, cache_floor
         )
 
+    def committed_batches(self) -> dict[str, int]:
+        """Checkpoint id -> the highest batch id it committed, over the retained snapshots."""
+        from sparkext.iceberg.commit import _iterate
+
+        found: dict[str, int] = {}
+        for snapshot in _iterate(self._table.snapshots()):
+            summary = snapshot.summary()
+            checkpoint, batch = summary.get(CHECKPOINT_ID), summary.get(BATCH_ID)
+            if checkpoint is not None and batch is not None:
+                found[str(checkpoint)] = max(int(str(batch)), found.get(str(checkpoint), -1))
+        return found
+
     def event_logs(self) -> dict[str, str]:
         """Checkpoint id -> event-log root of every checkpoint that committed to this table."""
         return json.loads(self.property(EVENT_LOGS) or "{}")

@@ -227,6 +227,29 @@ def test_key_cache_entries_older_than_another_writers_change_are_not_trusted(
     assert _names(spark, table_name) == {7: "b, newest", 8: "eight"}
 
 
+def test_another_writers_uncommitted_delete_is_not_a_tombstone(spark, tmp_path, table_name):
+    """B's event log of a batch it never committed (crashed after writing) holds a delete of key
+    1 at 400: A's update of key 1 at 300 is not late because of it."""
+    from pyspark.sql import functions as F
+
+    zone_a, zone_b = tmp_path / "a", tmp_path / "b"
+    land(zone_a, "0.json", events(("c", 1, 100, "one")))
+    ingest(table_name, zone_a, tmp_path / "ck_a")
+    land(zone_b, "0.json", events(("c", 2, 500, "two")))
+    ingest(table_name, zone_b, tmp_path / "ck_b")
+    logged = spark.read.parquet(str(tmp_path / "ck_b" / "events" / "batch=0"))
+    phantom = (
+        logged.withColumn("id", F.lit(1).cast(logged.schema["id"].dataType))
+        .withColumn("_cdc_op", F.lit("d"))
+        .withColumn("_cdc_position", F.lit("m:0000000001:00000000000000000400:0000000000"))
+    )
+    phantom.write.parquet(str(tmp_path / "ck_b" / "events" / "batch=1"))
+    land(zone_a, "1.json", events(("u", 1, 300, "updated")))
+    result = ingest(table_name, zone_a, tmp_path / "ck_a")
+    assert (result["updated"], result["late"]) == (1, 0)
+    assert _names(spark, table_name) == {1: "updated", 2: "two"}
+
+
 WRITER_SCRIPT = textwrap.dedent(
     """
     import sys, sparkext
