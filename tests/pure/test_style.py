@@ -38,3 +38,13 @@ def test_ruff_is_found_without_an_activated_venv(monkeypatch, tmp_path):
     done = run_ruff("--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ruff ")
+
+
+def test_test_modules_have_unique_basenames():
+    """Test directories are not packages: two test files with one name break collection."""
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    names = Counter(p.name for p in root.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
