@@ -461,7 +461,10 @@ def _convert(value: Column, target: str, logical: str | None) -> Column:
 
     kind, params = logical_parts(logical)
     if kind == ZONED_TIMESTAMP and target == "timestamp":
-        return F.when(value.rlike(_ZONED), value.cast("timestamp"))  # has an offset: exact
+        # has an offset: exact; an impossible date (month 13) is NULL, hence a reject, also
+        # under spark.sql.ansi.enabled (where a cast would fail the whole batch)
+        parsed = F.call_function("try_to_timestamp", value).cast("timestamp")
+        return F.when(value.rlike(_ZONED), parsed)
     if kind in _MICROS or kind in _NANOS:
         micros = _micros(value, kind)
         if target == "timestamp_ntz":

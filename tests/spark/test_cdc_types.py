@@ -267,6 +267,22 @@ def test_values_of_the_wrong_type_are_rejected_with_the_column(spark, tmp_path, 
     assert [r.id for r in spark.table(table_name).collect()] == [1]
 
 
+def test_an_impossible_zoned_timestamp_is_a_reject_also_in_ansi_mode(spark, tmp_path, table_name):
+    good = mysql_events()[0]
+    bad = json.loads(json.dumps(good))
+    bad["payload"]["after"].update(id=30, ts="2026-13-45T00:00:00Z")
+    land(tmp_path / "in", "1.json", [good, bad])
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        result = ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert (result["inserted"], result["rejected"]) == (1, 1)
+    assert rejects(spark, tmp_path / "ck") == [
+        "value '2026-13-45T00:00:00Z' of column ts is not a timestamp"
+    ]
+
+
 def test_decimal_precision_widens_and_a_scale_change_stops(spark, tmp_path, table_name):
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     key = {"field": "id", "type": "int64", "optional": False}
