@@ -123,10 +123,8 @@ class Ingestor:
 
         self.progress(f"batch {batch_id}: decoding")
         table = self._load_table()
-        if (
-            table is not None
-            and table.progress(self.checkpoint_id).batches.get(self.checkpoint_id, -1) >= batch_id
-        ):
+        held = table.progress(self.checkpoint_id) if table is not None else None
+        if held is not None and held.batches.get(self.checkpoint_id, -1) >= batch_id:
             self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
             return
         decoder = decode_documents if self.settings.input_format == "json-files" else decode_lines
@@ -146,7 +144,7 @@ class Ingestor:
                 )
                 .collect()  # distinct schemas x families x source partitions: a handful of rows
             )
-            chosen = self._family(table, [f for f in facts if not f.bad])
+            chosen = _family(held.max_position if held else None, [f for f in facts if not f.bad])
             marked = _reject_other_families(marked, chosen, {f.family for f in facts})
             valid = marked.where(F.col("reject").isNull())
             rejects = marked.where(F.col("reject").isNotNull()).select(
@@ -215,20 +213,6 @@ class Ingestor:
         typed, missing_key = self._typed(valid, columns, logical, key)
         batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
         self._apply(batch, typed, missing_key)
-
-    def _family(self, table: CdcTable | None, good: Sequence[Any]) -> str | None:
-        """The position family of this table: the one it holds, else the batch's commonest."""
-        from sparkext.cdc.positions import family
-
-        if table is not None:
-            held = family(table.progress(self.checkpoint_id).max_position)
-            if held is not None:
-                return held
-        counts: dict[str, int] = {}
-        for f in good:
-            if f.family is not None:
-                counts[f.family] = counts.get(f.family, 0) + f.n
-        return max(sorted(counts), key=lambda name: counts[name]) if counts else None
 
     # ---- steps -------------------------------------------------------------------------------
     def _load_table(self) -> CdcTable | None:
@@ -965,15 +949,10 @@ def _reject_other_families(
     others = sorted(f for f in seen if f is not None and f != chosen)
     if chosen is None or not others:
         return marked
-    event_family = F.substring_index("position", ":", 1)
-    reason = None
-    for other in others:
-        branch = F.when(event_family == F.lit(other), F.lit(incomparable(other, chosen)))
-        reason = (
-            branch
-            if reason is None
-            else reason.when(event_family == F.lit(other), F.lit(incomparable(other, chosen)))
-        )
+    reasons = F.create_map(
+        *(part for other in others for part in (F.lit(other), F.lit(incomparable(other, chosen))))
+    )
+    reason = reasons[F.substring_index("position", ":", 1)]  # NULL for the table's own family
     return marked.withColumn("reject", F.coalesce(F.col("reject"), reason))
 
 
@@ -1026,3 +1005,17 @@ def _unavailable_checks(
         elif spark_type == "array<string>":
             checks[name] = lambda row, n=name: col(row, n) == F.array(F.lit(placeholder))
     return checks
+
+
+def _family(high_water_mark: str | None, good: Sequence[Any]) -> str | None:
+    """The position family of the table: the one it holds, else the batch's commonest."""
+    from sparkext.cdc.positions import family
+
+    held = family(high_water_mark)
+    if held is not None:
+        return held
+    counts: dict[str, int] = {}
+    for f in good:
+        if f.family is not None:
+            counts[f.family] = counts.get(f.family, 0) + f.n
+    return max(sorted(counts), key=lambda name: counts[name]) if counts else None

@@ -239,37 +239,44 @@ class CdcTable:
         )
 
     def committed_batches(self) -> dict[str, int]:
-        """Checkpoint id -> the highest batch id it committed, over the retained snapshots."""
-        from sparkext.iceberg.commit import _iterate
+        """Checkpoint id -> the highest batch id it committed, over the retained snapshots (one
+        metadata query; a row per checkpoint reaches the driver)."""
+        from pyspark.sql import functions as F
 
-        found: dict[str, int] = {}
-        for snapshot in _iterate(self._table.snapshots()):
-            summary = snapshot.summary()
-            checkpoint, batch = summary.get(CHECKPOINT_ID), summary.get(BATCH_ID)
-            if checkpoint is not None and batch is not None:
-                found[str(checkpoint)] = max(int(str(batch)), found.get(str(checkpoint), -1))
-        return found
+        from sparkext.iceberg.catalog import metadata_name
+
+        checkpoint = F.col("summary").getItem(CHECKPOINT_ID)
+        rows = (
+            self._spark.table(metadata_name(self._spark, self.name, "snapshots"))
+            .where(checkpoint.isNotNull())
+            .groupBy(checkpoint.alias("checkpoint"))
+            .agg(F.max(F.col("summary").getItem(BATCH_ID).cast("bigint")).alias("batch"))
+            .collect()
+        )
+        return {r.checkpoint: int(r.batch) for r in rows if r.batch is not None}
 
     def event_logs(self) -> dict[str, str]:
         """Checkpoint id -> event-log root of every checkpoint that committed to this table."""
         return json.loads(self.property(EVENT_LOGS) or "{}")
 
     def equality_delete_paths(self, snapshot_id: int | None) -> list[str]:
-        """Live equality-delete files as of ``snapshot_id`` (metadata only)."""
+        """Live equality-delete files as of ``snapshot_id``: Iceberg's ``delete_files``
+        metadata table read at that snapshot (file paths only reach the driver)."""
         if snapshot_id is None:
             return []
-        from sparkext.iceberg.commit import _iterate
+        from pyspark.sql import functions as F
 
-        paths: set[str] = set()
-        tasks = self._table.newScan().useSnapshot(snapshot_id).planFiles()
-        try:
-            for task in _iterate(tasks):
-                for delete in task.deletes():
-                    if str(delete.content().toString()) == "EQUALITY_DELETES":
-                        paths.add(str(delete.location()))
-        finally:
-            tasks.close()
-        return sorted(paths)
+        from sparkext.iceberg.catalog import metadata_name
+
+        files = (
+            self._spark.read.option("snapshot-id", snapshot_id)
+            .table(metadata_name(self._spark, self.name, "delete_files"))
+            .where(F.col("content") == 2)
+            .select("file_path")
+            .distinct()
+            .collect()
+        )
+        return sorted(r.file_path for r in files)
 
     # ---- writing ------------------------------------------------------------------------
     def begin(self) -> CdcCommit:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import json
 
+from tests.helpers.cdc_calls import ingest, land
 from tests.helpers.readers import duckdb_query
-from tests.spark.test_ingest_cdc import ingest, land
 
 PLACEHOLDER = "__debezium_unavailable_value"
 SCHEMA_FIELDS = [

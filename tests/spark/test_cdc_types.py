@@ -11,8 +11,9 @@ from decimal import Context, Decimal
 
 import pytest
 
-import sparkext
 from sparkext.errors import SchemaChangeError
+from tests.helpers import cdc_calls
+from tests.helpers.cdc_calls import land
 from tests.helpers.readers import duckdb_query
 from tests.helpers.zones import session_zone
 
@@ -77,21 +78,8 @@ def postgres_source(lsn: int) -> dict:
     }
 
 
-def land(directory, name: str, events: list[dict]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / name).write_text("".join(json.dumps(e) + "\n" for e in events))
-
-
 def ingest(table: str, landing, checkpoint, options: str = "") -> dict:
-    extra = f", options => map({options})" if options else ""
-    return (
-        sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true{extra})"
-        )
-        .first()
-        .asDict()
-    )
+    return cdc_calls.ingest(table, landing, checkpoint, options=options)
 
 
 def epoch_micros(moment: datetime | None) -> int | None:

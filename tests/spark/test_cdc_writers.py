@@ -16,8 +16,8 @@ import textwrap
 import pytest
 
 import sparkext
+from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import SourceTable, expected
-from tests.spark.test_ingest_cdc import events, ingest, land, table_rows
 
 
 def _names(spark, table: str) -> dict[int, str]:
@@ -248,6 +248,50 @@ def test_another_writers_uncommitted_delete_is_not_a_tombstone(spark, tmp_path, 
     result = ingest(table_name, zone_a, tmp_path / "ck_a")
     assert (result["updated"], result["late"]) == (1, 0)
     assert _names(spark, table_name) == {1: "updated", 2: "two"}
+
+
+def test_a_schema_change_by_another_writer_decides_the_batch_again(
+    spark, tmp_path, table_name, monkeypatch
+):
+    """A column is added while this batch commits: its files were written for the old schema,
+    so it is decided again on the new one and commits, instead of failing the stream."""
+    from sparkext.iceberg.cdc_table import CdcCommit
+
+    zone = tmp_path / "in"
+    land(zone, "1.json", events(("c", 1, 10, "a")))
+    ingest(table_name, zone, tmp_path / "ck")
+    original = CdcCommit.commit
+    commits = []
+
+    def altering(self, *args, **kwargs):
+        commits.append(1)
+        if len(commits) == 1:
+            spark.sql(f"ALTER TABLE {table_name} ADD COLUMN note STRING")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CdcCommit, "commit", altering)
+    land(zone, "2.json", events(("u", 1, 20, "b")))
+    assert ingest(table_name, zone, tmp_path / "ck")["updated"] == 1
+    assert len(commits) == 2  # the first plan met the new schema, the second committed
+    assert [(r.id, r.name, r.note) for r in spark.table(table_name).collect()] == [(1, "b", None)]
+
+
+def test_a_table_created_meanwhile_with_another_key_is_one_sentence(spark, table_name):
+    """Two writers create the table at once: the loser uses the winner's table when the keys
+    agree (in any order), and says so in one sentence when they do not."""
+    from sparkext.errors import IngestError
+    from sparkext.iceberg.cdc_table import create_table
+
+    columns = [("id", "int"), ("name", "string")]
+    create_table(spark, table_name, columns, ["id", "name"], {"format-version": "2"})
+    again = create_table(spark, table_name, columns, ["name", "id"], {"format-version": "2"})
+    assert sorted(again.key()) == ["id", "name"]
+    with pytest.raises(IngestError) as caught:
+        create_table(spark, table_name, columns, ["name"], {"format-version": "2"})
+    message = str(caught.value)
+    assert message.startswith(f"Table '{table_name}' was created by another writer")
+    assert message.endswith("pass the same primary_key to every ingest_cdc writing it.")
+    assert "\n" not in message
 
 
 WRITER_SCRIPT = textwrap.dedent(

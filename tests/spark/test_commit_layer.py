@@ -13,7 +13,14 @@ import pytest
 import sparkext
 from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
 from tests.helpers.iceberg import old_sequence_compaction
-from tests.spark.test_rewrite_equality_deletes import Workload, call, create, live_files, rows
+from tests.spark.test_rewrite_equality_deletes import (
+    Workload,
+    call,
+    create,
+    live_files,
+    loaded,
+    rows,
+)
 
 
 def test_compaction_inside_the_commit_window_is_a_conflict(spark, table_name, monkeypatch):
@@ -21,10 +28,7 @@ def test_compaction_inside_the_commit_window_is_a_conflict(spark, table_name, mo
     see it, and nothing resurrects (Iceberg's own retry would have committed on top of it)."""
     from sparkext.iceberg.delete_files import DeleteTable
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=31)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=31)
     original = DeleteTable._check_no_new_dvs
     raced = []
 
@@ -74,10 +78,7 @@ def _missing_files(spark, table_name: str) -> list[str]:
 
 
 def test_unknown_commit_state_deletes_nothing_rewrite(spark, table_name, monkeypatch):
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=32)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=32)
     _swap_then_unknown(spark, monkeypatch)
     with pytest.raises(CommitStateUnknownError) as caught:
         call(table_name)
@@ -91,7 +92,7 @@ def test_unknown_commit_state_deletes_nothing_rewrite(spark, table_name, monkeyp
 
 
 def test_unknown_commit_state_deletes_nothing_ingest(spark, table_name, tmp_path, monkeypatch):
-    from tests.spark.test_ingest_cdc import events, land
+    from tests.helpers.cdc_calls import events, land
 
     source = tmp_path / "landing"
     checkpoint = tmp_path / "checkpoint"
@@ -112,10 +113,7 @@ def test_lost_race_retries_and_leaves_no_staged_metadata(spark, table_name, monk
     attempt staged is deleted, and the next attempt commits on the new state."""
     import sparkext.iceberg.commit as layer
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=33)
-    work.load()
-    work.commit(1)
+    loaded(spark, table_name, seed=33)
     real = layer._swap
     attempts = []
 
@@ -151,10 +149,7 @@ def test_a_writer_that_always_wins_the_race_ends_in_one_sentence(spark, table_na
     commits nothing."""
     import sparkext.iceberg.commit as layer
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=35)
-    work.load()
-    work.commit(1)
+    loaded(spark, table_name, seed=35)
     real = layer._swap
     attempts = []
 
@@ -201,7 +196,7 @@ def test_planned_snapshot_rolled_back_is_a_conflict(spark, table_name, monkeypat
 
 
 def test_commit_to_a_cached_table_refreshes_the_cache(spark, table_name, tmp_path):
-    from tests.spark.test_ingest_cdc import events, land
+    from tests.helpers.cdc_calls import events, land
 
     source = tmp_path / "landing"
     checkpoint = tmp_path / "checkpoint"
@@ -311,7 +306,7 @@ def test_failed_cdc_write_job_leaves_no_files(spark, table_name, tmp_path, monke
     """A batch whose writing job fails leaves none of its files (the tasks that finished and
     the task that failed)."""
     import sparkext.cdc.ingest as ingest
-    from tests.spark.test_ingest_cdc import events, land
+    from tests.helpers.cdc_calls import events, land
 
     source = tmp_path / "landing"
     checkpoint = tmp_path / "checkpoint"

@@ -4,9 +4,10 @@ namespace and a table name with a space and a dash, through every procedure."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import sparkext
+from tests.helpers import cdc_calls
+from tests.helpers.cdc_calls import binlog_event, land
 
 NAMESPACE = "lake.`odd ns`"
 TABLE = f"{NAMESPACE}.`my-table`"
@@ -19,37 +20,13 @@ def change(op: str, key: int, pos: int, value: str | None) -> dict:
     def row(v):
         return {KEY: key, DOTTED: v, TICKED: pos, RESERVED: f"s{key}"}
 
-    return {
-        "op": op,
-        "before": None if op == "c" else row("old"),
-        "after": None if op == "d" else row(value),
-        "source": {
-            "file": "mysql-bin.000001",
-            "pos": pos,
-            "row": 0,
-            "ts_ms": pos * 1000,
-            "db": "shop",
-            "table": "t",
-        },
-        "ts_ms": pos * 1000 + 5,
-    }
-
-
-def land(directory, name: str, changes: list[dict]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / name).write_text("\n".join(json.dumps(c) for c in changes) + "\n")
+    return binlog_event(
+        op, None if op == "c" else row("old"), None if op == "d" else row(value), pos
+    )
 
 
 def ingest(landing, checkpoint) -> dict:
-    return (
-        sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{TABLE}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => '{KEY}', create => true, "
-            "options => map('key-cache-batches', '1'))"
-        )
-        .first()
-        .asDict()
-    )
+    return cdc_calls.ingest(TABLE, landing, checkpoint, options="'key-cache-batches', '1'", key=KEY)
 
 
 def rows(frame) -> dict[int, tuple]:

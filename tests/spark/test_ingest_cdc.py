@@ -12,23 +12,12 @@ import pytest
 
 import sparkext
 from sparkext.errors import IngestError, SchemaChangeError
+from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
-
-
-def ingest(table: str, landing, checkpoint, extra: str = "") -> dict:
-    row = sparkext.sql(
-        f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true{extra})"
-    ).first()
-    return row.asDict()
 
 
 def snapshot_count(spark, table: str) -> int:
     return len(spark.table(f"{table}.snapshots").select("snapshot_id").collect())
-
-
-def table_rows(spark, table: str, columns=COLUMNS) -> dict[int, dict]:
-    return {r.id: r.asDict() for r in spark.table(table).select(*columns).collect()}
 
 
 def test_randomized_workload_equals_the_source_after_every_batch(spark, tmp_path, table_name):
@@ -47,36 +36,6 @@ def test_randomized_workload_equals_the_source_after_every_batch(spark, tmp_path
     assert totals["lookups_avoided"] > totals["lookups"] > 0
     health = sparkext.sql(f"CALL sparkext.table_health('{table_name}')").first()
     assert health.equality_delete_files >= 1
-
-
-def events(*specs) -> list[dict]:
-    """(op, id, pos, name) tuples -> Debezium events."""
-    out = []
-    for op, key, pos, name in specs:
-        row = {"id": key, "name": name}
-        out.append(
-            {
-                "op": op,
-                "before": None if op == "c" else {"id": key, "name": "old"},
-                "after": None if op == "d" else row,
-                "source": {
-                    "file": "mysql-bin.000001",
-                    "pos": pos,
-                    "row": 0,
-                    "ts_ms": pos * 1000,
-                    "db": "shop",
-                    "table": "t",
-                },
-                "ts_ms": pos * 1000 + 5,
-            }
-        )
-    return out
-
-
-def land(directory, name: str, items: list, raw_lines: list[str] = ()) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(e) for e in items] + list(raw_lines)
-    (directory / name).write_text("\n".join(lines) + "\n")
 
 
 def test_late_and_duplicate_events_never_overwrite_newer_state(spark, tmp_path, table_name):

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import sparkext
-from tests.spark.test_ingest_cdc import events, land
+from tests.helpers import cdc_calls
+from tests.helpers.cdc_calls import binlog_event, events, land
 
 
 def ingest(table: str, landing, checkpoint, options: str = "") -> dict:
-    return (
-        sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true, "
-            f"options => map('key-cache-batches', '1'{options}))"
-        )
-        .first()
-        .asDict()
+    return cdc_calls.ingest(
+        table, landing, checkpoint, options=f"'key-cache-batches', '1'{options}"
     )
 
 
@@ -44,13 +38,8 @@ def test_every_micro_batch_releases_what_it_cached(spark, tmp_path, table_name):
 
 
 def change(op: str, key: str, pos: int, name: str) -> dict:
-    return {
-        "op": op,
-        "before": None if op == "c" else {"id": key, "name": "old"},
-        "after": {"id": key, "name": name},
-        "source": {"file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": pos * 1000},
-        "ts_ms": pos * 1000 + 5,
-    }
+    before = None if op == "c" else {"id": key, "name": "old"}
+    return binlog_event(op, before, {"id": key, "name": name}, pos)
 
 
 def test_thousands_of_late_keys_are_looked_up_without_a_per_key_list(

@@ -51,6 +51,15 @@ def call(name: str, extra: str = ""):
     return sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{name}'{extra})").first()
 
 
+def loaded(spark, name: str, seed: int, version: int = 2, partitioned: bool = False):
+    """A table with a bulk load and one Flink-style upsert commit (equality deletes)."""
+    create(spark, name, version, partitioned)
+    work = Workload(spark, name, seed=seed)
+    work.load()
+    work.commit(1)
+    return work
+
+
 class Workload:
     """A seeded Flink-style upsert stream with a Python model of the table.
 
@@ -174,10 +183,7 @@ def test_randomized_tables_read_the_same_before_and_after(
 
 
 def test_pyiceberg_refuses_before_and_reads_after(spark, table_name):
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=5)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=5)
     with pytest.raises(Exception, match=r"(?i)equality"):
         pyiceberg_table(spark, table_name).scan().to_arrow()
     call(table_name)
@@ -185,10 +191,7 @@ def test_pyiceberg_refuses_before_and_reads_after(spark, table_name):
 
 
 def test_dry_run_plans_and_commits_nothing(spark, table_name):
-    create(spark, table_name, 2, True)
-    work = Workload(spark, table_name, seed=8)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=8, partitioned=True)
     work.commit(2)
     count = len(snapshots(spark, table_name))
     plan = call(table_name, ", dry_run => true")
@@ -199,10 +202,7 @@ def test_dry_run_plans_and_commits_nothing(spark, table_name):
 
 
 def test_where_converts_only_partitions_inside_it(spark, table_name):
-    create(spark, table_name, 2, True)
-    work = Workload(spark, table_name, seed=9)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=9, partitioned=True)
     result = call(table_name, ", where => \"p = 'a'\"")
     assert result.equality_delete_files_removed == 1
     left = spark.sql(
@@ -213,10 +213,7 @@ def test_where_converts_only_partitions_inside_it(spark, table_name):
 
 
 def test_options_threshold_cap_and_partial_progress(spark, table_name):
-    create(spark, table_name, 2, True)
-    work = Workload(spark, table_name, seed=10)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=10, partitioned=True)
     work.commit(2)  # two equality-delete files per partition a, b, c
     none = call(table_name, ", options => map('min-equality-delete-files', '3')")
     assert none.equality_delete_files_removed == 0 and none.commits == 0
@@ -265,10 +262,7 @@ def test_cdc_commit_between_plan_and_commit_is_rebased(spark, table_name, monkey
     """A writer commits new data and equality deletes mid-conversion: both survive."""
     from sparkext.iceberg.delete_files import DeleteTable
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=11)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=11)
     original = DeleteTable.commit
 
     def interfering(self, *args, **kwargs):
@@ -286,10 +280,7 @@ def test_conflicting_commit_is_reported_and_nothing_resurrects(spark, table_name
     """Another conversion removes the same files first: ours fails with one sentence."""
     from sparkext.iceberg.delete_files import DeleteTable
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=12)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=12)
     original = DeleteTable.commit
     calls = []
 
@@ -336,10 +327,7 @@ def test_a_cdc_table_new_user_flow(spark, tmp_path, table_name):
 
 
 def test_bad_input_is_one_sentence_and_touches_nothing(spark, table_name):
-    create(spark, table_name, 2, True)
-    work = Workload(spark, table_name, seed=13)
-    work.load()
-    work.commit(1)
+    loaded(spark, table_name, seed=13, partitioned=True)
     count = len(snapshots(spark, table_name))
     with pytest.raises(ProcedureArgumentError, match="only partition source columns"):
         call(table_name, ", where => 'v > 3'")
@@ -414,10 +402,7 @@ def test_compaction_with_an_old_sequence_number_mid_conversion_is_a_conflict(
     from sparkext.iceberg.delete_files import DeleteTable
     from tests.helpers.iceberg import old_sequence_compaction
 
-    create(spark, table_name, 2, False)
-    work = Workload(spark, table_name, seed=15)
-    work.load()
-    work.commit(1)
+    work = loaded(spark, table_name, seed=15)
     original = DeleteTable.commit
 
     def compacting(self, *args, **kwargs):

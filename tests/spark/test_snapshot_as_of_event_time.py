@@ -17,21 +17,11 @@ import sparkext
 from sparkext.errors import EventTimeError, SnapshotExpiredError
 from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import resolve_table
+from tests.helpers.cdc_calls import ingest
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of
 from tests.helpers.zones import host_zone, session_zone
 
 UTC = dt.timezone.utc
-
-
-def ingest(table: str, landing, checkpoint) -> dict:
-    return (
-        sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
-        )
-        .first()
-        .asDict()
-    )
 
 
 def at(ms: int) -> dt.datetime:

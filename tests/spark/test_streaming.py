@@ -86,21 +86,25 @@ def bids_case(spark, tmp_path, body: str, start="2020-04-15 00:00:00", end="2020
     )
 
 
+TUMBLE_TOTALS = """
+CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE)
+  PARTITIONED BY (days(window_start));
+INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
+FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end;
+"""
+# worked by hand from the Bid table: 08:00-08:10 holds 4 + 2 + 5, 08:10-08:20 holds 3 + 1 + 6
+TUMBLE_TOTALS_ROWS = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
+
+
 def test_tumble(spark, tmp_path):
     stream, batch = bids_case(
         spark,
         tmp_path,
-        """
-        CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE)
-          PARTITIONED BY (days(window_start));
-        INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
-        FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
-        GROUP BY window_start, window_end;
-        """,
+        TUMBLE_TOTALS,
     )
-    expected = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
-    assert batch == expected
-    assert stream == expected
+    assert batch == TUMBLE_TOTALS_ROWS
+    assert stream == TUMBLE_TOTALS_ROWS
 
 
 def test_hop(spark, tmp_path):
@@ -707,17 +711,10 @@ def test_stream_windows_do_not_depend_on_the_host_or_session_zone(spark, tmp_pat
         stream, batch = bids_case(
             spark,
             tmp_path,
-            """
-            CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE)
-              PARTITIONED BY (days(window_start));
-            INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total
-            FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
-            GROUP BY window_start, window_end;
-            """,
+            TUMBLE_TOTALS,
         )
-    expected = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
-    assert batch == expected
-    assert stream == expected
+    assert batch == TUMBLE_TOTALS_ROWS
+    assert stream == TUMBLE_TOTALS_ROWS
 
 
 def test_stream_from_a_time_on_a_shanghai_host(spark, tmp_path):
