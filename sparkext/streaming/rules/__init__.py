@@ -2,6 +2,7 @@
 
 from sparkext.streaming.rules.bound_sources import bound_sources_rule
 from sparkext.streaming.rules.dedup import dedup_rule
+from sparkext.streaming.rules.flink_functions import flink_functions_rule
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.rules.interval_join import interval_join_rule
 from sparkext.streaming.rules.legacy_group_windows import legacy_group_windows
@@ -10,6 +11,7 @@ from sparkext.streaming.rules.temporal_join import temporal_join_rule
 from sparkext.streaming.rules.window_tvf import window_tvf_rule
 
 RULES = (
+    flink_functions_rule,
     legacy_group_windows,
     window_tvf_rule,
     session_window_rule,
