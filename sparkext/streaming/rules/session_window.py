@@ -3,7 +3,10 @@
 Spark computes sessions only while aggregating, so the enclosing SELECT must group by
 ``window_start, window_end`` (plus the PARTITION BY keys); those two become one
 ``session_window(ts, gap)`` and their uses its ``.start`` / ``.end``. One level up, a filter
-keeps the sessions that end in (start, end] (Spark cannot filter session_window in HAVING).
+keeps the sessions that end in (start, end] (Spark cannot filter session_window in HAVING);
+the end it filters on is ``max(ts) + gap``, an aggregate, so the optimizer cannot push the
+filter below the session merge (a filter on ``session_window(…).end`` is pushed down and drops
+single rows' windows before they merge into their session).
 A session can start long before the range: the source looks back the gap plus
 ``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
 """
@@ -90,7 +93,11 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
             else:
                 names.append(f"_c{index}")
                 projection.replace(exp.alias_(projection.copy(), names[-1]))
-        select.select(exp.alias_(part("window_end"), "_sparkext_session_end"), copy=False)
+        # The end from an aggregate (a session ends one gap after its last row), never from
+        # session_window(…).end: Spark pushes a filter on a grouping expression below the
+        # aggregate, where it would drop single rows' windows before the sessions merge.
+        last = shift(exp.Max(this=exp.column(column)), gap)
+        select.select(exp.alias_(last, "_sparkext_session_end"), copy=False)
         ends = exp.column("_sparkext_session_end")
         keep = exp.LTE(this=ends, expression=context.literal(context.end))
         if context.start is not None:
