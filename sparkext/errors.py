@@ -75,6 +75,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
+class StreamingWriteError(SparkextError, ValueError):
+    """A streaming job's rows cannot be written to its sink as they are."""
+
+
 class SchemaChangeError(SparkextError, ValueError):
     """A source column changed type in a way Iceberg cannot follow."""
 

@@ -66,6 +66,17 @@ def identifier_columns(spark: SparkSession, name: str) -> list[str]:
     return [str(schema.findColumnName(i)) for i in sorted(schema.identifierFieldIds())]
 
 
+def set_identifier_columns(spark: SparkSession, name: str, columns: list[str]) -> None:
+    """Make ``columns`` (required columns) the table's identifier fields (its primary key)."""
+    jvm = spark._jvm
+    names = jvm.java.util.ArrayList()
+    schema = _java_table(spark, name).schema()
+    for column in columns:
+        field = schema.caseInsensitiveFindField(column)
+        names.add(field.name() if field is not None else column)
+    _java_table(spark, name).updateSchema().setIdentifierFields(names).commit()
+
+
 def resolve_table(spark: SparkSession, name: str) -> TableRef:
     """Return the Iceberg table called ``name`` or raise one clear error."""
     from sparkext.iceberg.errors import spark_message

@@ -59,10 +59,14 @@ def _commit_of_run(
 def create_missing_tables(spark: SparkSession, job) -> bool:
     """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet;
     True when it created one."""
+    from sparkext.iceberg.catalog import set_identifier_columns
+
     created = False
     for decl, statement in zip(job.tables.values(), table_ddl(job), strict=True):
         if not spark.catalog.tableExists(decl.name):
             spark.sql(statement.sql(dialect="spark"))
+            if decl.primary_key:
+                set_identifier_columns(spark, decl.name, decl.primary_key)
             created = True
     return created
 
@@ -128,6 +132,21 @@ def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
         writer.overwrite(F.expr(condition.sql(dialect="spark")))
 
 
+def _upsert(spark: SparkSession, query: BatchQuery, run_id: str) -> tuple[int | None, int, int]:
+    """An updating query into a primary-key sink: the rows of every key that differs between
+    the query over the history before the end and before the start, upserted in one commit."""
+    from sparkext.streaming.upsert import upsert
+
+    old = None
+    if query.previous is not None:
+        with registered_views(spark, query.previous.views):  # resolved when analysed
+            old = sink_frame(spark, query.previous.statement, query.sink)
+    with registered_views(spark, query.views):
+        new = sink_frame(spark, query.statement, query.sink)
+    result = upsert(spark, query.sink, query.key, new, old, {}, run_id, "run the backfill again")
+    return result.snapshot_id, result.upserted, result.deleted
+
+
 def run_backfill(
     spark: SparkSession,
     text: str,
@@ -163,9 +182,12 @@ def run_backfill(
         from sparkext.iceberg.commit import new_run_id
 
         run_id = new_run_id()
-        with registered_views(spark, query.views):
-            _write(spark, query, run_id)
-        snapshot_id, added, deleted = _commit_of_run(spark, query.sink, run_id)
+        if query.updating:
+            snapshot_id, added, deleted = _upsert(spark, query, run_id)
+        else:
+            with registered_views(spark, query.views):
+                _write(spark, query, run_id)
+            snapshot_id, added, deleted = _commit_of_run(spark, query.sink, run_id)
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)
         )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.iceberg.catalog import (
+    identifier_columns,
     partition_transforms,
     resolve_table,
     snapshot_commit_times,
@@ -56,3 +57,6 @@ class SparkCatalog:
         from sparkext.history.versions import is_cdc_table
 
         return self._table(table) is not None and is_cdc_table(self.spark, table)
+
+    def identifier_fields(self, table: str) -> list[str]:
+        return identifier_columns(self.spark, table) if self._table(table) is not None else []

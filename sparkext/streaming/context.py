@@ -43,6 +43,9 @@ class Catalog(Protocol):
     def cdc(self, table: str) -> bool:
         """Whether ingest_cdc writes the table (its changes carry event times)."""
 
+    def identifier_fields(self, table: str) -> list[str]:
+        """The table's primary key (Iceberg identifier fields); [] without one."""
+
 
 @dataclass
 class StaticCatalog:
@@ -67,6 +70,9 @@ class StaticCatalog:
 
     def cdc(self, table: str) -> bool:
         return bool(self.tables.get(table.lower(), {}).get("cdc", False))
+
+    def identifier_fields(self, table: str) -> list[str]:
+        return list(self.tables.get(table.lower(), {}).get("key", []))
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,23 @@ class Emission:
 
 
 @dataclass(frozen=True)
+class WindowRelation:
+    """What a window rule leaves on the SELECT that keeps a range's windows (``meta["window"]``)
+    so a join rule can relate another stream's time to the window's end and widen the range.
+
+    ``columns``: output column → its distance from the window's end (window_end 0, window_time
+    −1 ms, window_start −size where that is fixed); ``end_column``: the column the SELECT's
+    WHERE keeps in (start, end]; ``lookback``: what the window's source reads before a kept
+    window's end.
+    """
+
+    kind: str
+    columns: dict[str, timedelta]
+    end_column: str
+    lookback: timedelta
+
+
+@dataclass(frozen=True)
 class ViewSpec:
     """A temp view the runner must register before the statement runs: the versions of an
     ingest_cdc table valid in [low, high) (low None: from its first change)."""
@@ -116,6 +139,7 @@ class RewriteContext:
     start: datetime | None  # None: from the beginning of every source
     end: datetime
     lookup_as_of: str = "end"  # proctime lookups: 'end', 'latest' or a timestamp text
+    upsert: bool = False  # the query's whole history is evaluated for a primary-key sink
     emission: Emission | None = None
     completion_delay: timedelta = timedelta(0)  # how far behind the watermark a range is complete
     notes: list[str] = field(default_factory=list)

@@ -48,6 +48,32 @@ class StreamingSqlError(SqlParseError):
     """A job's streaming SQL is invalid, or uses a construct the batch rewrite cannot express."""
 
 
+class UpdatingQueryError(StreamingSqlError):
+    """The query produces updates (an aggregate without a window, keep-last dedup, Top-N, a
+    join without a time bound): only a sink with a primary key can take it (as upserts)."""
+
+    what: str = "the query"  # the updating operator, as the sentence names it
+
+
+UPSERT_HINT = (
+    "declare the sink's key — PRIMARY KEY (…) NOT ENFORCED in its CREATE TABLE (or identifier "
+    "fields on the table) — and sparkext writes the query's final rows as upserts"
+)
+
+
+def updating_at(node: exp.Expr | None, what: str, otherwise: str) -> UpdatingQueryError:
+    """``UpdatingQueryError``: '<what> produces updates, which an append-only sink cannot hold;
+    <the primary-key hint>, or <otherwise>.'"""
+    error = error_at(
+        node,
+        f"{what} produces updates, which an append-only sink cannot hold; {UPSERT_HINT}, "
+        f"or {otherwise}.",
+    )
+    updating = UpdatingQueryError(str(error), error.line, error.column)
+    updating.what = what
+    return updating
+
+
 def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
     """Line and column of the first token of ``node`` that the parser placed."""
     for child in node.walk() if node is not None else ():

@@ -22,8 +22,16 @@ from sparkext.streaming.context import (
     StaticCatalog,
     ViewSpec,
 )
-from sparkext.streaming.job import Job, StreamingSqlError, parse_job, position, table_key
+from sparkext.streaming.job import (
+    Job,
+    StreamingSqlError,
+    UpdatingQueryError,
+    parse_job,
+    position,
+    table_key,
+)
 from sparkext.streaming.rules import RULES
+from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 
 Rule = object  # a callable (expression, context) -> expression
 
@@ -48,12 +56,23 @@ def parse_time(value: datetime | str | None, name: str, time_zone: str = "UTC") 
 
 @dataclass
 class BatchQuery:
+    """One query of the job as batch SQL over the range.
+
+    An append query (``key`` empty) is one ``INSERT … REPLACE WHERE <range>``. An updating query
+    into a primary-key sink (``key``: the sink's key) is the job's query over the whole history
+    before the range's end, and ``previous`` the same before its start: the runner upserts the
+    rows of every key that differs between the two.
+    """
+
     statement: exp.Expr  # the batch statement (Spark dialect)
     sink: str | None
     emission: Emission | None
     completion_delay: timedelta
     notes: list[str] = field(default_factory=list)
     views: list[ViewSpec] = field(default_factory=list)
+    key: list[str] = field(default_factory=list)
+    previous: BatchQuery | None = None
+    updating: bool = False  # evaluated over the whole history (a bare SELECT: its final rows)
 
     def sql(self, pretty: bool = True) -> str:
         return self.statement.sql(dialect="spark", pretty=pretty)
@@ -74,26 +93,36 @@ class BatchPlan:
         parts += [d.sql(dialect="spark", pretty=True) + ";" for d in self.ddl]
         for query in self.queries:
             parts += [f"-- note: {n}" for n in query.notes]
-            parts += [
-                f"-- view {v.name}: versions of {v.table} (ingest_cdc) valid in "
-                f"[{v.low or 'its first change'}, {v.high}): its state at the start "
-                "(snapshot_as_of_event_time) and every logged change after it"
-                for v in query.views
-            ]
-            parts.append(query.sql() + ";")
+            for step in (query, query.previous) if query.previous else (query,):
+                parts += [
+                    f"-- view {v.name}: versions of {v.table} (ingest_cdc) valid in "
+                    f"[{v.low or 'its first change'}, {v.high}): its state at the start "
+                    "(snapshot_as_of_event_time) and every logged change after it"
+                    for v in step.views
+                ]
+                parts.append(step.sql() + ";")
         return "\n\n".join(parts) + "\n"
 
 
 def table_ddl(job: Job) -> list[exp.Expr]:
     """``CREATE TABLE IF NOT EXISTS … USING iceberg`` for each declared table.
 
-    Each table gets its declared physical columns (and PARTITIONED BY, if any).
+    Each table gets its declared physical columns (and PARTITIONED BY, if any); primary-key
+    columns are NOT NULL (the runner then makes them the table's identifier fields).
     """
     statements = []
     for decl in job.tables.values():
-        schema = exp.Schema(
-            this=decl.statement.this.this.copy(), expressions=[c.copy() for c in decl.physical]
-        )
+        key = {k.lower() for k in decl.primary_key}
+        columns = [c.copy() for c in decl.physical]
+        for column in columns:  # a primary key is NOT NULL (Flink's rule; Iceberg's too)
+            if column.name.lower() in key and not any(
+                isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
+                for c in column.constraints
+            ):
+                column.append(
+                    "constraints", exp.ColumnConstraint(kind=exp.NotNullColumnConstraint())
+                )
+        schema = exp.Schema(this=decl.statement.this.this.copy(), expressions=columns)
         properties = [exp.FileFormatProperty(this=exp.var("iceberg"))]
         if decl.partitioned_by:
             properties.append(
@@ -112,6 +141,23 @@ def table_ddl(job: Job) -> list[exp.Expr]:
     return statements
 
 
+def sink_of(query: exp.Expr) -> str | None:
+    """The name of the table an ``INSERT`` writes (None for a bare SELECT)."""
+    if not isinstance(query, exp.Insert):
+        return None
+    target = query.this
+    return table_key(target.this if isinstance(target, exp.Schema) else target)
+
+
+def sink_key(sink: str, job: Job, catalog: Catalog) -> list[str]:
+    """The sink's primary key: the job's ``PRIMARY KEY (…) NOT ENFORCED``, else the table's
+    identifier fields."""
+    decl = job.tables.get(sink)
+    if decl is not None and decl.primary_key:
+        return list(decl.primary_key)
+    return catalog.identifier_fields(sink) if catalog.properties(sink) is not None else []
+
+
 def rewrite_query(
     query: exp.Expr,
     job: Job,
@@ -121,7 +167,59 @@ def rewrite_query(
     lookup_as_of: str = "end",
     rules: Sequence = RULES,
 ) -> BatchQuery:
-    context = RewriteContext(job, catalog, start, end, lookup_as_of)
+    """The batch form of one query over [start, end).
+
+    A query that produces updates (:class:`UpdatingQueryError` from a rule) is refused unless
+    its sink has a primary key; then it is evaluated over the whole history before ``end``
+    (and, as ``previous``, before ``start``) with the rules in upsert mode.
+    """
+    try:
+        return _rewrite(query, job, catalog, start, end, lookup_as_of, rules)
+    except UpdatingQueryError as error:
+        sink = sink_of(query)
+        key = sink_key(sink, job, catalog) if sink is not None else []
+        if sink is not None and not key:
+            raise
+        what = error.what
+    rules = tuple(r for r in rules if r is not insert_overwrite_rule)
+    current = _rewrite(query, job, catalog, None, end, lookup_as_of, rules, upsert=True)
+    current.key, current.updating = key, True
+    if sink is None:
+        current.notes.append(
+            f"{what} produces updates: the result is its final rows over the whole history "
+            f"before {end}."
+        )
+        return current
+    columns = catalog.columns(sink)
+    missing = [k for k in key if columns and k.lower() not in {c.lower() for c in columns}]
+    if missing:
+        raise StreamingSqlError(
+            f"the primary key of {sink} names {', '.join(missing)}, which is not a column of "
+            f"it; declare PRIMARY KEY over its columns ({', '.join(columns)})."
+        )
+    if start is not None:
+        current.previous = _rewrite(query, job, catalog, None, start, lookup_as_of, rules, True)
+    current.notes.append(
+        f"{what} produces updates and {sink} has PRIMARY KEY ({', '.join(key)}): the "
+        "statements below are the query over the whole history before the range's end"
+        + (" and before its start" if start is not None else "")
+        + "; every key whose row differs between them is upserted (equality deletes and new "
+        "rows in one commit), a key that disappeared is deleted."
+    )
+    return current
+
+
+def _rewrite(
+    query: exp.Expr,
+    job: Job,
+    catalog: Catalog,
+    start: datetime | None,
+    end: datetime,
+    lookup_as_of: str,
+    rules: Sequence,
+    upsert: bool = False,
+) -> BatchQuery:
+    context = RewriteContext(job, catalog, start, end, lookup_as_of, upsert=upsert)
     expression = query.copy()
     for rule in rules:
         expression = rule(expression, context)
@@ -143,10 +241,7 @@ def rewrite_query(
             line,
             col,
         )
-    sink = None
-    if isinstance(expression, exp.Insert):
-        target = expression.this
-        sink = table_key(target.this if isinstance(target, exp.Schema) else target)
+    sink = sink_of(expression)
     return BatchQuery(
         expression, sink, context.emission, context.completion_delay, context.notes, context.views
     )

@@ -232,7 +232,7 @@ def run_stream(
             query, job, catalog, None, datetime(2000, 1, 1), lookup_as_of, APPEND_RULES
         )
         sink = table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this)
-        queries.append((query, sink, probe.completion_delay, str(number)))
+        queries.append((query, sink, probe.completion_delay, str(number), probe.updating))
     zone = times.zone(catalog.time_zone)
     start = parse_time(start_from, "--from", catalog.time_zone)
     start = None if start is None else times.instant(start, zone)
@@ -242,7 +242,9 @@ def run_stream(
     state_file = location.child(STATE_FILE)
     state = StreamState.load(state_file)
     delays = {s.name: s.delay for s in sources}
-    for _, sink, _, query_id in queries:
+    for _, sink, _, query_id, updating in queries:
+        if updating:
+            continue  # upserts converge on the query's rows whatever the sink holds
         fresh = (
             query_id not in state.emitted
             and _emitted_until(spark, sink, checkpoint, query_id, zone) is None
@@ -279,7 +281,7 @@ def run_stream(
             state.save(state_file)
             return
         watermark = min(times.parse_instant(state.maxima[n], zone) - delays[n] for n in delays)
-        for query, sink, completion_delay, query_id in queries:
+        for query, sink, completion_delay, query_id, _ in queries:
             until = watermark - completion_delay
             emitted = emitted_until(sink, query_id, zone)
             if emitted is not None and until <= emitted:
@@ -296,13 +298,31 @@ def run_stream(
             insert = batch_plan.statement
             with registered_views(spark, batch_plan.views):  # resolved when analysed
                 frame = sink_frame(spark, insert, sink)
-            (
-                frame.writeTo(sink)
-                .option(f"snapshot-property.{EMITTED_KEY}", times.instant_text(until))
-                .option(f"snapshot-property.{CHECKPOINT_KEY}", checkpoint)
-                .option(f"snapshot-property.{QUERY_KEY}", query_id)
-                .append()
-            )
+            marks = {
+                EMITTED_KEY: times.instant_text(until),
+                CHECKPOINT_KEY: checkpoint,
+                QUERY_KEY: query_id,
+            }
+            if batch_plan.updating:  # the sink converges on the query's rows, late ones too
+                from sparkext.iceberg.commit import new_run_id
+                from sparkext.streaming.upsert import upsert
+
+                upsert(
+                    spark,
+                    sink,
+                    batch_plan.key,
+                    frame,
+                    None,
+                    marks,
+                    new_run_id(),
+                    "restart the stream",
+                    against_sink=True,
+                )
+            else:
+                writer = frame.writeTo(sink)
+                for mark, value in marks.items():
+                    writer = writer.option(f"snapshot-property.{mark}", value)
+                writer.append()
             state.emitted[query_id] = times.instant_text(until)
             progress(f"batch {batch_id}: {sink} up to {times.wall_clock_text(until, zone)}")
         state.save(state_file)

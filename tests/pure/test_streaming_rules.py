@@ -1,7 +1,9 @@
 """Fixture pairs per stream→batch rule (tests/fixtures/streaming/<rule>.sql).
 
 Each file: a ``-- range: START / END`` header, a preamble of job statements shared by its cases,
-then cases ``-- title: …`` (optionally ``-- range:`` / ``-- lookup:`` lines), the streaming query,
+then cases ``-- title: …`` (optionally ``-- range:`` / ``-- lookup:`` lines, and
+``-- pipeline`` to run the rules before this one first, for a rule that acts on what they
+left), the streaming query,
 and either ``-- expected`` with the Spark SQL that ONLY this rule produces, or ``-- error: <text>``.
 Expected SQL is compared after sqlglot normalisation, so layout does not matter.
 ``python -m tests.pure.test_streaming_rules --fill`` writes the output of empty ``-- expected``
@@ -57,6 +59,7 @@ class Case:
     lookup: str
     expected: str | None
     error: str | None
+    pipeline: bool = False  # "-- pipeline": the rules before this one run first
 
 
 def _range(text: str) -> tuple[datetime | None, datetime]:
@@ -76,7 +79,9 @@ def load_cases(path: Path) -> list[Case]:
         lookup = re.search(r"^-- lookup: (.+)$", body, flags=re.M)
         error = re.search(r"^-- error: (.+)$", body, flags=re.M)
         query, _, expected = body.partition("-- expected")
-        query = re.sub(r"^-- (range|lookup|error): .+$", "", query, flags=re.M).strip()
+        pipeline = re.search(r"^-- pipeline$", body, flags=re.M) is not None
+        query = re.sub(r"^-- (range|lookup|error): .+$|^-- pipeline$", "", query, flags=re.M)
+        query = query.strip()
         start, end = _range(local_range.group(1) if local_range else file_range)
         cases.append(
             Case(
@@ -89,6 +94,7 @@ def load_cases(path: Path) -> list[Case]:
                 lookup.group(1).strip() if lookup else "end",
                 None if error else expected.strip(),
                 error.group(1).strip() if error else None,
+                pipeline,
             )
         )
     return cases
@@ -107,7 +113,8 @@ def run_case(case: Case) -> str:
     rule = RULES_BY_NAME[case.rule]
     rules = RULES[: RULES.index(rule) + 1] if case.rule in PIPELINE else (rule,)
     if case.rule in SHOW_BOUNDS:
-        rules = (rule, RULES_BY_NAME["bound_sources"])
+        rules = (*(RULES[: RULES.index(rule)] if case.pipeline else ()), rule)
+        rules = (*rules, RULES_BY_NAME["bound_sources"])
     expression = job.queries[-1].copy()
     for step in rules:
         expression = step(expression, context)

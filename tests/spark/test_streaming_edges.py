@@ -13,7 +13,7 @@ import pytest
 from sparkext.streaming import run_backfill
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.rewrite import plan_batch
-from tests.spark.test_streaming import append, sorted_rows, t
+from tests.spark.test_streaming import append, both_modes, sorted_rows, t
 
 _ids = itertools.count(1)
 BIDS_DDL = "bidder BIGINT, dateTime TIMESTAMP, price BIGINT"
@@ -82,3 +82,62 @@ def test_the_session_end_filter_stays_above_the_session_merge(spark):
     assert any("Filter" in line and "_sparkext_session_end" in line for line in above)
     # below the merge only the source's own bounds (dateTime < end, a strict bound) remain
     assert not any("<= 2020-04-15 20:12:00" in line for line in below), "\n".join(lines)
+
+
+Q7 = """
+CREATE TABLE {bid} (auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND);
+CREATE TABLE {sink} (auction BIGINT, price BIGINT, bidder BIGINT, dateTime TIMESTAMP);
+INSERT INTO {sink}
+SELECT B.auction, B.price, B.bidder, B.dateTime
+FROM {bid} B JOIN (
+  SELECT MAX(price) AS maxprice, window_end AS dateTime
+  FROM TABLE(TUMBLE(TABLE {bid}, DESCRIPTOR(dateTime), INTERVAL '10' SECOND))
+  GROUP BY window_start, window_end) B1
+ON B.price = B1.maxprice
+WHERE B.dateTime BETWEEN B1.dateTime - INTERVAL '10' SECOND AND B1.dateTime;
+"""
+Q7_DDL = "auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP"
+Q7_BIDS = [
+    ("1", "1", "5", "2020-04-15 20:00:01"),
+    ("2", "2", "9", "2020-04-15 20:00:05"),
+    ("3", "3", "9", "2020-04-15 20:00:10"),
+    ("4", "4", "7", "2020-04-15 20:00:12"),
+    ("6", "6", "9", "2020-04-15 20:00:20"),
+    ("7", "7", "4", "2020-04-15 20:00:25"),
+]
+# Flink (a regular join: every pair, once): windows [:00,:10) [:10,:20) [:20,:30) all have
+# max 9; a bid joins each window whose end lies in [its time, its time + 10 s] — the bid at :10
+# meets the first window (BETWEEN includes the end) and the second.
+Q7_ROWS = sorted(
+    [
+        (2, 9, 2, t("2020-04-15 20:00:05")),
+        (3, 9, 3, t("2020-04-15 20:00:10")),
+        (3, 9, 3, t("2020-04-15 20:00:10")),
+        (6, 9, 6, t("2020-04-15 20:00:20")),
+        (6, 9, 6, t("2020-04-15 20:00:20")),
+    ]
+)
+
+
+@pytest.mark.parametrize("split", ["2020-04-15 20:00:10", "2020-04-15 20:00:20"])
+def test_a_window_joined_back_to_its_stream_sees_the_windows_across_the_range_edge(spark, split):
+    bid = f"lake.edges.q7_{next(_ids)}"
+    spark.sql(f"CREATE TABLE {bid} ({Q7_DDL}) USING iceberg")
+    append(spark, bid, Q7_DDL, Q7_BIDS)
+    whole, halves = (f"lake.edges.q7_out_{next(_ids)}" for _ in range(2))
+    run_backfill(spark, Q7.format(bid=bid, sink=whole), None, "2020-04-15 21:00:00")
+    assert sorted_rows(spark, whole) == Q7_ROWS
+    run_backfill(spark, Q7.format(bid=bid, sink=halves), None, split)
+    run_backfill(spark, Q7.format(bid=bid, sink=halves), split, "2020-04-15 21:00:00")
+    assert sorted_rows(spark, halves) == Q7_ROWS
+
+
+def test_a_window_joined_back_to_its_stream_in_stream_mode(spark, tmp_path):
+    sentinel = [("99", "99", "1", "2020-04-16 12:00:00")]
+    commits = [{"bid": Q7_BIDS[:3]}, {"bid": Q7_BIDS[3:]}, {"bid": sentinel}]
+    stream, batch = both_modes(
+        spark, tmp_path, Q7, {"bid": Q7_DDL}, commits, None, "2020-04-15 21:00:00"
+    )
+    assert batch == Q7_ROWS
+    assert stream == Q7_ROWS

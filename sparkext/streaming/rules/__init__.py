@@ -8,11 +8,13 @@ from sparkext.streaming.rules.interval_join import interval_join_rule
 from sparkext.streaming.rules.legacy_group_windows import legacy_group_windows
 from sparkext.streaming.rules.session_window import session_window_rule
 from sparkext.streaming.rules.temporal_join import temporal_join_rule
+from sparkext.streaming.rules.updating_aggregate import updating_aggregate_rule
 from sparkext.streaming.rules.window_tvf import window_tvf_rule
 
 RULES = (
     flink_functions_rule,
     legacy_group_windows,
+    updating_aggregate_rule,
     window_tvf_rule,
     session_window_rule,
     temporal_join_rule,

@@ -5,8 +5,9 @@ first row; with ``SET 'table.exec.state.ttl'`` the key is forgotten after that l
 ROW_NUMBER becomes ``CASE WHEN ts < start THEN 2 WHEN lag(ts) … >= ts - ttl THEN 2 ELSE 1 END``:
 a row is first when no row of its key came within the TTL before it, which depends on the row
 only, so adjacent ranges agree; rows before the range are read (lookback = TTL, or the whole
-history without a TTL) but never emitted. Keeping the last row (ORDER BY … DESC), Top-N over a
-whole stream and ordering by processing time produce updates or depend on arrival: errors.
+history without a TTL) but never emitted. Keeping the last row (ORDER BY … DESC) and Top-N over a
+whole stream produce updates: an error, unless the sink has a primary key (then the query runs
+over the whole history as it is); ordering by processing time depends on arrival: an error.
 Window Top-N and window dedup (PARTITION BY window_start, window_end …) need no rewrite.
 """
 
@@ -17,7 +18,7 @@ from datetime import timedelta
 from sqlglot import exp
 
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
-from sparkext.streaming.job import error_at
+from sparkext.streaming.job import error_at, updating_at
 from sparkext.streaming.sqltools import conjuncts, template
 
 FIRST_ROW = """
@@ -48,6 +49,17 @@ def _keeps_first_only(rank_alias: str, outer: exp.Select | None) -> bool:
     return False
 
 
+def _first_rows(window: exp.Window, select: exp.Select) -> bool:
+    """Whether the ranking keeps each key's first row only (rn = 1 in the enclosing SELECT),
+    ordered ascending."""
+    order = (window.args.get("order") or exp.Order()).expressions
+    if len(order) != 1 or order[0].args.get("desc"):
+        return False
+    alias = window.parent
+    outer = select.parent_select if select.parent_select is not select else None
+    return isinstance(alias, exp.Alias) and _keeps_first_only(alias.alias, outer)
+
+
 def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
     for window in list(expression.find_all(exp.Window)):
         if not isinstance(window.this, exp.RowNumber):
@@ -57,6 +69,8 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             continue  # window Top-N / window dedup: plain batch SQL already
         select = window.find_ancestor(exp.Select)
         source_table = select.args["from_"].this if select.args.get("from_") else None
+        if context.upsert and not _first_rows(window, select):
+            continue  # evaluated over the whole history for a primary-key sink: exact as it is
         if isinstance(source_table, exp.Subquery) and any(
             context.source(t).streaming
             for t in source_table.find_all(exp.Table)
@@ -97,19 +111,17 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 f"{source.event_time} alone (or partitioned by window_start, window_end).",
             )
         if order[0].args.get("desc"):
-            raise error_at(
+            raise updating_at(
                 window,
-                "keeping the last row per key (ORDER BY … DESC) over a whole stream produces "
-                "updates, which an append-only sink cannot hold; keep the first row (ASC) or "
-                "deduplicate per window (PARTITION BY window_start, window_end, …).",
+                "keeping the last row per key (ORDER BY … DESC) over a whole stream",
+                "keep the first row (ASC) or deduplicate per window "
+                "(PARTITION BY window_start, window_end, …)",
             )
-        alias = window.parent
-        outer = select.parent_select if select.parent_select is not select else None
-        if not isinstance(alias, exp.Alias) or not _keeps_first_only(alias.alias, outer):
-            raise error_at(
+        if not _first_rows(window, select):
+            raise updating_at(
                 window,
-                "Top-N over a whole stream produces updates, which an append-only sink cannot "
-                "hold; keep rn = 1 (deduplication) or rank per window (window Top-N).",
+                "Top-N over a whole stream",
+                "keep rn = 1 (deduplication) or rank per window (window Top-N)",
             )
         ttl = context.job.state_ttl
         start = context.literal(context.start) if context.start is not None else None

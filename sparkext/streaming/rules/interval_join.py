@@ -1,111 +1,239 @@
-"""Interval joins of two streams → a batch join with both sides bounded around the range.
+"""Time-bounded joins of streams → batch joins with every side read around the range.
 
-``a.t BETWEEN b.t - INTERVAL x AND b.t + INTERVAL y`` (or the same with >=, <=, >, <) ties
-the two event times: b.t lies in [a.t - y, a.t + x]. A joined row belongs to the range of its
-probe side ``a`` (the first table of FROM), so ``a`` is read over [start, end) and ``b`` over
-[start - y, end + x); a stream must wait x past the watermark before a range is complete.
-Two streams joined with no such bound would keep unbounded state: that is an error.
+Two streams: ``a.t BETWEEN b.t - INTERVAL x AND b.t + INTERVAL y`` (or the same with >=, <=,
+>, <) ties the two event times: b.t lies in [a.t - y, a.t + x]. A joined row belongs to the
+range of its probe side ``a`` (the first relation of FROM), so ``a`` is read over [start, end)
+and ``b`` over [start - y, end + x); a stream must wait x past the watermark before a range is
+complete.
+
+A stream and a windowed result (Nexmark q7: the bids joined back to their window's maximum,
+``B.t BETWEEN B1.window_end - INTERVAL '10' SECOND AND B1.window_end``): the window's time
+columns are a fixed distance from its end (the window rules leave
+:class:`~sparkext.streaming.context.WindowRelation` on the SELECT that keeps a range's
+windows), so the same bounds relate the stream's event time to the window's end. The probe side
+still owns the row: a stream first reads [start, end) and keeps the windows whose end can meet
+it, a window first keeps its windows and reads the stream around them. The bounds propagate to
+the window's own source and to a stream's lookback left by a later rule (a deduplication over
+the join looks back on both sides).
+
+Two streams (or a stream and a window) joined with no such bound would keep unbounded state
+(Flink's regular join): an error that says what to add, unless the sink has a primary key (then
+the whole query is evaluated over the history and this rule does nothing).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlglot import exp
 
-from sparkext.streaming.context import Emission, RewriteContext
-from sparkext.streaming.job import error_at, interval
+from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext, WindowRelation
+from sparkext.streaming.job import error_at, interval, updating_at
 from sparkext.streaming.sqltools import conjuncts
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+_MICRO = timedelta(microseconds=1)
 
 
-def _time_offset(node: exp.Expr, times: dict[str, str]) -> tuple[str, timedelta] | None:
-    """``b.t + INTERVAL 1 HOUR`` → ('b', +1h) when b.t is b's event time."""
+@dataclass
+class _Side:
+    """One relation of a join that has a time: a stream table or a windowed result."""
+
+    alias: str
+    node: exp.Expr
+    name: str  # how errors name it
+    time: Callable[[str], timedelta | None]  # column → its distance from the side's time
+    window: exp.Select | None = None  # the SELECT keeping the windows, for a windowed side
+    event_time: str | None = None  # a stream's event-time column
+
+
+def _window_select(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
+    """The window-keeping SELECT under ``query`` that output column ``name`` comes from, with
+    the column's distance from the window's end (None: not a window time)."""
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    info: WindowRelation | None = query.meta.get("window")
+    if info is not None:
+        distance = info.columns.get(name)
+        return (query, distance) if distance is not None else None
+    target, qualifier = None, None
+    for projection in query.expressions:
+        if isinstance(projection, exp.Star):
+            target = target or name
+        elif projection.alias_or_name.lower() == name:
+            inner = projection.unalias()
+            if not isinstance(inner, exp.Column):
+                return None
+            target, qualifier = inner.name.lower(), inner.table.lower() or None
+            break
+    if target is None or not query.args.get("from_"):
+        return None
+    relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
+    for relation in relations:
+        if qualifier and relation.alias_or_name.lower() != qualifier:
+            continue
+        if isinstance(relation, exp.Subquery):
+            found = _window_select(relation, target)
+            if found is not None:
+                return found
+    return None
+
+
+def _windowed(relation: exp.Subquery) -> exp.Select | None:
+    """The window-keeping SELECT inside a derived table, when there is exactly one."""
+    found = [n for n in relation.walk() if isinstance(n, exp.Select) and "window" in n.meta]
+    return found[0] if len(found) == 1 else None
+
+
+def _sides(select: exp.Select, context: RewriteContext) -> list[_Side]:
+    sides = []
+    relations = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
+    for relation in relations:
+        alias = relation.alias_or_name.lower()
+        if isinstance(relation, exp.Table) and not relation.meta.get("dimension"):
+            source = context.source(relation)
+            if source.streaming and source.event_time:
+                column = source.event_time.lower()
+                sides.append(
+                    _Side(
+                        alias,
+                        relation,
+                        source.name,
+                        lambda name, column=column: timedelta(0) if name == column else None,
+                        event_time=source.event_time,
+                    )
+                )
+        elif isinstance(relation, exp.Subquery) and not relation.meta.get("dimension"):
+            window = _windowed(relation)
+            if window is not None:
+
+                def time(name: str, relation=relation, window=window) -> timedelta | None:
+                    found = _window_select(relation, name)
+                    return found[1] if found is not None and found[0] is window else None
+
+                sources = [t for t in window.find_all(exp.Table) if t.meta.get("lookback")]
+                what = sources[0].name if sources else alias
+                sides.append(_Side(alias, relation, f"the windows of {what}", time, window))
+    return sides
+
+
+def _time_offset(node: exp.Expr, sides: dict[str, _Side]) -> tuple[str, timedelta] | None:
+    """``b.t + INTERVAL 1 HOUR`` → ('b', +1h) when b.t is (a fixed distance from) b's time."""
     offset = timedelta(0)
     if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
         offset = interval(node.expression) * (1 if isinstance(node, exp.Add) else -1)
         node = node.this
     if isinstance(node, exp.Column) and node.table:
-        alias = node.table.lower()
-        if times.get(alias, "").lower() == node.name.lower():
-            return alias, offset
+        side = sides.get(node.table.lower())
+        distance = side.time(node.name.lower()) if side is not None else None
+        if distance is not None:
+            return side.alias, offset + distance
     return None
 
 
-def _bounds(condition: exp.Expr, times: dict[str, str]) -> list[tuple[str, str, str, timedelta]]:
-    """(left, op, right, offset) facts 'left.t op right.t + offset'."""
+def _bounds(condition: exp.Expr, sides: dict[str, _Side]) -> list[tuple[str, str, timedelta]]:
+    """(left, op, right, offset) facts 'time(left) op time(right) + offset'."""
     if isinstance(condition, exp.Between):
         return _bounds(
-            exp.GTE(this=condition.this, expression=condition.args["low"]), times
-        ) + _bounds(exp.LTE(this=condition.this, expression=condition.args["high"]), times)
+            exp.GTE(this=condition.this, expression=condition.args["low"]), sides
+        ) + _bounds(exp.LTE(this=condition.this, expression=condition.args["high"]), sides)
     if type(condition) not in _FLIP:
         return []
-    left, right = _time_offset(condition.this, times), _time_offset(condition.expression, times)
+    left, right = _time_offset(condition.this, sides), _time_offset(condition.expression, sides)
     if left is None or right is None or left[0] == right[0]:
         return []
     op = "ge" if isinstance(condition, exp.GT | exp.GTE) else "le"
     return [(left[0], op, right[0], right[1] - left[1])]
 
 
-def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
-    for select in list(expression.find_all(exp.Select)):
-        joins = select.args.get("joins") or []
-        tables = (
-            [select.args["from_"].this, *[j.this for j in joins]]
-            if select.args.get("from_")
-            else []
+def _widen(table: exp.Table, lookback: timedelta, lookahead: timedelta) -> None:
+    if lookback > timedelta(0):
+        old = table.meta.get("lookback", timedelta(0))
+        table.meta["lookback"] = UNBOUNDED if old == UNBOUNDED else old + lookback
+    table.meta["lookahead"] = max(table.meta.get("lookahead", timedelta(0)), lookahead)
+
+
+def _keep_windows(side: _Side, low: timedelta, high: timedelta, context: RewriteContext) -> None:
+    """Keep the windows whose end lies in [start + low, end + high), and read their source
+    far enough around that."""
+    info: WindowRelation = side.window.meta["window"]
+    ends = exp.column(info.end_column)
+    keep = exp.LT(this=ends, expression=context.literal(context.end + high))
+    if context.start is not None:
+        keep = exp.and_(
+            exp.GTE(this=ends.copy(), expression=context.literal(context.start + low)), keep
         )
-        streams = {}
-        for table in tables:
-            if isinstance(table, exp.Table) and not table.meta.get("dimension"):
-                source = context.source(table)
-                if source.streaming and source.event_time:
-                    streams[table.alias_or_name.lower()] = (table, source)
-        if len(streams) < 2:
+    side.window.set("where", exp.Where(this=keep))
+    for table in side.window.find_all(exp.Table):
+        if "lookback" in table.meta:
+            _widen(table, max(-low, timedelta(0)), max(high, timedelta(0)))
+
+
+def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    if context.upsert:  # every source is read up to the end: the join is exact as it is
+        return expression
+    for select in list(expression.find_all(exp.Select)):
+        if not select.args.get("from_") or not select.args.get("joins"):
             continue
-        if len(streams) > 2:
+        found = _sides(select, context)
+        if len(found) < 2 or all(s.window is not None for s in found):
+            continue  # window joins (on window_start/window_end) are plain batch SQL
+        if len(found) > 2:
             raise error_at(
-                select, "an interval join joins two streams; join further streams in another step."
+                select,
+                "an interval join joins two streams; join further streams in another step.",
             )
-        times = {alias: source.event_time for alias, (_, source) in streams.items()}
+        sides = {s.alias: s for s in found}
+        probe, other = found
         conditions = conjuncts(select.args.get("where"))
-        for join in joins:
+        for join in select.args.get("joins") or []:
             conditions += conjuncts(join.args.get("on"))
-        probe_alias = next(iter(streams))  # FROM comes first
-        other = next(a for a in streams if a != probe_alias)
-        lower = upper = None  # other.t in [probe.t + lower, probe.t + upper]
+        lower = upper = None  # time(other) in [time(probe) + lower, time(probe) + upper]
         for condition in conditions:
-            for left, op, _right, offset in _bounds(condition, times):
-                if left == other:  # other.t op probe.t + offset
+            for left, op, _right, offset in _bounds(condition, sides):
+                if left == other.alias:  # other op probe + offset
                     bound_op, shift = op, offset
-                else:  # probe.t op other.t + offset  ⇔  other.t (flipped) probe.t - offset
+                else:  # probe op other + offset  ⇔  other (flipped) probe - offset
                     bound_op, shift = ("le" if op == "ge" else "ge"), -offset
                 if bound_op == "ge":
                     lower = shift if lower is None else max(lower, shift)
                 else:
                     upper = shift if upper is None else min(upper, shift)
         if lower is None or upper is None:
-            raise error_at(
-                select,
-                f"{streams[probe_alias][1].name} and {streams[other][1].name} "
-                "are joined without a time bound on both sides, which needs unbounded state; "
-                "add e.g. a.t BETWEEN b.t - INTERVAL '1' HOUR AND b.t.",
+            example = (
+                "a.t BETWEEN b.t - INTERVAL '1' HOUR AND b.t"
+                if probe.window is None and other.window is None
+                else "B.t BETWEEN W.window_start AND W.window_end"
             )
-        for join in joins:
+            raise updating_at(
+                select,
+                f"joining {probe.name} and {other.name} without a time bound on both sides "
+                "keeps every row waiting for matches forever (unbounded state) and",
+                f"bound the join in time, e.g. {example} (an interval join)",
+            )
+        for join in select.args.get("joins") or []:
             side = (join.args.get("side") or "").upper()
             if side in ("RIGHT", "FULL"):
                 raise error_at(
                     join,
-                    f"a {side} OUTER interval join keeps rows of {streams[other][1].name} that "
+                    f"a {side} OUTER interval join keeps rows of {other.name} that "
                     "no probe row owns, so no range could replace them; write it as a LEFT join "
                     "from that stream instead.",
                 )
-        probe_table, probe_source = streams[probe_alias]
-        other_table, _ = streams[other]
-        other_table.meta["lookback"] = max(other_table.meta.get("lookback", timedelta(0)), -lower)
-        other_table.meta["lookahead"] = max(other_table.meta.get("lookahead", timedelta(0)), upper)
-        probe_table.meta["emits"] = True
-        context.completion_delay = max(context.completion_delay, upper)
-        context.emit(Emission("rows", probe_source.event_time, alias=probe_alias))
+        if probe.window is None:  # a stream owns the rows: [start, end) of its event time
+            if other.window is None:
+                _widen(other.node, -lower, upper)
+                other.node.meta["follows"] = (probe.node, lower)
+            else:
+                _keep_windows(other, lower, upper, context)
+            probe.node.meta["emits"] = True
+            context.completion_delay = max(context.completion_delay, upper)
+            context.emission = Emission("rows", probe.event_time, alias=probe.alias)
+        else:  # the windows own the rows: their ends in (start, end]
+            _widen(other.node, -lower, upper + _MICRO)
+            context.completion_delay = max(context.completion_delay, upper + _MICRO)
     return expression

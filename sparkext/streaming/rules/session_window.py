@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from sqlglot import exp
 
-from sparkext.streaming.context import Emission, RewriteContext
+from sparkext.streaming.context import Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval
 from sparkext.streaming.sqltools import bind_tvf, duration, scope_nodes, shift, window_tvf
 
@@ -98,21 +98,28 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
         # aggregate, where it would drop single rows' windows before the sessions merge.
         last = shift(exp.Max(this=exp.column(column)), gap)
         select.select(exp.alias_(last, "_sparkext_session_end"), copy=False)
-        ends = exp.column("_sparkext_session_end")
-        keep = exp.LTE(this=ends, expression=context.literal(context.end))
+        session_end = exp.column("_sparkext_session_end")
+        keep = exp.LTE(this=session_end, expression=context.literal(context.end))
         if context.start is not None:
             keep = exp.and_(
-                exp.GT(this=ends.copy(), expression=context.literal(context.start)), keep
+                exp.GT(this=session_end.copy(), expression=context.literal(context.start)), keep
             )
+        ends = {}  # output column → distance from the session's end (its start is not fixed)
+        for name, projection in zip(names, select.expressions, strict=False):
+            inner = projection.unalias()
+            if isinstance(inner, exp.Dot) and inner.name == "end":
+                ends[name.lower()] = timedelta(0)
+            elif isinstance(inner, exp.Sub) and isinstance(inner.this, exp.Dot):
+                ends[name.lower()] = -timedelta(milliseconds=1)
         wrapper = exp.select(*[exp.column(n) for n in names])
+        lookback = gap + context.job.session_lookback
+        wrapper.meta["window"] = WindowRelation("SESSION", ends, "_sparkext_session_end", lookback)
         if select is expression:
             expression = wrapper
         else:
             select.replace(wrapper)
         wrapper.from_(select.subquery("_session", copy=False), copy=False).where(keep, copy=False)
-        data.meta["lookback"] = max(
-            data.meta.get("lookback", timedelta(0)), gap + context.job.session_lookback
-        )
+        data.meta["lookback"] = max(data.meta.get("lookback", timedelta(0)), lookback)
         data.set("alias", exp.TableAlias(this=exp.to_identifier(table.alias or data.name)))
         table.replace(data)
         context.emit(Emission("window", "window_end", "SESSION", None, None))

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from sqlglot import exp
 
-from sparkext.streaming.context import Emission, RewriteContext
+from sparkext.streaming.context import Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval, parse_duration
 from sparkext.streaming.sqltools import (
     bind_tvf,
@@ -111,6 +111,10 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             keep = keep.where(
                 exp.GT(this=exp.column("window_end"), expression=context.literal(context.start))
             )
+        columns = {"window_end": timedelta(0), "window_time": -timedelta(milliseconds=1)}
+        if kind != "CUMULATE":  # a cumulating window's start is not a fixed distance away
+            columns["window_start"] = -size
+        keep.meta["window"] = WindowRelation(kind, columns, "window_end", size)
         alias = table.alias or data.name
         subquery = keep.subquery(alias)
         subquery.meta["source_table"] = data  # joins on its time attributes find the source

@@ -1,0 +1,198 @@
+"""Upserts into a primary-key sink: the rows of every key that changed, in one Iceberg commit.
+
+An updating query (an aggregate without a window, keep-last dedup, Top-N, a join without a time
+bound) is evaluated over the whole history twice — before the range's end (``new``) and before
+its start (``old``; in stream mode the sink itself) — and the difference is written the way
+Flink's upsert sinks and ``ingest_cdc`` write: for a key whose row changed, an equality delete
+on the key and the new row; for a key that disappeared, the delete alone. Both kinds go into one
+snapshot, where Iceberg applies the deletes only to older data (a delete and its new row share a
+sequence number). Files are written on the executors (:mod:`sparkext.cdc.files`); the driver
+commits them through the commit layer, validated from the snapshot the write started from: any
+other commit to the sink meanwhile (a compaction excepted) fails the write, which then removes
+its files and says so in one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkext.errors import CommitConflictError, StreamingWriteError
+from sparkext.identifiers import col, cols, map_in_arrow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PRESENT = "_sparkext_present"
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    snapshot_id: int | None  # None: no key changed, nothing committed
+    upserted: int  # keys written with a new row
+    deleted: int  # keys that disappeared
+
+
+def _same(left: str, right: str, columns: Sequence[str]):
+    from pyspark.sql import functions as F
+
+    same = F.lit(True)
+    for name in columns:
+        same = same & col(left, name).eqNullSafe(col(right, name))
+    return same
+
+
+def changes(
+    new: DataFrame, old: DataFrame | None, key: Sequence[str], sink: DataFrame | None = None
+) -> DataFrame:
+    """The rows to write, with ``__kind``: a changed key's new row (DATA) and its equality
+    delete (EQUALITY_DELETES, carrying the same values), and a vanished key's delete.
+
+    ``new`` and ``old`` have the sink's columns; rows are compared null-safely, column by
+    column. A key the query gives twice keeps one row (which one is arbitrary, as in Flink).
+    ``sink``: the sink's rows; a change it already holds is left out (a replay writes nothing).
+    """
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.files import DATA, EQUALITY_DELETES, KIND
+
+    columns = list(new.columns)
+    n = new.dropDuplicates(list(key)).withColumn(PRESENT, F.lit(True)).alias("n")
+    if old is None:
+        changed, vanished = n, None
+    else:
+        o = old.dropDuplicates(list(key)).withColumn(PRESENT, F.lit(True)).alias("o")
+        joined = n.join(o, [col("n", k).eqNullSafe(col("o", k)) for k in key], "full_outer")
+        changed = joined.where(
+            col("n", PRESENT) & (col("o", PRESENT).isNull() | ~_same("n", "o", columns))
+        ).select(*[col("n", c).alias(c) for c in columns])
+        vanished = joined.where(col("n", PRESENT).isNull()).select(
+            *[col("o", c).alias(c) for c in columns]
+        )
+    changed = changed.select(*cols(columns))
+    if sink is not None:
+        s = sink.select(*cols(columns)).alias("s")
+        changed = changed.alias("c").join(s, _same("c", "s", columns), "left_anti")
+        if vanished is not None:
+            keys = [col("v", k).eqNullSafe(col("s", k)) for k in key]
+            vanished = vanished.alias("v").join(s, keys, "left_semi")
+    rows = changed.select(F.lit(DATA).alias(KIND), *cols(columns)).unionByName(
+        changed.select(F.lit(EQUALITY_DELETES).alias(KIND), *cols(columns))
+    )
+    if vanished is not None:
+        rows = rows.unionByName(
+            vanished.select(F.lit(EQUALITY_DELETES).alias(KIND), *cols(columns))
+        )
+    return rows
+
+
+def upsert(
+    spark: SparkSession,
+    sink: str,
+    key: Sequence[str],
+    new: DataFrame,
+    old: DataFrame | None,
+    summary: Mapping[str, str],
+    run_id: str,
+    rerun_hint: str,
+    against_sink: bool = False,
+) -> UpsertResult:
+    """Write the difference between ``old`` and ``new`` into ``sink`` in one commit.
+
+    ``against_sink``: compare ``new`` with the sink's own rows instead of ``old`` — a stream's
+    sink converges on the query's rows, late rows included. Either way a change the sink
+    already holds (read at the snapshot the commit is validated from) is not written again.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
+    from sparkext.cdc.files import remove_written as remove
+    from sparkext.cdc.partitioning import unsupported
+    from sparkext.errors import CommitStateUnknownError
+    from sparkext.iceberg.cdc_table import CdcTable
+
+    table = CdcTable(spark, sink)
+    table.refresh()
+    bad = unsupported(table.partition_fields(), list(key))
+    if bad:
+        raise StreamingWriteError(
+            f"{sink} is partitioned by {', '.join(bad)}, which is not derived from its primary "
+            f"key ({', '.join(key)}); an upsert sink needs partition fields on key columns "
+            "(identity, bucket[N] or truncate[W]) so a key's deletes land in its rows' partition."
+        )
+    commit = table.begin()  # validated from here: the snapshot before the rows were computed
+    reader = spark.read
+    if commit.start_snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(commit.start_snapshot_id))
+    held = reader.table(sink).select(*cols(new.columns))
+    if against_sink:
+        old = held
+    rows = changes(new, old, key, held).persist(StorageLevel.MEMORY_AND_DISK)
+    null_key = F.lit(False)
+    for k in key:
+        null_key = null_key | col(k).isNull()
+    try:
+        stats = rows.agg(
+            F.sum(F.when(F.col(KIND) == DATA, 1).otherwise(0)).alias("upserted"),
+            F.sum(F.when(F.col(KIND) != DATA, 1).otherwise(0)).alias("deletes"),
+            F.sum(F.when((F.col(KIND) == DATA) & null_key, 1).otherwise(0)).alias("null_keys"),
+        ).first()  # one row
+        if stats.null_keys:
+            raise StreamingWriteError(
+                f"{stats.null_keys} row(s) for {sink} have a NULL in the primary key "
+                f"({', '.join(key)}), which a key column cannot hold; filter them out or "
+                "COALESCE the key in the query."
+            )
+        upserted, deleted = (
+            int(stats.upserted or 0),
+            int(stats.deletes or 0) - int(stats.upserted or 0),
+        )
+        if not upserted and not deleted:
+            return UpsertResult(None, 0, 0)
+        directory = table.data_directory()
+        prefix = f"upsert-{run_id[:8]}-{uuid.uuid4().hex[:8]}"
+        writer = file_writer(
+            directory,
+            commit.field_ids(),
+            prefix,
+            table.partition_fields(),
+            table.metrics_properties(),
+        )
+        ordered = rows.coalesce(max(1, spark.sparkContext.defaultParallelism // 2))
+        written = map_in_arrow(ordered.sortWithinPartitions(*cols(key)), writer, FILE_SCHEMA_DDL)
+        try:
+            described = written.collect()  # one small row per written file
+        except Exception:
+            remove(directory, prefix)
+            raise
+    finally:
+        rows.unpersist()
+    files = [
+        WrittenFile(
+            r.path, r.kind, r.records, r.bytes, tuple(json.loads(r.partition or "[]")), r.metrics
+        )
+        for r in described
+    ]
+
+    def check(concurrent) -> None:
+        others = [c for c in concurrent if c.operation != "replace"]
+        if others:
+            raise CommitConflictError(
+                f"Another writer committed to {sink} (snapshot {others[0].snapshot_id}) while "
+                f"this upsert was computed; nothing was written: {rerun_hint}."
+            )
+
+    try:
+        snapshot_id = commit.commit(
+            files, list(key), dict(summary), truncate=False, run_id=run_id, check=check
+        )
+    except CommitStateUnknownError:
+        raise  # it may have landed: its files must stay
+    except Exception:
+        commit.discard(files)
+        raise
+    return UpsertResult(snapshot_id, upserted, deleted)
