@@ -22,6 +22,7 @@ Flink aligns a ``TIMESTAMP`` column); durations are ``timedelta``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -197,9 +198,54 @@ def keep_last(rows: Iterable[Row], key: Sequence[str], order: str) -> list[Row]:
 
 def project(rows: Iterable[Row], columns: Sequence[str]) -> list[tuple]:
     """Rows as sorted tuples of ``columns`` (duplicates kept), to compare with a sink's rows."""
-    return sorted((tuple(r[c] for c in columns) for r in rows), key=_sort_key)
+    return sorted((tuple(r[c] for c in columns) for r in rows), key=row_key)
 
 
-def _sort_key(row: tuple) -> tuple:
-    # None sorts first, as in the tests' sorted() of sink rows only when no None meets a value.
+def row_key(row: tuple) -> tuple:
+    """A sort key for rows holding NULLs (None first), where plain tuple order would fail."""
     return tuple((v is not None, v) for v in row)
+
+
+# A handful of Flink built-in scalar functions, as Flink's docs (docs/dev/table/functions/
+# systemFunctions.md) and its runtime (SqlFunctionUtils) define them. NULL in, NULL out.
+
+
+def split_index(text: str | None, separator: str, index: int) -> str | None:
+    """``SPLIT_INDEX(text, separator, index)``: the zero-based ``index``-th piece, empty pieces
+    kept (``splitByWholeSeparatorPreserveAllTokens``); NULL when ``index`` is negative or past
+    the last piece.
+
+    >>> url = "https://h/a"
+    >>> split_index(url, "/", 2), split_index(url, "/", 1), split_index(url, "/", 4)
+    ('h', '', None)
+    """
+    if text is None or index < 0:
+        return None
+    pieces = text.split(separator)
+    return pieces[index] if index < len(pieces) else None
+
+
+def substring(text: str | None, start: int, length: int) -> str | None:
+    """``SUBSTRING(text FROM start FOR length)``, ``start`` counted from 1.
+
+    >>> substring("nexmark", 2, 3)
+    'exm'
+    """
+    return None if text is None else text[start - 1 : start - 1 + length]
+
+
+def regexp_extract(text: str | None, pattern: str, group: int) -> str | None:
+    """``REGEXP_EXTRACT(text, pattern, group)``: the group of the first match, NULL if none.
+
+    >>> regexp_extract("a?id=42&x", "id=([0-9]+)", 1), regexp_extract("a", "id=([0-9]+)", 1)
+    ('42', None)
+    """
+    if text is None:
+        return None
+    match = re.search(pattern, text)
+    return None if match is None else match.group(group)
+
+
+def floor_to_minute(ts: datetime | None) -> datetime | None:
+    """``FLOOR(ts TO MINUTE)``."""
+    return None if ts is None else ts.replace(second=0, microsecond=0)
