@@ -63,10 +63,11 @@ def create_missing_tables(spark: SparkSession, job) -> bool:
 
     created = False
     for decl, statement in zip(job.tables.values(), table_ddl(job), strict=True):
-        if not spark.catalog.tableExists(decl.name):
+        name = job.spelled(decl.name)
+        if not spark.catalog.tableExists(name):
             spark.sql(statement.sql(dialect="spark"))
             if decl.primary_key:
-                set_identifier_columns(spark, decl.name, decl.primary_key)
+                set_identifier_columns(spark, name, decl.primary_key)
             created = True
     return created
 
@@ -162,12 +163,12 @@ def run_backfill(
     table is created or function registered.
     """
     job = parse_job(text)
-    plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
+    plan = plan_batch(job, start, end, SparkCatalog(spark, job.names), lookup_as_of)
     if dry_run:
         return plan, []
     register_job_functions(spark, job)
     if create_missing_tables(spark, job):  # partitioning and snapshots are known now
-        plan = plan_batch(job, start, end, SparkCatalog(spark), lookup_as_of)
+        plan = plan_batch(job, start, end, SparkCatalog(spark, job.names), lookup_as_of)
     results = []
     for index, query in enumerate(plan.queries, 1):
         progress(f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}")

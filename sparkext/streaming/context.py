@@ -158,6 +158,16 @@ class RewriteContext:
         else:
             column = properties.get(EVENT_TIME_PROPERTY)
             delay = parse_duration(properties.get(WATERMARK_DELAY_PROPERTY, "0 s"))
+        descriptor = descriptor or table.meta.get("descriptor")
+        if descriptor is not None and decl is not None and descriptor in decl.proctime:
+            raise error_at(
+                table,
+                f"DESCRIPTOR({descriptor}) is the processing-time column of {name}: a "
+                "processing-time window groups rows by when a machine happens to see them, which "
+                "a backfill cannot reproduce and sparkext does not run; window on the event-time "
+                f"column{' ' + column if column else ''} instead (Flink's results on event time "
+                "do not depend on arrival).",
+            )
         if descriptor is not None:
             if column is not None and column.lower() != descriptor.lower():
                 raise error_at(

@@ -139,7 +139,13 @@ def spark_duration(delta: timedelta) -> str:
 
 def table_key(table: exp.Table) -> str:
     """How a table is named in the job: its dotted name, lower case, without alias."""
-    return ".".join(part.name for part in table.parts).lower()
+    return table_name(table).lower()
+
+
+def table_name(table: exp.Table) -> str:
+    """The table's dotted name as the job writes it (what the catalog is asked for: a Hadoop
+    catalog's names are case-sensitive)."""
+    return ".".join(part.name for part in table.parts)
 
 
 @dataclass
@@ -165,6 +171,11 @@ class Job:
     functions: dict[str, str] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
     queries: list[exp.Expr] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # table key → its name as written
+
+    def spelled(self, key: str) -> str:
+        """A table's name as the job writes it (``key``: its lower-case :func:`table_key`)."""
+        return self.names.get(key.lower(), key)
 
     @property
     def state_ttl(self) -> timedelta | None:
@@ -254,6 +265,10 @@ def parse_job(text: str) -> Job:
             f"line {line}, column {col}: {reason} (near '{first.get('highlight', '')}').", line, col
         ) from None
     job = Job()
+    for statement in statements:
+        for table in statement.find_all(exp.Table):
+            if isinstance(table.this, exp.Identifier):
+                job.names.setdefault(table_key(table), table_name(table))
     for statement in statements:
         if isinstance(statement, exp.Create) and statement.kind == "TABLE":
             decl = _declare_table(statement)

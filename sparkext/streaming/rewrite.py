@@ -28,7 +28,7 @@ from sparkext.streaming.job import (
     UpdatingQueryError,
     parse_job,
     position,
-    table_key,
+    table_name,
 )
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
@@ -142,17 +142,17 @@ def table_ddl(job: Job) -> list[exp.Expr]:
 
 
 def sink_of(query: exp.Expr) -> str | None:
-    """The name of the table an ``INSERT`` writes (None for a bare SELECT)."""
+    """The name of the table an ``INSERT`` writes, as written (None for a bare SELECT)."""
     if not isinstance(query, exp.Insert):
         return None
     target = query.this
-    return table_key(target.this if isinstance(target, exp.Schema) else target)
+    return table_name(target.this if isinstance(target, exp.Schema) else target)
 
 
 def sink_key(sink: str, job: Job, catalog: Catalog) -> list[str]:
     """The sink's primary key: the job's ``PRIMARY KEY (…) NOT ENFORCED``, else the table's
     identifier fields."""
-    decl = job.tables.get(sink)
+    decl = job.tables.get(sink.lower())
     if decl is not None and decl.primary_key:
         return list(decl.primary_key)
     return catalog.identifier_fields(sink) if catalog.properties(sink) is not None else []
@@ -280,8 +280,9 @@ def to_batch(
     session's catalog is asked. ``lookup_as_of``: proctime lookup joins read the dimension as of
     'end' (default), 'latest', or a given 'YYYY-MM-DD HH:MM:SS'.
     """
+    job = parse_job(sql)
     if catalog is None and spark is not None:
         from sparkext.streaming.catalog import SparkCatalog
 
-        catalog = SparkCatalog(spark)
-    return plan_batch(sql, start, end, catalog, lookup_as_of).script()
+        catalog = SparkCatalog(spark, job.names)
+    return plan_batch(job, start, end, catalog, lookup_as_of).script()

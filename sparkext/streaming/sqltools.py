@@ -9,6 +9,7 @@ from functools import cache
 import sqlglot
 from sqlglot import exp
 
+from sparkext.streaming.context import WindowRelation
 from sparkext.streaming.job import error_at, spark_duration
 
 
@@ -110,3 +111,41 @@ def bind_tvf(call: exp.Anonymous) -> dict[str, exp.Expr]:
     ):
         raise error_at(call, f"{kind}'s time column must be DESCRIPTOR(<column>).")
     return bound
+
+
+def window_time(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
+    """The window-keeping SELECT under ``query`` that its output column ``name`` comes from,
+    with the column's distance from the window's end; None when it is not a window time.
+
+    Follows aliases through derived tables (``window_end AS dateTime`` one level down) to the
+    SELECT a window rule marked with ``meta["window"]``.
+    """
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    info: WindowRelation | None = query.meta.get("window")
+    if info is not None:
+        distance = info.columns.get(name)
+        return (query, distance) if distance is not None else None
+    target, qualifier = None, None
+    for projection in query.expressions:
+        if isinstance(projection, exp.Star):
+            target = target or name
+        elif projection.alias_or_name.lower() == name:
+            inner = projection.unalias()
+            if not isinstance(inner, exp.Column):
+                return None
+            target, qualifier = inner.name.lower(), inner.table.lower() or None
+            break
+    if target is None or not query.args.get("from_"):
+        return None
+    relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
+    for relation in relations:
+        if qualifier and relation.alias_or_name.lower() != qualifier:
+            continue
+        if isinstance(relation, exp.Subquery):
+            found = window_time(relation, target)
+            if found is not None:
+                return found
+    return None

@@ -42,7 +42,7 @@ from sparkext.identifiers import col
 from sparkext.streaming.backfill import create_missing_tables, registered_views, sink_frame
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
-from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_key
+from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_name
 from sparkext.streaming.rewrite import parse_time, rewrite_query
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
@@ -121,7 +121,9 @@ def streaming_sources(job: Job, catalog) -> list[StreamSource]:
             previous = found.get(source.name)
             if previous is not None:
                 options = {**previous.options, **options}
-            found[source.name] = StreamSource(source.name, source.event_time, source.delay, options)
+            found[source.name] = StreamSource(
+                job.spelled(source.name), source.event_time, source.delay, options
+            )
     if not found:
         raise StreamingSqlError(
             "the job reads no stream: mark a source with /*+ OPTIONS('streaming'='true') */, "
@@ -186,18 +188,31 @@ class StreamRun:
 
     query: object
     checkpoint: str
+    failures: list[BaseException] = field(default_factory=list)  # raised inside a micro-batch
 
     def stop(self) -> None:
         self.query.stop()
 
     def wait(self, poll_seconds: float = 0.5) -> None:
         """Block until the stream ends; Ctrl-C raises KeyboardInterrupt here, between polls
-        (never inside a py4j call, which an interrupt would break)."""
+        (never inside a py4j call, which an interrupt would break).
+
+        A failure inside a micro-batch is raised as its own one sentence (Spark reports it as
+        "An exception was raised by the Python Proxy", with the cause deep in its text).
+        """
+        from sparkext.iceberg.errors import spark_message
+
         while self.query.isActive:
             time.sleep(poll_seconds)
         error = self.query.exception()
-        if error is not None:
-            raise SparkextError(f"the stream stopped: {str(error.desc).splitlines()[0]}")
+        if error is None:
+            return
+        if self.failures:
+            cause = self.failures[-1]
+            sentence = spark_message(cause) or f"{type(cause).__name__}: {cause}"
+        else:
+            sentence = spark_message(error) or str(error.desc).splitlines()[0]
+        raise SparkextError(f"the stream stopped: {sentence}") from None
 
 
 def run_stream(
@@ -220,7 +235,7 @@ def run_stream(
     job = parse_job(text)
     location = Location.of(checkpoint)
     checkpoint = location.uri
-    catalog = SparkCatalog(spark)
+    catalog = SparkCatalog(spark, job.names)
     sources = streaming_sources(job, catalog)
     queries = []  # (query, sink, completion delay, query id); checked before anything is created
     for number, query in enumerate(job.queries, 1):
@@ -231,7 +246,7 @@ def run_stream(
         probe = rewrite_query(
             query, job, catalog, None, datetime(2000, 1, 1), lookup_as_of, APPEND_RULES
         )
-        sink = table_key(query.this.this if isinstance(query.this, exp.Schema) else query.this)
+        sink = table_name(query.this.this if isinstance(query.this, exp.Schema) else query.this)
         queries.append((query, sink, probe.completion_delay, str(number), probe.updating))
     zone = times.zone(catalog.time_zone)
     start = parse_time(start_from, "--from", catalog.time_zone)
@@ -266,7 +281,7 @@ def run_stream(
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        catalog = SparkCatalog(spark)
+        catalog = SparkCatalog(spark, job.names)
         zone = times.zone(catalog.time_zone)
         # Epoch microseconds, not collected TIMESTAMPs: those come back in the OS zone.
         maxima = batch.groupBy("source").agg(F.unix_micros(F.max("t")).alias("t"))
@@ -327,12 +342,21 @@ def run_stream(
             progress(f"batch {batch_id}: {sink} up to {times.wall_clock_text(until, zone)}")
         state.save(state_file)
 
+    failures: list[BaseException] = []
+
+    def guarded(batch: DataFrame, batch_id: int) -> None:
+        try:
+            on_batch(batch, batch_id)
+        except Exception as error:  # kept for StreamRun.wait: Spark's report hides it
+            failures.append(error)
+            raise
+
     frames = [_reader(spark, s) for s in sources]
     stream = frames[0]
     for frame in frames[1:]:
         stream = stream.unionByName(frame)
     writer = (
-        stream.writeStream.foreachBatch(on_batch)
+        stream.writeStream.foreachBatch(guarded)
         .option("checkpointLocation", location.child("offsets").uri)
         .queryName("sparkext_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8])
     )
@@ -345,6 +369,6 @@ def run_stream(
         )
         writer = writer.trigger(processingTime=f"{parse_duration(every).total_seconds()} seconds")
     try:
-        return StreamRun(writer.start(), checkpoint)
+        return StreamRun(writer.start(), checkpoint, failures)
     except Exception as error:  # a start failure is the user's (bad option, missing table)
         raise SparkextError(f"the stream could not start: {str(error).splitlines()[0]}") from None

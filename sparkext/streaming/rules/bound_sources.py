@@ -6,7 +6,8 @@ This is where the watermark DDL becomes an event-time filter: the event-time col
 the job's ``WATERMARK FOR`` (or the table's ``sparkext.event-time-column`` property, or a TVF's
 DESCRIPTOR); the lookback each reference needs was left on it by the rules before (window size,
 session gap, interval-join bound, dedup TTL). Computed columns of a declared table are added
-here too (``PROCTIME()`` is the time the backfill runs). Dimensions are never bounded.
+here too (``PROCTIME()``, declared or called in the query, is the time the backfill runs).
+Dimensions are never bounded.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def _sink(expression: exp.Expr) -> exp.Table | None:
 
 
 def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+    for call in list(expression.find_all(exp.Anonymous)):
+        if call.name.upper() == "PROCTIME" and not call.expressions:
+            call.replace(exp.CurrentTimestamp())  # PROCTIME() in a query: when the batch runs
     sink = _sink(expression)
     for table in list(expression.find_all(exp.Table)):
         if table is sink or not isinstance(table.this, exp.Identifier):

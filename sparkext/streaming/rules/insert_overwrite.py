@@ -17,6 +17,7 @@ from sqlglot import exp
 from sparkext import times
 from sparkext.streaming.context import Emission, RewriteContext
 from sparkext.streaming.job import error_at, table_key
+from sparkext.streaming.sqltools import window_time
 
 _MICRO = timedelta(microseconds=1)
 
@@ -117,6 +118,55 @@ def _qualifier(projection: exp.Expr) -> str:
     return inner.table if isinstance(inner, exp.Column) else ""
 
 
+def _owners(query: exp.Expr, alias: str) -> set[str]:
+    """The names under which the emitting table's columns reach ``query``: its alias, and the
+    alias of a derived table of ``query`` that reads it."""
+    owners = {alias.lower()}
+    if isinstance(query, exp.Select) and query.args.get("from_"):
+        relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
+        for relation in relations:
+            if isinstance(relation, exp.Subquery) and any(
+                isinstance(n, exp.Table | exp.Subquery) and n.alias_or_name.lower() == alias.lower()
+                for n in relation.this.walk()
+            ):
+                owners.add(relation.alias_or_name.lower())
+    return owners
+
+
+def _renamed_window_times(
+    query: exp.Select, outputs: list[tuple[str, str]], emission: Emission
+) -> list[tuple[str, int]]:
+    """(role, output index) of outputs that are a window's end or start under another name
+    (``SESSION_END(…) AS endtime``, ``P.starttime`` of a derived table)."""
+    found = []
+    for index, (output, _) in enumerate(outputs):
+        located = window_time(query, output.lower()) if output else None
+        if located is None:
+            continue
+        distance = located[1]
+        if distance == timedelta(0):
+            found.append(("window_end", index))
+        elif emission.window in ("TUMBLE", "HOP") and distance == -emission.size:
+            found.append(("window_start", index))
+    found.sort(key=lambda pair: pair[0] != "window_end")
+    return found
+
+
+def _missing_time(name: str, wanted: list[str], emission: Emission) -> str:
+    if emission.kind == "window":
+        return (
+            f"INSERT INTO {name} writes no window end or start of the query's {emission.window} "
+            f"windows (under any name), and a backfill replaces exactly the windows that end in "
+            f"its range by that column; select {' or '.join(wanted)} into a sink column."
+        )
+    who = f"{emission.alias}.{emission.column}" if emission.alias else emission.column
+    return (
+        f"INSERT INTO {name} writes no {who}, the event time that decides which range a row "
+        "belongs to (a joined row belongs to the first stream of FROM), so a backfill could not "
+        f"replace exactly its range; select {who} into a sink column."
+    )
+
+
 def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
     if not isinstance(expression, exp.Insert):
         return expression
@@ -141,19 +191,19 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
     if any(p.is_star for p in selects):  # SELECT *: the sink's own names stand in
         outputs = [(c, "") for c in columns]
     wanted = [emission.column] + (["window_start"] if emission.window in ("TUMBLE", "HOP") else [])
+    query = expression.expression
+    owners = _owners(query, emission.alias) if emission.alias else set()
     found = [
         (w, i)
         for w in wanted
         for i, (output, qualifier) in enumerate(outputs)
         if output.lower() == w.lower()
-        and (not qualifier or not emission.alias or qualifier.lower() == emission.alias.lower())
+        and (not qualifier or not emission.alias or qualifier.lower() in owners)
     ]
+    if not found and emission.kind == "window" and isinstance(query, exp.Select):
+        found = _renamed_window_times(query, outputs, emission)
     if not found:
-        raise error_at(
-            sink,
-            f"INSERT INTO {name} must write {' or '.join(wanted)} into a sink column so a backfill "
-            "can replace exactly its range; select it into the sink.",
-        )
+        raise error_at(sink, _missing_time(name, wanted, emission))
     names = [(role, columns[i] if i < len(columns) else outputs[i][0]) for role, i in found]
     role, column_name = next(
         ((r, c) for r, c in names if _partition_unit(name, c, context)), names[0]

@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval, updating_at
-from sparkext.streaming.sqltools import conjuncts
+from sparkext.streaming.sqltools import conjuncts, window_time
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 _MICRO = timedelta(microseconds=1)
@@ -47,40 +47,6 @@ class _Side:
     time: Callable[[str], timedelta | None]  # column → its distance from the side's time
     window: exp.Select | None = None  # the SELECT keeping the windows, for a windowed side
     event_time: str | None = None  # a stream's event-time column
-
-
-def _window_select(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
-    """The window-keeping SELECT under ``query`` that output column ``name`` comes from, with
-    the column's distance from the window's end (None: not a window time)."""
-    while isinstance(query, exp.Subquery):
-        query = query.this
-    if not isinstance(query, exp.Select):
-        return None
-    info: WindowRelation | None = query.meta.get("window")
-    if info is not None:
-        distance = info.columns.get(name)
-        return (query, distance) if distance is not None else None
-    target, qualifier = None, None
-    for projection in query.expressions:
-        if isinstance(projection, exp.Star):
-            target = target or name
-        elif projection.alias_or_name.lower() == name:
-            inner = projection.unalias()
-            if not isinstance(inner, exp.Column):
-                return None
-            target, qualifier = inner.name.lower(), inner.table.lower() or None
-            break
-    if target is None or not query.args.get("from_"):
-        return None
-    relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
-    for relation in relations:
-        if qualifier and relation.alias_or_name.lower() != qualifier:
-            continue
-        if isinstance(relation, exp.Subquery):
-            found = _window_select(relation, target)
-            if found is not None:
-                return found
-    return None
 
 
 def _windowed(relation: exp.Subquery) -> exp.Select | None:
@@ -112,7 +78,7 @@ def _sides(select: exp.Select, context: RewriteContext) -> list[_Side]:
             if window is not None:
 
                 def time(name: str, relation=relation, window=window) -> timedelta | None:
-                    found = _window_select(relation, name)
+                    found = window_time(relation, name)
                     return found[1] if found is not None and found[0] is window else None
 
                 sources = [t for t in window.find_all(exp.Table) if t.meta.get("lookback")]

@@ -31,6 +31,7 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
         data: exp.Table = args["DATA"]
         column = args["TIMECOL"].expressions[0].name
         context.source(data, descriptor=column)
+        data.meta["descriptor"] = column  # the event time of a table read without a declaration
         gap = interval(args["GAP"])
         select = table.parent.parent if isinstance(table.parent, exp.From) else None
         group = select.args.get("group") if isinstance(select, exp.Select) else None

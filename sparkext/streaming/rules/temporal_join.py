@@ -54,6 +54,28 @@ def _probe_source(select: exp.Select, alias: str) -> exp.Table | None:
     return None
 
 
+def _computed_proctime(select: exp.Select | None, attribute: exp.Column) -> bool:
+    """Whether ``alias.column`` is ``PROCTIME() AS column`` of a derived table joined before."""
+    if select is None or not attribute.table:
+        return False
+    candidates = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
+    for candidate in candidates:
+        if (
+            isinstance(candidate, exp.Subquery)
+            and candidate.alias_or_name.lower() == attribute.table.lower()
+        ):
+            inner = candidate.unnest()
+            for projection in inner.expressions if isinstance(inner, exp.Select) else []:
+                value = projection.unalias()
+                if (
+                    projection.alias_or_name.lower() == attribute.name.lower()
+                    and isinstance(value, exp.Anonymous)
+                    and value.name.upper() == "PROCTIME"
+                ):
+                    return True
+    return False
+
+
 def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | None:
     mode = context.lookup_as_of.lower()
     if mode == "latest":
@@ -135,6 +157,10 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
             if select is not None and attribute.table
             else None
         )
+        if probe is None and _computed_proctime(select, attribute):
+            dim.meta["dimension"] = True  # PROCTIME() of a subquery: a lookup join
+            dim.set("version", _lookup_version(dim, context))
+            continue
         if probe is None:
             raise error_at(
                 attribute,

@@ -70,6 +70,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         data: exp.Table = args["DATA"]
         column = args["TIMECOL"].expressions[0].name
         context.source(data, descriptor=column)  # checks the descriptor against the table
+        data.meta["descriptor"] = column  # the event time of a table read without a declaration
         size = interval(args["SIZE"])
         offset = interval(args["OFFSET"]) if "OFFSET" in args else timedelta(0)
         if size <= timedelta(0):
