@@ -10,8 +10,10 @@ import itertools
 
 import pytest
 
-from sparkext.streaming import run_backfill
+from sparkext.errors import SparkextError
+from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.catalog import SparkCatalog
+from sparkext.streaming.job import StreamingSqlError
 from sparkext.streaming.rewrite import plan_batch
 from tests.spark.test_streaming import append, both_modes, sorted_rows, t
 
@@ -141,3 +143,122 @@ def test_a_window_joined_back_to_its_stream_in_stream_mode(spark, tmp_path):
     )
     assert batch == Q7_ROWS
     assert stream == Q7_ROWS
+
+
+TUMBLE_UNDECLARED = """
+INSERT INTO {sink} SELECT window_start, window_end, COUNT(*) AS bids
+FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(dateTime), INTERVAL '10' MINUTES)) {alias}
+GROUP BY window_start, window_end;
+"""
+COUNTS_DDL = "window_start TIMESTAMP, window_end TIMESTAMP, bids BIGINT"
+
+
+@pytest.mark.parametrize("alias", ["", "AS b"])
+def test_descriptor_is_enough_for_a_catalog_table(spark, tmp_path, alias):
+    # no CREATE TABLE in the job: DESCRIPTOR(dateTime) names the event time
+    bids = _bids(spark, [("1", "2020-04-15 20:01:00", "1"), ("2", "2020-04-15 20:12:00", "1")])
+    sink = f"lake.edges.counts_{next(_ids)}"
+    spark.sql(f"CREATE TABLE {sink} ({COUNTS_DDL}) USING iceberg")
+    text = TUMBLE_UNDECLARED.format(bids=bids, sink=sink, alias=alias)
+    run_backfill(spark, text, "2020-04-15 20:00:00", "2020-04-15 20:20:00")
+    expected = [
+        (t("2020-04-15 20:00:00"), t("2020-04-15 20:10:00"), 1),
+        (t("2020-04-15 20:10:00"), t("2020-04-15 20:20:00"), 1),
+    ]
+    assert sorted_rows(spark, sink) == expected
+    streamed = f"lake.edges.counts_{next(_ids)}"
+    spark.sql(f"CREATE TABLE {streamed} ({COUNTS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, [("3", "2020-04-16 12:00:00", "1")])  # passes the watermark
+    text = TUMBLE_UNDECLARED.format(bids=bids, sink=streamed, alias=alias)
+    run_stream(spark, text, str(tmp_path / "ck"), available_now=True).wait()
+    assert sorted_rows(spark, streamed) == expected
+
+
+def test_tables_with_upper_case_names_in_both_modes(spark, tmp_path):
+    bids, sink = f"lake.edges.Bids_{next(_ids)}", f"lake.edges.Counts_{next(_ids)}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, [("1", "2020-04-15 20:01:00", "1")])
+    append(spark, bids, BIDS_DDL, [("1", "2020-04-16 12:00:00", "1")])
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT,
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} ({COUNTS_DDL});
+    """ + TUMBLE_UNDECLARED.format(bids=bids, sink=sink, alias="")
+    run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+    expected = [(t("2020-04-15 20:00:00"), t("2020-04-15 20:10:00"), 1)]
+    assert sorted_rows(spark, sink) == expected
+    run_backfill(spark, job, "2020-04-15 20:00:00", "2020-04-15 21:00:00")  # a rerun: same rows
+    assert sorted_rows(spark, sink) == expected
+
+
+def test_a_failure_inside_a_micro_batch_is_its_own_sentence(spark, tmp_path):
+    bids = _bids(spark, [("1", "2020-04-15 20:01:00", "1"), ("1", "2020-04-16 12:00:00", "1")])
+    sink = f"lake.edges.counts_{next(_ids)}"
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT,
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} (window_end TIMESTAMP, ratio INT);
+    INSERT INTO {sink} SELECT window_end, CAST(assert_true(COUNT(*) > 5, 'too few bids') AS INT)
+    FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(dateTime), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end;
+    """
+    with pytest.raises(SparkextError) as error:
+        run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+    message = str(error.value)
+    assert message.startswith("the stream stopped: ")
+    assert "too few bids" in message
+    assert "Python Proxy" not in message and "Traceback" not in message
+
+
+def test_a_processing_time_window_is_refused_with_the_reason(spark):
+    bids = _bids(spark, [("1", "2020-04-15 20:01:00", "1")])
+    sink = f"lake.edges.counts_{next(_ids)}"
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT, proc AS PROCTIME(),
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} ({COUNTS_DDL});
+    INSERT INTO {sink} SELECT window_start, window_end, COUNT(*)
+    FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(proc), INTERVAL '10' MINUTES))
+    GROUP BY window_start, window_end;
+    """
+    with pytest.raises(StreamingSqlError, match=r"DESCRIPTOR\(proc\) is the processing-time"):
+        run_backfill(spark, job, None, "2020-04-15 21:00:00")
+    assert not spark.catalog.tableExists(sink)
+
+
+def test_proctime_called_in_a_subquery_is_a_lookup_join(spark):
+    bids = _bids(spark, [("1", "2020-04-15 20:01:00", "5"), ("2", "2020-04-15 20:02:00", "6")])
+    names = f"lake.edges.names_{next(_ids)}"
+    spark.sql(f"CREATE TABLE {names} (id BIGINT, name STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {names} VALUES (1, 'ann'), (2, 'bo')")
+    sink = f"lake.edges.named_{next(_ids)}"
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT,
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} (name STRING, price BIGINT, dateTime TIMESTAMP);
+    INSERT INTO {sink} SELECT n.name, b.price, b.dateTime
+    FROM (SELECT *, PROCTIME() AS proc FROM {bids}) b
+    JOIN {names} FOR SYSTEM_TIME AS OF b.proc AS n ON b.bidder = n.id;
+    """
+    run_backfill(spark, job, None, "2020-04-15 21:00:00", lookup_as_of="latest")
+    assert sorted_rows(spark, sink) == [
+        ("ann", 5, t("2020-04-15 20:01:00")),
+        ("bo", 6, t("2020-04-15 20:02:00")),
+    ]
+
+
+def test_a_session_end_under_another_name_is_the_range_column(spark):
+    bids = _bids(spark, [("7", "2020-04-15 20:00:00", "1"), ("7", "2020-04-15 20:06:00", "2")])
+    sink = f"lake.edges.sessions_{next(_ids)}"
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT,
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} (bidder BIGINT, starttime TIMESTAMP, endtime TIMESTAMP, bids BIGINT);
+    INSERT INTO {sink} SELECT bidder, SESSION_START(dateTime, INTERVAL '10' MINUTE) AS starttime,
+      SESSION_END(dateTime, INTERVAL '10' MINUTE) AS endtime, COUNT(*) AS bids
+    FROM {bids} GROUP BY SESSION(dateTime, INTERVAL '10' MINUTE), bidder;
+    """
+    run_backfill(spark, job, None, "2020-04-15 20:12:00")
+    run_backfill(spark, job, "2020-04-15 20:12:00", "2020-04-15 21:00:00")
+    run_backfill(spark, job, "2020-04-15 20:12:00", "2020-04-15 21:00:00")  # replaced, not added
+    assert sorted_rows(spark, sink) == [(7, t("2020-04-15 20:00:00"), t("2020-04-15 20:16:00"), 2)]
