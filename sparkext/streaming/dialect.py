@@ -132,6 +132,10 @@ class Streaming(Spark):
     # sqlglot's own tokenizer tables are plain class attributes; overriding them is the
     # extension point.
     class Tokenizer(Spark.Tokenizer):
+        # Flink's string literals are SQL's: '' is a quote, a backslash is itself ('\d+' is a
+        # regex, not 'd+'); Spark's tokenizer would read backslash escapes.
+        STRING_ESCAPES = ["'"]  # noqa: RUF012
+
         # A hint may follow a table name or alias: FROM t /*+ OPTIONS(...) */
         TOKENS_PRECEDING_HINT = {  # noqa: RUF012
             *Spark.Tokenizer.TOKENS_PRECEDING_HINT,

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from sparkext.streaming import flink_builtins as fb
 from sparkext.streaming.job import StreamingSqlError, parse_job
 from sparkext.streaming.rules import flink_functions as ff
 
@@ -19,15 +20,15 @@ def rewrite(select: str) -> str:
 
 def test_every_translated_call_has_a_row_in_the_table():
     names = set(ff._ANONYMOUS) | {name for name, _ in ff._TYPED.values()}
-    assert names <= set(ff.FLINK_FUNCTIONS)
-    kinds = {entry.kind for entry in ff.FLINK_FUNCTIONS.values()}
-    assert kinds == {ff.SAME, ff.TRANSLATED, ff.REFUSED}
+    assert names <= set(fb.FLINK_FUNCTIONS)
+    kinds = {entry.kind for entry in fb.FLINK_FUNCTIONS.values()}
+    assert kinds == {fb.SAME, fb.TRANSLATED, fb.REFUSED}
 
 
 REFUSED_CALLS = [
     name
-    for name, entry in ff.FLINK_FUNCTIONS.items()
-    if entry.kind == ff.REFUSED and re.fullmatch(r"[A-Z_]+", name) and name not in ff._BARE
+    for name, entry in fb.FLINK_FUNCTIONS.items()
+    if entry.kind == fb.REFUSED and re.fullmatch(r"[A-Z_]+", name) and name not in fb._BARE
 ]
 
 
@@ -57,8 +58,8 @@ def test_window_functions_and_unknown_calls_are_left_alone():
 
 
 def test_the_markdown_table_has_a_row_per_function():
-    table = ff.markdown_table()
-    assert table.count("\n") == len(ff.FLINK_FUNCTIONS) + 2
+    table = fb.markdown_table()
+    assert table.count("\n") == len(fb.FLINK_FUNCTIONS) + 2
     assert "| SPLIT_INDEX |" in table and "refused: Flink's ARRAY_SLICE(…)" in table
 
 

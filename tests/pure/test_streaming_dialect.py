@@ -164,3 +164,14 @@ def test_job_statements_and_errors():
         parse_job("CREATE TABLE k (a INT)")
     with pytest.raises(StreamingSqlError, match="is not a duration"):
         _ = parse_job("SET 'table.exec.state.ttl' = 'forever'; SELECT 1").state_ttl
+
+
+def test_string_literals_are_flinks():
+    """Flink's strings are SQL's: '' is a quote and a backslash is itself, so a regex keeps its
+    backslashes when the batch SQL is rendered for Spark (whose literals escape them)."""
+    tree = sqlglot.parse_one(
+        r"SELECT REGEXP_EXTRACT(s, '(\d+)-x', 1), 'it''s', 'a\b'", read=Streaming
+    )
+    literals = [n.name for n in tree.find_all(exp.Literal) if n.is_string]
+    assert sorted(literals) == sorted([r"(\d+)-x", "it's", r"a\b"])
+    assert r"'(\\d+)-x'" in tree.sql(dialect="spark")

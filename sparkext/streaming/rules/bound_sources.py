@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
 from sparkext.streaming.job import error_at
+from sparkext.streaming.rules.flink_functions import translate
 
 
 def _sink(expression: exp.Expr) -> exp.Table | None:
@@ -46,8 +47,8 @@ def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         plain.set("alias", None)
         plain.set("version", None)
         query = exp.select("*").from_(plain)
-        for name, value in computed.items():
-            query = query.select(exp.alias_(value.copy(), name))
+        for name, value in computed.items():  # Flink's functions in a computed column too
+            query = query.select(exp.alias_(translate(value.copy(), context.job), name))
         for name in proctime:
             query = query.select(exp.alias_(exp.CurrentTimestamp(), name))
         if streaming:
