@@ -68,3 +68,12 @@ def test_translations_of_nested_calls_apply_inside_out():
         "SELECT CASE WHEN -1 < 0 THEN CAST(NULL AS STRING) ELSE SUBSTRING(CASE WHEN s RLIKE "
         "'a(b)' THEN REGEXP_EXTRACT(s, 'a(b)') END, 1, -1) END FROM t"
     )
+
+
+def test_readme_lists_every_flink_function():
+    """The README's table of Flink built-ins is the code's table (regenerate it with
+    ``flink_builtins.markdown_table()`` when a function's handling changes)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert fb.markdown_table() in readme
