@@ -8,8 +8,10 @@ How it executes (watermark-driven bounded micro-batches that reuse the batch rew
 * Each micro-batch advances the watermark: per source, the largest event time seen minus the
   source's watermark delay (the job's ``WATERMARK FOR … AS ts - INTERVAL …``); the job's
   watermark is the smallest of them (a source that has sent nothing holds it back), as in Flink.
-* For every INSERT of the job, the range (emitted-until, watermark − completion delay] is now
-  final: the batch rewrite of that range runs and its rows are appended to the sink in one
+* An updating query into a primary-key sink does not wait for the watermark (Flink updates
+  such a sink with every row): each micro-batch upserts the query's rows over every row seen.
+* For every other INSERT of the job, the range (emitted-until, watermark − completion delay] is
+  now final: the batch rewrite of that range runs and its rows are appended to the sink in one
   Iceberg commit whose summary records ``sparkext.stream.emitted-until`` and the checkpoint.
   A restart reads that summary, so a micro-batch replayed after a crash appends nothing twice.
   Rows that arrive behind the watermark are late and dropped, as Flink drops them.
@@ -296,11 +298,17 @@ def run_stream(
             state.save(state_file)
             return
         watermark = min(times.parse_instant(state.maxima[n], zone) - delays[n] for n in delays)
-        for query, sink, completion_delay, query_id, _ in queries:
-            until = watermark - completion_delay
-            emitted = emitted_until(sink, query_id, zone)
-            if emitted is not None and until <= emitted:
-                continue
+        newest = max(times.parse_instant(v, zone) for v in state.maxima.values())
+        for query, sink, completion_delay, query_id, updating in queries:
+            if updating:
+                # Flink updates an upsert sink with every row, without waiting for the
+                # watermark: every row seen so far counts, late ones included
+                until, emitted = newest + timedelta(microseconds=1), None
+            else:
+                until = watermark - completion_delay
+                emitted = emitted_until(sink, query_id, zone)
+                if emitted is not None and until <= emitted:
+                    continue
             batch_plan = rewrite_query(  # the rewrite's range is in session-zone wall clocks
                 query,
                 job,

@@ -159,6 +159,9 @@ def test_an_updating_query_in_stream_mode(spark, tmp_path, name):
     commits = [{"bid": BIDS[:3]}, {"bid": BIDS[3:]}, {"bid": sentinel}]
     stream, batch = both_modes(spark, tmp_path, job, {"bid": BID_DDL}, commits, None, END)
     assert batch == expected
+    # Flink updates an upsert sink with every row, the far-later one too (the backfill ends before)
+    if name == "aggregate":
+        expected = sorted([*expected, (99, 1, 0, t("2020-04-16 12:00:00"))])
     assert stream == expected
 
 

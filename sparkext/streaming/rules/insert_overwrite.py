@@ -193,11 +193,17 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
     wanted = [emission.column] + (["window_start"] if emission.window in ("TUMBLE", "HOP") else [])
     query = expression.expression
     owners = _owners(query, emission.alias) if emission.alias else set()
+    # the column each output is (``B.dateTime AS bid_time`` is dateTime under another name)
+    sources = [
+        p.unalias().name.lower() if isinstance(p.unalias(), exp.Column) else "" for p in selects
+    ]
+    if any(p.is_star for p in selects):
+        sources = [c.lower() for c in columns]
     found = [
         (w, i)
         for w in wanted
         for i, (output, qualifier) in enumerate(outputs)
-        if output.lower() == w.lower()
+        if w.lower() in (output.lower(), sources[i] if i < len(sources) else "")
         and (not qualifier or not emission.alias or qualifier.lower() in owners)
     ]
     if not found and emission.kind == "window" and isinstance(query, exp.Select):
