@@ -136,15 +136,41 @@ def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
 def _upsert(spark: SparkSession, query: BatchQuery, run_id: str) -> tuple[int | None, int, int]:
     """An updating query into a primary-key sink: the rows of every key that differs between
     the query over the history before the end and before the start, upserted in one commit."""
-    from sparkext.streaming.upsert import upsert
+    from sparkext import times
+    from sparkext.errors import StreamingWriteError
+    from sparkext.streaming.upsert import UNTIL, upsert, upserted_until
 
+    zone = times.session_zone(spark)
+    end = times.instant(query.end, zone)
+    held = upserted_until(spark, query.sink)
+    if held is not None and end < held:
+        at = times.wall_clock_text(held, zone)
+        raise StreamingWriteError(
+            f"{query.sink} already holds the query's rows as of {at} (a later backfill or the "
+            f"stream); a backfill ending at {query.end} would set keys back to older values; "
+            f"end it at {at} or later (--to '{at}')."
+        )
+    # A sink an upsert wrote (or a backfill from the beginning) is compared with its own rows:
+    # keys that changed since its last point in time, or vanished, are written too. A fresh
+    # sink gets the keys that changed in the range (the query before its start vs its end).
     old = None
-    if query.previous is not None:
+    against_sink = held is not None or query.previous is None
+    if not against_sink:
         with registered_views(spark, query.previous.views):  # resolved when analysed
             old = sink_frame(spark, query.previous.statement, query.sink)
     with registered_views(spark, query.views):
         new = sink_frame(spark, query.statement, query.sink)
-    result = upsert(spark, query.sink, query.key, new, old, {}, run_id, "run the backfill again")
+    result = upsert(
+        spark,
+        query.sink,
+        query.key,
+        new,
+        old,
+        {UNTIL: times.instant_text(end)},
+        run_id,
+        "run the backfill again",
+        against_sink=against_sink,
+    )
     return result.snapshot_id, result.upserted, result.deleted
 
 

@@ -159,7 +159,11 @@ class RewriteContext:
             column = properties.get(EVENT_TIME_PROPERTY)
             delay = parse_duration(properties.get(WATERMARK_DELAY_PROPERTY, "0 s"))
         descriptor = descriptor or table.meta.get("descriptor")
-        if descriptor is not None and decl is not None and descriptor in decl.proctime:
+        if (
+            descriptor is not None
+            and decl is not None
+            and descriptor.lower() in {p.lower() for p in decl.proctime}
+        ):
             raise error_at(
                 table,
                 f"DESCRIPTOR({descriptor}) is the processing-time column of {name}: a "

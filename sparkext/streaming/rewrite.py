@@ -73,6 +73,8 @@ class BatchQuery:
     key: list[str] = field(default_factory=list)
     previous: BatchQuery | None = None
     updating: bool = False  # evaluated over the whole history (a bare SELECT: its final rows)
+    start: datetime | None = None  # the range (session-zone wall clocks), for an upsert
+    end: datetime | None = None
 
     def sql(self, pretty: bool = True) -> str:
         return self.statement.sql(dialect="spark", pretty=pretty)
@@ -183,7 +185,7 @@ def rewrite_query(
         what = error.what
     rules = tuple(r for r in rules if r is not insert_overwrite_rule)
     current = _rewrite(query, job, catalog, None, end, lookup_as_of, rules, upsert=True)
-    current.key, current.updating = key, True
+    current.key, current.updating, current.start, current.end = key, True, start, end
     if sink is None:
         current.notes.append(
             f"{what} produces updates: the result is its final rows over the whole history "
@@ -197,8 +199,17 @@ def rewrite_query(
             f"the primary key of {sink} names {', '.join(missing)}, which is not a column of "
             f"it; declare PRIMARY KEY over its columns ({', '.join(columns)})."
         )
-    if start is not None:
-        current.previous = _rewrite(query, job, catalog, None, start, lookup_as_of, rules, True)
+    bad = _partitions_off_key(sink, key, job, catalog)
+    if bad:
+        raise StreamingSqlError(
+            f"{sink} is partitioned by {', '.join(bad)}, which is not derived from its primary "
+            f"key ({', '.join(key)}); an upsert sink needs partition fields on key columns "
+            "(identity, bucket or truncate) so a key's deletes land in its rows' partition: "
+            "partition it by the key, or not at all."
+        )
+    if start is not None:  # lookups read the dimension as of the same moment as the end's
+        same_lookup = str(end) if lookup_as_of == "end" else lookup_as_of
+        current.previous = _rewrite(query, job, catalog, None, start, same_lookup, rules, True)
     current.notes.append(
         f"{what} produces updates and {sink} has PRIMARY KEY ({', '.join(key)}): the "
         "statements below are the query over the whole history before the range's end"
@@ -207,6 +218,31 @@ def rewrite_query(
         "rows in one commit), a key that disappeared is deleted."
     )
     return current
+
+
+def _partitions_off_key(sink: str, key: list[str], job: Job, catalog: Catalog) -> list[str]:
+    """The sink's partition fields an upsert cannot keep consistent (not identity, bucket or
+    truncate of a key column), as 'transform(column)'."""
+    keys = {k.lower() for k in key}
+    if catalog.properties(sink) is not None:
+        fields = catalog.partitioning(sink)
+    else:
+        decl = job.tables.get(sink.lower())
+        fields = []
+        for p in decl.partitioned_by if decl is not None else []:
+            if isinstance(p, exp.Column | exp.Identifier):
+                fields.append(("identity", p.name))
+                continue
+            columns = list(p.find_all(exp.Column)) or list(p.find_all(exp.Identifier))
+            kind = next((k for k in ("bucket", "truncate") if k in p.key), None)
+            name = kind or (p.name if isinstance(p, exp.Anonymous) else p.key)
+            fields.append((name.lower(), columns[-1].name if columns else "?"))
+    return [
+        f"{transform}({column})"
+        for transform, column in fields
+        if column.lower() not in keys
+        or transform.split("[")[0].lower() not in ("identity", "bucket", "truncate")
+    ]
 
 
 def _rewrite(

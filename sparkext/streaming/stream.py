@@ -302,8 +302,13 @@ def run_stream(
         for query, sink, completion_delay, query_id, updating in queries:
             if updating:
                 # Flink updates an upsert sink with every row, without waiting for the
-                # watermark: every row seen so far counts, late ones included
+                # watermark: every row seen so far counts, late ones included (and never less
+                # than a backfill already brought the sink to)
+                from sparkext.streaming.upsert import upserted_until
+
+                held = upserted_until(spark, sink)
                 until, emitted = newest + timedelta(microseconds=1), None
+                until = max(until, held) if held is not None else until
             else:
                 until = watermark - completion_delay
                 emitted = emitted_until(sink, query_id, zone)
@@ -328,7 +333,9 @@ def run_stream(
             }
             if batch_plan.updating:  # the sink converges on the query's rows, late ones too
                 from sparkext.iceberg.commit import new_run_id
-                from sparkext.streaming.upsert import upsert
+                from sparkext.streaming.upsert import UNTIL, upsert
+
+                marks[UNTIL] = times.instant_text(until)
 
                 upsert(
                     spark,

@@ -18,8 +18,10 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sparkext import times
 from sparkext.errors import CommitConflictError, StreamingWriteError
 from sparkext.identifiers import col, cols, map_in_arrow
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 PRESENT = "_sparkext_present"
+UNTIL = "sparkext.upsert.until"  # snapshot summary: the point in time the sink's keys are at
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,23 @@ def _same(left: str, right: str, columns: Sequence[str]):
     return same
 
 
+def _one_per_key(frame: DataFrame, key: Sequence[str]) -> DataFrame:
+    """One row per key: the greatest (a deterministic pick, so every evaluation of the plan
+    agrees; Flink keeps whichever came last)."""
+    from pyspark.sql import functions as F
+
+    columns = list(frame.columns)
+    others = [c for c in columns if c not in key]
+    if not others:
+        return frame.distinct()
+    return (
+        frame.groupBy(*cols(key))
+        .agg(F.max(F.struct(*cols(others))).alias("_row"))
+        .select(*cols(key), *[col("_row", c).alias(c) for c in others])
+        .select(*cols(columns))
+    )
+
+
 def changes(
     new: DataFrame, old: DataFrame | None, key: Sequence[str], sink: DataFrame | None = None
 ) -> DataFrame:
@@ -52,41 +72,62 @@ def changes(
     delete (EQUALITY_DELETES, carrying the same values), and a vanished key's delete.
 
     ``new`` and ``old`` have the sink's columns; rows are compared null-safely, column by
-    column. A key the query gives twice keeps one row (which one is arbitrary, as in Flink).
-    ``sink``: the sink's rows; a change it already holds is left out (a replay writes nothing).
+    column. A key the query gives twice keeps its greatest row. ``old`` None: every key of
+    ``new`` is written, none deleted. ``sink``: the sink's rows; a change it already holds is
+    left out (a replay writes nothing).
     """
     from pyspark.sql import functions as F
 
     from sparkext.cdc.files import DATA, EQUALITY_DELETES, KIND
 
     columns = list(new.columns)
-    n = new.dropDuplicates(list(key)).withColumn(PRESENT, F.lit(True)).alias("n")
+    n = _one_per_key(new, key).withColumn(PRESENT, F.lit(True)).alias("n")
+    vanished = None
     if old is None:
-        changed, vanished = n, None
+        changed = n.select(*cols(columns))
     else:
-        o = old.dropDuplicates(list(key)).withColumn(PRESENT, F.lit(True)).alias("o")
-        joined = n.join(o, [col("n", k).eqNullSafe(col("o", k)) for k in key], "full_outer")
+        o = _one_per_key(old.select(*cols(columns)), key).withColumn(PRESENT, F.lit(True))
+        joined = n.join(
+            o.alias("o"), [col("n", k).eqNullSafe(col("o", k)) for k in key], "full_outer"
+        )
         changed = joined.where(
             col("n", PRESENT) & (col("o", PRESENT).isNull() | ~_same("n", "o", columns))
         ).select(*[col("n", c).alias(c) for c in columns])
         vanished = joined.where(col("n", PRESENT).isNull()).select(
             *[col("o", c).alias(c) for c in columns]
         )
-    changed = changed.select(*cols(columns))
     if sink is not None:
         s = sink.select(*cols(columns)).alias("s")
         changed = changed.alias("c").join(s, _same("c", "s", columns), "left_anti")
         if vanished is not None:
             keys = [col("v", k).eqNullSafe(col("s", k)) for k in key]
             vanished = vanished.alias("v").join(s, keys, "left_semi")
-    rows = changed.select(F.lit(DATA).alias(KIND), *cols(columns)).unionByName(
-        changed.select(F.lit(EQUALITY_DELETES).alias(KIND), *cols(columns))
-    )
+    # both kinds from the same row: a delete and its new row can never disagree
+    both = F.explode(F.array(F.lit(DATA), F.lit(EQUALITY_DELETES))).alias(KIND)
+    rows = changed.select(both, *cols(columns))
     if vanished is not None:
         rows = rows.unionByName(
             vanished.select(F.lit(EQUALITY_DELETES).alias(KIND), *cols(columns))
         )
     return rows
+
+
+def upserted_until(spark: SparkSession, sink: str) -> datetime | None:
+    """The newest point in time an upsert brought ``sink``'s keys to (the largest
+    ``sparkext.upsert.until`` of its retained snapshots), as an instant."""
+    from pyspark.sql import functions as F
+
+    from sparkext.iceberg.catalog import metadata_name
+
+    marks = (
+        spark.table(metadata_name(spark, sink, "snapshots"))
+        .select(F.col("summary")[UNTIL].alias("until"))
+        .where(F.col("until").isNotNull())
+        .distinct()
+        .collect()  # metadata: one value per upsert commit at most
+    )
+    found = [times.parse_instant(m.until) for m in marks]
+    return max(found) if found else None
 
 
 def upsert(
@@ -115,6 +156,8 @@ def upsert(
     from sparkext.errors import CommitStateUnknownError
     from sparkext.iceberg.cdc_table import CdcTable
 
+    by_lower = {c.lower(): c for c in new.columns}
+    key = [by_lower.get(k.lower(), k) for k in key]  # as the sink spells its columns
     table = CdcTable(spark, sink)
     table.refresh()
     bad = unsupported(table.partition_fields(), list(key))

@@ -58,7 +58,8 @@ CASES = [
      "an interval join joins two streams"),
     (HEAD + "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY item ORDER BY price) AS rn "
             "FROM bids) WHERE rn = 1",
-     "ROW_NUMBER over the stream bids must be ordered by its event time bidtime"),
+     "Top-N over a whole stream (a ranking other than each key's first row by time) produces "
+     "updates"),
     ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts) AS rn FROM "
      "lake.db.plain /*+ OPTIONS('streaming'='true') */) WHERE rn = 1",
      "the stream lake.db.plain has no event-time column"),

@@ -10,6 +10,7 @@ import itertools
 
 import pytest
 
+from sparkext.errors import StreamingWriteError
 from sparkext.streaming import run_backfill
 from sparkext.streaming.job import StreamingSqlError
 from tests.spark.test_streaming import append, both_modes, sorted_rows, t
@@ -176,4 +177,73 @@ def test_an_updating_query_into_a_sink_without_a_key_is_refused_before_anything_
         error.value
     )
     assert "PRIMARY KEY (…) NOT ENFORCED" in str(error.value)
+    assert not spark.catalog.tableExists(sink)
+
+
+def test_a_backfill_from_the_beginning_repairs_the_sink(spark):
+    # the sink holds the state as of the split; a rebuild from the beginning must also delete
+    # the key that has dropped out of the Top-2 since
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    text = TOP_2.format(sink=sink, **sources)
+    run_backfill(spark, text, None, SPLIT)
+    run_backfill(spark, text, None, END)
+    assert sorted_rows(spark, sink) == TOP_2_ROWS
+
+
+def test_an_earlier_range_after_a_later_one_is_refused(spark):
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    text = AGGREGATE.format(sink=sink, **sources)
+    run_backfill(spark, text, None, SPLIT)
+    run_backfill(spark, text, SPLIT, END)
+    with pytest.raises(StreamingWriteError, match="already holds the query's rows as of"):
+        run_backfill(spark, text, None, SPLIT)  # would set auctions 1 and 2 back to 20:10
+    assert sorted_rows(spark, sink) == AGGREGATE_ROWS
+    run_backfill(spark, text, "2020-04-15 20:05:00", END)  # overlapping, up to the end: fine
+    assert sorted_rows(spark, sink) == AGGREGATE_ROWS
+
+
+def test_a_gap_after_the_sinks_point_in_time_is_filled(spark):
+    # the sink is at 20:10; a backfill of [20:30, 21:00) also brings the keys that changed in
+    # [20:10, 20:30) (auction 2 at 20:12, auction 3 at 20:15)
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    text = AGGREGATE.format(sink=sink, **sources)
+    run_backfill(spark, text, None, SPLIT)
+    run_backfill(spark, text, "2020-04-15 20:30:00", END)
+    assert sorted_rows(spark, sink) == AGGREGATE_ROWS
+
+
+TOP_N_BY_PRICE = (
+    HEAD
+    + """
+CREATE TABLE {sink} (auction BIGINT, price BIGINT, rn BIGINT,
+  PRIMARY KEY (auction, rn) NOT ENFORCED);
+INSERT INTO {sink} SELECT auction, price, rn FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) AS rn FROM {bid})
+WHERE rn <= 2;
+"""
+)
+
+
+def test_flinks_top_n_by_value_into_a_primary_key_sink(spark):
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    text = TOP_N_BY_PRICE.format(sink=sink, **sources)
+    run_backfill(spark, text, None, SPLIT)
+    run_backfill(spark, text, SPLIT, END)
+    # the two highest bids per auction
+    assert sorted_rows(spark, sink) == [(1, 10, 2), (1, 20, 1), (2, 5, 2), (2, 7, 1), (3, 9, 1)]
+
+
+def test_a_sink_partitioned_off_its_key_is_refused_before_anything_exists(spark):
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    job = AGGREGATE.replace(
+        "PRIMARY KEY (auction) NOT ENFORCED);",
+        "PRIMARY KEY (auction) NOT ENFORCED)\n  PARTITIONED BY (days(last_bid));",
+    )
+    with pytest.raises(StreamingSqlError, match=r"partitioned by days\(last_bid\), which is not"):
+        run_backfill(spark, job.format(sink=sink, **sources), None, END)
     assert not spark.catalog.tableExists(sink)

@@ -60,6 +60,20 @@ def _first_rows(window: exp.Window, select: exp.Select) -> bool:
     return isinstance(alias, exp.Alias) and _keeps_first_only(alias.alias, outer)
 
 
+def _updating(window: exp.Window) -> Exception:
+    order = (window.args.get("order") or exp.Order()).expressions
+    if len(order) == 1 and order[0].args.get("desc"):
+        what = "keeping the last row per key (ORDER BY … DESC) over a whole stream"
+    else:
+        what = "Top-N over a whole stream (a ranking other than each key's first row by time)"
+    return updating_at(
+        window,
+        what,
+        "keep the first row by event time (ORDER BY <event time> ASC … rn = 1) or rank per "
+        "window (PARTITION BY window_start, window_end, …)",
+    )
+
+
 def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
     for window in list(expression.find_all(exp.Window)):
         if not isinstance(window.this, exp.RowNumber):
@@ -76,6 +90,8 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             for t in source_table.find_all(exp.Table)
             if isinstance(t.this, exp.Identifier) and not t.meta.get("dimension")
         ):
+            if not _first_rows(window, select):
+                raise _updating(window)
             raise error_at(
                 window,
                 "ROW_NUMBER over a subquery of a stream cannot be bounded by event time; "
@@ -104,25 +120,9 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 "which a backfill cannot know; "
                 f"order by the event-time column {source.event_time}.",
             )
-        if column is None or column.name.lower() != (source.event_time or "").lower():
-            raise error_at(
-                window,
-                f"ROW_NUMBER over the stream {source.name} must be ordered by its event time "
-                f"{source.event_time} alone (or partitioned by window_start, window_end).",
-            )
-        if order[0].args.get("desc"):
-            raise updating_at(
-                window,
-                "keeping the last row per key (ORDER BY … DESC) over a whole stream",
-                "keep the first row (ASC) or deduplicate per window "
-                "(PARTITION BY window_start, window_end, …)",
-            )
-        if not _first_rows(window, select):
-            raise updating_at(
-                window,
-                "Top-N over a whole stream",
-                "keep rn = 1 (deduplication) or rank per window (window Top-N)",
-            )
+        on_time = column is not None and column.name.lower() == source.event_time.lower()
+        if not on_time or not _first_rows(window, select):
+            raise _updating(window)  # keep-last, or a ranking by value (Top-N)
         ttl = context.job.state_ttl
         start = context.literal(context.start) if context.start is not None else None
         values = {"ts": column.copy(), "lo": start or exp.null()}

@@ -184,11 +184,11 @@ def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         for join in select.args.get("joins") or []:
             side = (join.args.get("side") or "").upper()
             if side in ("RIGHT", "FULL"):
-                raise error_at(
+                raise updating_at(
                     join,
-                    f"a {side} OUTER interval join keeps rows of {other.name} that "
-                    "no probe row owns, so no range could replace them; write it as a LEFT join "
-                    "from that stream instead.",
+                    f"a {side} OUTER interval join keeps rows of {other.name} that no probe row "
+                    "owns (no range could replace them), and",
+                    "write it as a LEFT join from that stream",
                 )
         if probe.window is None:  # a stream owns the rows: [start, end) of its event time
             if other.window is None:

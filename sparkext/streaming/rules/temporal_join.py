@@ -137,7 +137,8 @@ def _cdc_versions(dim, name, probe, attribute, keys, context):
     low = None
     if context.start is not None and lookback != UNBOUNDED:
         low = context.start - lookback
-    view = ViewSpec(f"_sparkext_versions_{len(context.views) + 1}", name, low, context.end)
+    number = len(context.views) + 1
+    view = ViewSpec(f"_sparkext_versions_{number}", context.job.spelled(name), low, context.end)
     context.views.append(view)
     versions = template(CDC_VERSIONS, view=exp.to_table(view.name))
     alias = dim.alias_or_name
