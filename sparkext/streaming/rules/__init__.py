@@ -14,12 +14,12 @@ from sparkext.streaming.rules.window_tvf import window_tvf_rule
 RULES = (
     flink_functions_rule,
     legacy_group_windows,
-    updating_aggregate_rule,
     window_tvf_rule,
     session_window_rule,
+    updating_aggregate_rule,
     temporal_join_rule,
-    interval_join_rule,
     dedup_rule,
+    interval_join_rule,
     bound_sources_rule,
     insert_overwrite_rule,
 )

@@ -65,10 +65,6 @@ def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 exp.LT(this=ts, expression=context.literal(context.end + lookahead))
             )
             lookback = table.meta.get("lookback", timedelta(0))
-            if "follows" in table.meta:  # joined to a probe that looks back (a dedup over it)
-                probe, lower = table.meta["follows"]
-                behind = probe.meta.get("lookback", timedelta(0))
-                lookback = UNBOUNDED if behind == UNBOUNDED else max(lookback, behind - lower)
             if context.start is not None and lookback != UNBOUNDED:
                 low = context.literal(context.start - lookback)
                 query = query.where(exp.GTE(this=ts.copy(), expression=low))

@@ -13,8 +13,8 @@ columns are a fixed distance from its end (the window rules leave
 windows), so the same bounds relate the stream's event time to the window's end. The probe side
 still owns the row: a stream first reads [start, end) and keeps the windows whose end can meet
 it, a window first keeps its windows and reads the stream around them. The bounds propagate to
-the window's own source and to a stream's lookback left by a later rule (a deduplication over
-the join looks back on both sides).
+the window's own source, and a lookback the probe already has (a deduplication over the join,
+whose rule runs before this one) is added on the other side.
 
 Two streams (or a stream and a window) joined with no such bound would keep unbounded state
 (Flink's regular join): an error that says what to add, unless the sink has a primary key (then
@@ -117,26 +117,33 @@ def _bounds(condition: exp.Expr, sides: dict[str, _Side]) -> list[tuple[str, str
 
 
 def _widen(table: exp.Table, lookback: timedelta, lookahead: timedelta) -> None:
-    if lookback > timedelta(0):
-        old = table.meta.get("lookback", timedelta(0))
-        table.meta["lookback"] = UNBOUNDED if old == UNBOUNDED else old + lookback
+    """Read ``table`` ``lookback`` further back (UNBOUNDED: its whole history) and at least
+    ``lookahead`` past the range's end."""
+    old = table.meta.get("lookback", timedelta(0))
+    if lookback == UNBOUNDED or old == UNBOUNDED:
+        table.meta["lookback"] = UNBOUNDED
+    elif lookback > timedelta(0):
+        table.meta["lookback"] = old + lookback
     table.meta["lookahead"] = max(table.meta.get("lookahead", timedelta(0)), lookahead)
 
 
-def _keep_windows(side: _Side, low: timedelta, high: timedelta, context: RewriteContext) -> None:
-    """Keep the windows whose end lies in [start + low, end + high), and read their source
-    far enough around that."""
+def _keep_windows(
+    side: _Side, low: timedelta | None, high: timedelta, context: RewriteContext
+) -> None:
+    """Keep the windows whose end lies in [start + low, end + high) (``low`` None: every
+    window before), and read their source far enough around that."""
     info: WindowRelation = side.window.meta["window"]
     ends = exp.column(info.end_column)
     keep = exp.LT(this=ends, expression=context.literal(context.end + high))
-    if context.start is not None:
+    if context.start is not None and low is not None:
         keep = exp.and_(
             exp.GTE(this=ends.copy(), expression=context.literal(context.start + low)), keep
         )
     side.window.set("where", exp.Where(this=keep))
+    back = UNBOUNDED if low is None else max(-low, timedelta(0))
     for table in side.window.find_all(exp.Table):
         if "lookback" in table.meta:
-            _widen(table, max(-low, timedelta(0)), max(high, timedelta(0)))
+            _widen(table, back, max(high, timedelta(0)))
 
 
 def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
@@ -191,11 +198,14 @@ def interval_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                     "write it as a LEFT join from that stream",
                 )
         if probe.window is None:  # a stream owns the rows: [start, end) of its event time
+            # the probe may look back itself (a dedup over the join ran before this rule):
+            # the other side must meet those earlier probe rows too
+            behind = probe.node.meta.get("lookback", timedelta(0))
             if other.window is None:
-                _widen(other.node, -lower, upper)
-                other.node.meta["follows"] = (probe.node, lower)
+                _widen(other.node, UNBOUNDED if behind == UNBOUNDED else behind - lower, upper)
             else:
-                _keep_windows(other, lower, upper, context)
+                low = None if behind == UNBOUNDED else lower - behind
+                _keep_windows(other, low, upper, context)
             probe.node.meta["emits"] = True
             context.completion_delay = max(context.completion_delay, upper)
             context.emission = Emission("rows", probe.event_time, alias=probe.alias)

@@ -3,18 +3,21 @@
 ``SELECT auction, COUNT(*) FROM bid GROUP BY auction`` (no window), a global aggregate
 (``SELECT COUNT(*) FROM bid``) or ``SELECT DISTINCT`` over a stream change an already emitted
 row with every new input row: Flink emits updates, which an append-only sink cannot hold (a
-backfill split in two would write two partial rows per key). This rule finds them before any
-other rule rewrites the query; with a primary-key sink (``context.upsert``) the whole query is
-evaluated over the history instead and nothing here applies.
+backfill split in two would write two partial rows per key). This rule runs after the window
+rules (whose marks tell a window's end under another name) and before the joins and dedups;
+with a primary-key sink (``context.upsert``) the whole query is evaluated over the history
+instead and nothing here applies.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from sqlglot import exp
 
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import updating_at
-from sparkext.streaming.sqltools import scope_nodes, window_tvf
+from sparkext.streaming.sqltools import scope_nodes, window_time, window_tvf
 
 _WINDOW_KEYS = {"window_start", "window_end"}
 _GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
@@ -37,10 +40,26 @@ def _reads_stream(select: exp.Select, context: RewriteContext) -> bool:
     return False
 
 
-def _windowed(group: exp.Group) -> bool:
+def _windowed(select: exp.Select, group: exp.Group) -> bool:
+    """Whether the grouping is per window: by window_start and window_end, by a session, or by
+    a window's end under another name (``CountBids.endtime`` of a windowed derived table, as
+    in Nexmark q5's cascaded window aggregation)."""
     names = {e.name.lower() for e in group.expressions if isinstance(e, exp.Column)}
     calls = {e.name.upper() for e in group.expressions if isinstance(e, exp.Anonymous)}
-    return names >= _WINDOW_KEYS or bool(calls & set(_GROUP_WINDOWS))
+    if names >= _WINDOW_KEYS or calls & {*_GROUP_WINDOWS, "SESSION_WINDOW"}:
+        return True
+    relations = []
+    if select.args.get("from_"):
+        relations.append(select.args["from_"].this)
+    relations += [j.this for j in select.args.get("joins") or []]
+    for column in (e for e in group.expressions if isinstance(e, exp.Column)):
+        for relation in relations:
+            if column.table and relation.alias_or_name.lower() != column.table.lower():
+                continue
+            located = window_time(relation, column.name.lower())
+            if located is not None and located[1] == timedelta(0):
+                return True
+    return False
 
 
 def updating_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
@@ -48,7 +67,7 @@ def updating_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> ex
         return expression
     for select in expression.find_all(exp.Select):
         group = select.args.get("group")
-        if group is not None and _windowed(group):
+        if group is not None and _windowed(select, group):
             continue
         aggregates = [
             n
