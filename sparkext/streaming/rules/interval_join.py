@@ -84,7 +84,75 @@ def _sides(select: exp.Select, context: RewriteContext) -> list[_Side]:
                 sources = [t for t in window.find_all(exp.Table) if t.meta.get("lookback")]
                 what = sources[0].name if sources else alias
                 sides.append(_Side(alias, relation, f"the windows of {what}", time, window))
+                continue
+            derived = _derived_stream(relation, context)
+            if derived is not None:
+                sides.append(derived)
     return sides
+
+
+def _origin(query: exp.Expr, name: str) -> tuple[exp.Table, str] | None:
+    """The table and column that output column ``name`` of ``query`` is (through derived
+    tables' projections and aliases); None when it is computed."""
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if isinstance(query, exp.Table):
+        return query, name
+    if not isinstance(query, exp.Select) or not query.args.get("from_"):
+        return None
+    target, qualifier = None, None
+    for projection in query.expressions:
+        if isinstance(projection, exp.Star):
+            target = target or name
+        elif projection.alias_or_name.lower() == name:
+            inner = projection.unalias()
+            if not isinstance(inner, exp.Column):
+                return None
+            target, qualifier = inner.name.lower(), inner.table.lower() or None
+            break
+    if target is None:
+        return None
+    relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
+    for relation in relations:
+        if qualifier and relation.alias_or_name.lower() != qualifier:
+            continue
+        found = _origin(relation, target)
+        if found is not None:
+            return found
+    return None
+
+
+def _derived_stream(relation: exp.Subquery, context: RewriteContext) -> _Side | None:
+    """A derived table over one stream (a filter or projection of it): its event time, under
+    whatever name the derived table gives it, bounds the join like the stream's own."""
+    streams = [
+        t
+        for t in relation.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+        and not t.meta.get("dimension")
+        and not t.args.get("version")
+        and context.source(t).streaming
+    ]
+    if len(streams) != 1:
+        return None
+    table = streams[0]
+    source = context.source(table)
+    if not source.event_time:
+        return None
+
+    def time(name: str) -> timedelta | None:
+        found = _origin(relation, name)
+        same = found is not None and found[0] is table
+        return timedelta(0) if same and found[1] == source.event_time.lower() else None
+
+    inner = relation.unnest()
+    exposed = source.event_time
+    for projection in inner.expressions if isinstance(inner, exp.Select) else []:
+        value = projection.unalias()
+        if isinstance(value, exp.Column) and value.name.lower() == source.event_time.lower():
+            exposed = projection.alias_or_name
+    alias = relation.alias_or_name.lower()
+    return _Side(alias, table, source.name, time, event_time=exposed)
 
 
 def _time_offset(node: exp.Expr, sides: dict[str, _Side]) -> tuple[str, timedelta] | None:
