@@ -104,7 +104,7 @@ def load_cases(path: Path) -> list[Case]:
 # pipeline up to them; rules that only mark how far back a source must be read are followed by
 # bound_sources so the fixture shows the bounds; every other rule is applied alone.
 PIPELINE = {"insert_overwrite"}
-SHOW_BOUNDS = {"window_tvf", "session_window", "interval_join", "dedup"}
+SHOW_BOUNDS = {"window_tvf", "session_window", "interval_join", "dedup", "over_aggregate"}
 
 
 def run_case(case: Case) -> str:

@@ -262,3 +262,24 @@ def test_a_session_end_under_another_name_is_the_range_column(spark):
     run_backfill(spark, job, "2020-04-15 20:12:00", "2020-04-15 21:00:00")
     run_backfill(spark, job, "2020-04-15 20:12:00", "2020-04-15 21:00:00")  # replaced, not added
     assert sorted_rows(spark, sink) == [(7, t("2020-04-15 20:00:00"), t("2020-04-15 20:16:00"), 2)]
+
+
+def test_an_over_aggregation_sees_the_rows_before_the_range(spark):
+    # Flink's OVER aggregation: one row per input row, its sum over the bidder's last hour
+    rows = [("1", "2020-04-15 20:00:00", "1"), ("1", "2020-04-15 20:30:00", "2")]
+    bids = _bids(spark, [*rows, ("1", "2020-04-15 21:10:00", "4")])
+    sink = f"lake.edges.over_{next(_ids)}"
+    job = f"""
+    CREATE TABLE {bids} (bidder BIGINT, dateTime TIMESTAMP, price BIGINT,
+      WATERMARK FOR dateTime AS dateTime);
+    CREATE TABLE {sink} (bidder BIGINT, total BIGINT, dateTime TIMESTAMP);
+    INSERT INTO {sink} SELECT bidder, SUM(price) OVER (PARTITION BY bidder ORDER BY dateTime
+      RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW) AS total, dateTime FROM {bids};
+    """
+    run_backfill(spark, job, None, "2020-04-15 20:45:00")
+    run_backfill(spark, job, "2020-04-15 20:45:00", "2020-04-15 22:00:00")
+    assert sorted_rows(spark, sink) == [
+        (1, 1, t("2020-04-15 20:00:00")),
+        (1, 3, t("2020-04-15 20:30:00")),
+        (1, 6, t("2020-04-15 21:10:00")),  # 20:30's 2 + its own 4: 20:00 is over an hour back
+    ]

@@ -6,6 +6,7 @@ from sparkext.streaming.rules.flink_functions import flink_functions_rule
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.rules.interval_join import interval_join_rule
 from sparkext.streaming.rules.legacy_group_windows import legacy_group_windows
+from sparkext.streaming.rules.over_aggregate import over_aggregate_rule
 from sparkext.streaming.rules.session_window import session_window_rule
 from sparkext.streaming.rules.temporal_join import temporal_join_rule
 from sparkext.streaming.rules.updating_aggregate import updating_aggregate_rule
@@ -19,6 +20,7 @@ RULES = (
     updating_aggregate_rule,
     temporal_join_rule,
     dedup_rule,
+    over_aggregate_rule,
     interval_join_rule,
     bound_sources_rule,
     insert_overwrite_rule,

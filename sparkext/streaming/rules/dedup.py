@@ -140,7 +140,9 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             source_table.meta["lookback"] = max(
                 source_table.meta.get("lookback", timedelta(0)), ttl
             )
-        replacement.find(exp.Window).set("partition_by", [p.copy() for p in partition])
+        lag = replacement.find(exp.Window)
+        lag.set("partition_by", [p.copy() for p in partition])
+        lag.meta["rewritten"] = True  # not the user's OVER aggregation
         if start is None:  # no lower bound: nothing is before the range
             replacement.set("ifs", replacement.args["ifs"][1:])
         source_table.meta["emits"] = True
