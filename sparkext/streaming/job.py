@@ -52,7 +52,9 @@ class UpdatingQueryError(StreamingSqlError):
     """The query produces updates (an aggregate without a window, keep-last dedup, Top-N, a
     join without a time bound): only a sink with a primary key can take it (as upserts)."""
 
-    what: str = "the query"  # the updating operator, as the sentence names it
+    def __init__(self, message: str, line: int | None, column: int | None, what: str):
+        super().__init__(message, line, column)
+        self.what = what  # the updating operator, as the sentence names it
 
 
 UPSERT_HINT = (
@@ -69,9 +71,7 @@ def updating_at(node: exp.Expr | None, what: str, otherwise: str) -> UpdatingQue
         f"{what} produces updates, which an append-only sink cannot hold; {UPSERT_HINT}, "
         f"or {otherwise}.",
     )
-    updating = UpdatingQueryError(str(error), error.line, error.column)
-    updating.what = what
-    return updating
+    return UpdatingQueryError(str(error), error.line, error.column, what)
 
 
 def position(node: exp.Expr | None) -> tuple[int | None, int | None]:
