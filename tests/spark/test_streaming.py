@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from datetime import datetime
 
 import pytest
@@ -19,7 +20,9 @@ from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.job import StreamingSqlError
 from tests.helpers.zones import host_zone, session_zone, wall_clock_rows
 
-_ids = itertools.count(1)
+# unique across copies of this module: pytest imports it, and other test modules import its
+# helpers (both_modes) under another module name, each copy with its own counter
+_ids = itertools.count(time.time_ns() // 1000 % 10**9 * 1000)
 DAY = "2020-04-15"
 SENTINEL = "2020-04-16 12:00:00"
 
