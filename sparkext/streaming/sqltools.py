@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import cache
+from typing import TypeVar
 
 import sqlglot
 from sqlglot import exp
 
 from sparkext.streaming.context import WindowRelation
 from sparkext.streaming.job import error_at, spark_duration
+
+T = TypeVar("T")
 
 
 @cache
@@ -113,21 +116,20 @@ def bind_tvf(call: exp.Anonymous) -> dict[str, exp.Expr]:
     return bound
 
 
-def window_time(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
-    """The window-keeping SELECT under ``query`` that its output column ``name`` comes from,
-    with the column's distance from the window's end; None when it is not a window time.
-
-    Follows aliases through derived tables (``window_end AS dateTime`` one level down) to the
-    SELECT a window rule marked with ``meta["window"]``.
-    """
+def trace_column(
+    query: exp.Expr, name: str, at: Callable[[exp.Expr, str], tuple[bool, T | None]]
+) -> T | None:
+    """Follow output column ``name`` of ``query`` down through derived tables' projections
+    (``window_end AS dateTime``, ``SELECT *``, ``P.ts``) until ``at(node, column)`` says it
+    stopped: ``(True, answer)``; ``(False, _)`` goes on. None when the column is computed or
+    cannot be followed."""
     while isinstance(query, exp.Subquery):
         query = query.this
-    if not isinstance(query, exp.Select):
+    stopped, answer = at(query, name)
+    if stopped:
+        return answer
+    if not isinstance(query, exp.Select) or not query.args.get("from_"):
         return None
-    info: WindowRelation | None = query.meta.get("window")
-    if info is not None:
-        distance = info.columns.get(name)
-        return (query, distance) if distance is not None else None
     target, qualifier = None, None
     for projection in query.expressions:
         if isinstance(projection, exp.Star):
@@ -138,14 +140,28 @@ def window_time(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | No
                 return None
             target, qualifier = inner.name.lower(), inner.table.lower() or None
             break
-    if target is None or not query.args.get("from_"):
+    if target is None:
         return None
     relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
     for relation in relations:
         if qualifier and relation.alias_or_name.lower() != qualifier:
             continue
-        if isinstance(relation, exp.Subquery):
-            found = window_time(relation, target)
-            if found is not None:
-                return found
+        found = trace_column(relation, target, at)
+        if found is not None:
+            return found
     return None
+
+
+def window_time(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
+    """The window-keeping SELECT under ``query`` that its output column ``name`` comes from,
+    with the column's distance from the window's end; None when it is not a window time
+    (the SELECT a window rule marked with ``meta["window"]``, through any aliases)."""
+
+    def at(node: exp.Expr, column: str) -> tuple[bool, tuple[exp.Select, timedelta] | None]:
+        info: WindowRelation | None = node.meta.get("window")
+        if info is None:
+            return isinstance(node, exp.Table), None
+        distance = info.columns.get(column)
+        return True, (node, distance) if distance is not None else None
+
+    return trace_column(query, name, at)

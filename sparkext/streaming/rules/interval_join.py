@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval, updating_at
-from sparkext.streaming.sqltools import conjuncts, window_time
+from sparkext.streaming.sqltools import conjuncts, trace_column, window_time
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 _MICRO = timedelta(microseconds=1)
@@ -92,34 +92,15 @@ def _sides(select: exp.Select, context: RewriteContext) -> list[_Side]:
 
 
 def _origin(query: exp.Expr, name: str) -> tuple[exp.Table, str] | None:
-    """The table and column that output column ``name`` of ``query`` is (through derived
-    tables' projections and aliases); None when it is computed."""
-    while isinstance(query, exp.Subquery):
-        query = query.this
-    if isinstance(query, exp.Table):
-        return query, name
-    if not isinstance(query, exp.Select) or not query.args.get("from_"):
-        return None
-    target, qualifier = None, None
-    for projection in query.expressions:
-        if isinstance(projection, exp.Star):
-            target = target or name
-        elif projection.alias_or_name.lower() == name:
-            inner = projection.unalias()
-            if not isinstance(inner, exp.Column):
-                return None
-            target, qualifier = inner.name.lower(), inner.table.lower() or None
-            break
-    if target is None:
-        return None
-    relations = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]]
-    for relation in relations:
-        if qualifier and relation.alias_or_name.lower() != qualifier:
-            continue
-        found = _origin(relation, target)
-        if found is not None:
-            return found
-    return None
+    """The table and column that output column ``name`` of ``query`` is."""
+    return trace_column(
+        query,
+        name,
+        lambda node, column: (
+            isinstance(node, exp.Table),
+            (node, column) if isinstance(node, exp.Table) else None,
+        ),
+    )
 
 
 def _derived_stream(relation: exp.Subquery, context: RewriteContext) -> _Side | None:
