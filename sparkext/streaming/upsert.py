@@ -83,6 +83,22 @@ def changes(
     columns = list(new.columns)
     n = _one_per_key(new, key).withColumn(PRESENT, F.lit(True)).alias("n")
     vanished = None
+    if old is not None and sink is None:  # one pass over one join: the common case
+        o = _one_per_key(old.select(*cols(columns)), key).withColumn(PRESENT, F.lit(True))
+        joined = n.join(
+            o.alias("o"), [col("n", k).eqNullSafe(col("o", k)) for k in key], "full_outer"
+        )
+        written, gone = col("n", PRESENT), col("n", PRESENT).isNull()
+        kinds = (
+            F.when(
+                written & (col("o", PRESENT).isNull() | ~_same("n", "o", columns)),
+                F.array(F.lit(DATA), F.lit(EQUALITY_DELETES)),
+            )
+            .when(gone, F.array(F.lit(EQUALITY_DELETES)))
+            .otherwise(F.array().cast("array<int>"))
+        )
+        values = [F.when(written, col("n", c)).otherwise(col("o", c)).alias(c) for c in columns]
+        return joined.select(F.explode(kinds).alias(KIND), *values)
     if old is None:
         changed = n.select(*cols(columns))
     else:
@@ -168,13 +184,13 @@ def upsert(
             "(identity, bucket[N] or truncate[W]) so a key's deletes land in its rows' partition."
         )
     commit = table.begin()  # validated from here: the snapshot before the rows were computed
-    reader = spark.read
+    held = None  # the sink's rows at the snapshot the commit is validated from
     if commit.start_snapshot_id is not None:
-        reader = reader.option("snapshot-id", str(commit.start_snapshot_id))
-    held = reader.table(sink).select(*cols(new.columns))
-    if against_sink:
-        old = held
-    rows = changes(new, old, key, held).persist(StorageLevel.MEMORY_AND_DISK)
+        reader = spark.read.option("snapshot-id", str(commit.start_snapshot_id))
+        held = reader.table(sink).select(*cols(new.columns))
+    # compared with the sink itself, nothing it holds is written again anyway
+    rows = changes(new, held, key) if against_sink else changes(new, old, key, held)
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
     null_key = F.lit(False)
     for k in key:
         null_key = null_key | col(k).isNull()
