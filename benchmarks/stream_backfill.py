@@ -20,7 +20,8 @@ the backfill:
   up — Iceberg 1.10 ignores that limit under available-now);
 * sparkext's stream mode with available-now (one micro-batch of everything).
 
-Two more jobs over the same events (issue 14), each backfilled and replayed natively once:
+Two more jobs over the same events (issue 14), each backfilled and replayed natively twice
+(alternately, the faster of each counts):
 * a SESSION window per item (gap 5 minutes; ~500 events per item over the day) — peer: Spark's
   ``session_window`` in a stateful Structured Streaming replay (append mode, available-now);
 * an updating aggregate per item (no window: orders, revenue, last order) into a sink with
@@ -247,17 +248,20 @@ def _more_jobs(spark, events: str, stamp: int, checkpoints: str, setup: str) -> 
         ("stream_backfill_upsert", UPSERT_JOB, _native_upserts, "update mode + MERGE"),
     )
     for name, job, native, label in cases:
-        ours_sink, native_sink, stream_sink = (
-            f"lake.bench.{name}_{kind}_{stamp}" for kind in ("ours", "native", "stream")
-        )
-        started = time.perf_counter()
-        run_backfill(spark, job.format(events=events, sink=ours_sink), None, NEXT_DAY)
-        ours = time.perf_counter() - started
-        started = time.perf_counter()
-        native(spark, events, native_sink, f"{checkpoints}/{name}_native")
-        peer = time.perf_counter() - started
-        # the replay committed from the stream's own session: this one's table cache is stale
-        spark.sql(f"REFRESH TABLE {native_sink}")
+        stream_sink = f"lake.bench.{name}_stream_{stamp}"
+        ours = peer = float("inf")
+        for round_ in (1, 2):  # alternated, the faster of each: a cold first run favours neither
+            ours_sink, native_sink = (
+                f"lake.bench.{name}_{kind}{round_}_{stamp}" for kind in ("ours", "native")
+            )
+            started = time.perf_counter()
+            run_backfill(spark, job.format(events=events, sink=ours_sink), None, NEXT_DAY)
+            ours = min(ours, time.perf_counter() - started)
+            started = time.perf_counter()
+            native(spark, events, native_sink, f"{checkpoints}/{name}_native{round_}")
+            peer = min(peer, time.perf_counter() - started)
+            # the replay committed from the stream's own session: this one's cache is stale
+            spark.sql(f"REFRESH TABLE {native_sink}")
         started = time.perf_counter()
         text = job.format(events=events, sink=stream_sink)
         run_stream(spark, text, f"{checkpoints}/{name}_stream", available_now=True).wait()
