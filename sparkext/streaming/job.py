@@ -253,8 +253,59 @@ def _declare_table(create: exp.Create) -> TableDecl:
     return decl
 
 
+# Flink constructs sparkext does not run, found by their tokens before the parse (some do not
+# parse as Spark SQL at all, and the parser's own complaint would not name them).
+_UNSUPPORTED = (
+    (
+        ("MATCH_RECOGNIZE",),
+        "MATCH_RECOGNIZE (row pattern matching) has no Spark equivalent and sparkext does not "
+        "run it; express the pattern with window functions (LAG/LEAD over the event time) or "
+        "run this job on Flink.",
+    ),
+    (
+        ("STATEMENT", "SET"),
+        "a STATEMENT SET is not needed: write its INSERT INTO statements one after another; "
+        "each runs as its own atomic commit.",
+    ),
+    (
+        ("VIEW",),
+        "CREATE VIEW is not supported in a job; write the view's query where it is read, as a "
+        "subquery or in a WITH clause.",
+    ),
+    (
+        ("LATERAL", "TABLE", "("),
+        "LATERAL TABLE(…) calls a table function, and sparkext registers scalar functions only; "
+        "for an array column write CROSS JOIN UNNEST(arr) AS t (x).",
+    ),
+)
+
+
+def _refuse_unsupported(text: str) -> None:
+    from sqlglot.tokens import TokenType
+
+    words: list[str] = []
+    places: list[tuple[int, int]] = []
+    previous = None
+    for token in Streaming().tokenize(text):
+        if token.token_type != TokenType.STRING:
+            words.append(token.text.upper())
+            places.append((token.line, token.col))
+        elif previous in (TokenType.COMMAND, TokenType.EXECUTE):  # the rest of EXECUTE …
+            words += token.text.upper().split()[:2]
+            places += [(token.line, token.col)] * 2
+        previous = token.token_type  # a string literal is neither a word nor a place
+    for index, (line, col) in enumerate(places):
+        for pattern, sentence in _UNSUPPORTED:
+            if tuple(words[index : index + len(pattern)]) != pattern:
+                continue
+            if pattern == ("VIEW",) and "CREATE" not in words[max(0, index - 3) : index]:
+                continue
+            raise StreamingSqlError(f"line {line}, column {col}: {sentence}", line, col)
+
+
 def parse_job(text: str) -> Job:
     """Parse a job file into a :class:`Job`; errors name line and column."""
+    _refuse_unsupported(text)
     try:
         statements = [s for s in sqlglot.parse(text, read=Streaming) if s is not None]
     except ParseError as error:

@@ -19,6 +19,17 @@ CATALOG = StaticCatalog({"lake.db.plain": {"properties": {}, "columns": ["id", "
 TVF = "SELECT * FROM TABLE({})"
 
 CASES = [
+    (HEAD + "SELECT * FROM bids MATCH_RECOGNIZE (PARTITION BY item ORDER BY bidtime MEASURES "
+            "A.price AS p ONE ROW PER MATCH PATTERN (A B) DEFINE A AS A.price > 1) AS T",
+     "line 2, column 34: MATCH_RECOGNIZE (row pattern matching) has no Spark equivalent"),
+    (HEAD + "BEGIN STATEMENT SET; INSERT INTO s SELECT * FROM bids; END;",
+     "line 2, column 15: a STATEMENT SET is not needed: write its INSERT INTO statements"),
+    (HEAD + "EXECUTE STATEMENT SET BEGIN INSERT INTO s SELECT * FROM bids; END;",
+     "a STATEMENT SET is not needed"),
+    (HEAD + "CREATE TEMPORARY VIEW v AS SELECT * FROM bids; SELECT * FROM v",
+     "line 2, column 21: CREATE VIEW is not supported in a job; write the view's query"),
+    (HEAD + "SELECT b.item, t.w FROM bids b, LATERAL TABLE(split_words(b.item)) AS t(w)",
+     "LATERAL TABLE(…) calls a table function, and sparkext registers scalar functions only"),
     ("CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS ts + INTERVAL '1' MINUTE); SELECT 1",
      "WATERMARK FOR ts AS ts + INTERVAL '1' MINUTE is not supported"),
     ("CREATE TABLE t (a INT, CHECK (a > 0)); SELECT 1", "is not supported in CREATE TABLE"),
@@ -92,3 +103,12 @@ def test_udf_names_that_are_not_udfs():
     with pytest.raises(UdfError, match="is not a sparkext UDF; decorate it"):
         resolve("os.path.join")
     assert resolve("tests.helpers.udfs.label").return_type == "string"
+
+
+def test_flink_words_inside_strings_are_not_constructs():
+    plan_batch(
+        HEAD + "SELECT 'MATCH_RECOGNIZE or a VIEW' AS note, item AS view FROM bids",
+        "2020-04-15 00:00:00",
+        "2020-04-16 00:00:00",
+        CATALOG,
+    )
