@@ -280,6 +280,14 @@ _UNSUPPORTED = (
 )
 
 
+def _creates_view(before: list[str]) -> bool:
+    """Whether the words before a VIEW are CREATE [OR REPLACE] [TEMPORARY]."""
+    head = before[:]
+    while head and head[-1] in ("OR", "REPLACE", "TEMPORARY", "TEMP"):
+        head.pop()
+    return bool(head) and head[-1] == "CREATE"
+
+
 def _refuse_unsupported(text: str) -> None:
     from sqlglot.tokens import TokenType
 
@@ -298,7 +306,7 @@ def _refuse_unsupported(text: str) -> None:
         for pattern, sentence in _UNSUPPORTED:
             if tuple(words[index : index + len(pattern)]) != pattern:
                 continue
-            if pattern == ("VIEW",) and "CREATE" not in words[max(0, index - 3) : index]:
+            if pattern == ("VIEW",) and not _creates_view(words[:index]):
                 continue
             raise StreamingSqlError(f"line {line}, column {col}: {sentence}", line, col)
 

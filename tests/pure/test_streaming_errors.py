@@ -107,7 +107,8 @@ def test_udf_names_that_are_not_udfs():
 
 def test_flink_words_inside_strings_are_not_constructs():
     plan_batch(
-        HEAD + "SELECT 'MATCH_RECOGNIZE or a VIEW' AS note, item AS view FROM bids",
+        HEAD + "CREATE TABLE view (n BIGINT);\n"
+        "SELECT 'MATCH_RECOGNIZE or a VIEW' AS note, item AS view FROM bids",
         "2020-04-15 00:00:00",
         "2020-04-16 00:00:00",
         CATALOG,
