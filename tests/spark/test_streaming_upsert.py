@@ -247,3 +247,13 @@ def test_a_sink_partitioned_off_its_key_is_refused_before_anything_exists(spark)
     with pytest.raises(StreamingSqlError, match=r"partitioned by days\(last_bid\), which is not"):
         run_backfill(spark, job.format(sink=sink, **sources), None, END)
     assert not spark.catalog.tableExists(sink)
+
+
+def test_a_null_key_is_one_sentence_and_writes_nothing(spark):
+    # Flink's NOT NULL enforcer fails the job on a NULL primary key; so does the upsert
+    sources = _sources(spark)
+    append(spark, sources["bid"], BID_DDL, [(None, "3", "2020-04-15 20:30:00")])
+    sink = f"lake.upsert.out_{next(_ids)}"
+    with pytest.raises(StreamingWriteError, match=r"1 row\(s\) for .* have a NULL in the primary"):
+        run_backfill(spark, AGGREGATE.format(sink=sink, **sources), None, END)
+    assert spark.sql(f"SELECT * FROM {sink}.snapshots").count() == 0
