@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from sparkext.errors import StreamingWriteError
+from sparkext.errors import CommitConflictError, StreamingWriteError
 from sparkext.streaming import run_backfill
 from sparkext.streaming.job import StreamingSqlError
 from tests.spark.test_streaming import append, both_modes, sorted_rows, t
@@ -257,3 +257,23 @@ def test_a_null_key_is_one_sentence_and_writes_nothing(spark):
     with pytest.raises(StreamingWriteError, match=r"1 row\(s\) for .* have a NULL in the primary"):
         run_backfill(spark, AGGREGATE.format(sink=sink, **sources), None, END)
     assert spark.sql(f"SELECT * FROM {sink}.snapshots").count() == 0
+
+
+def test_another_writers_commit_during_an_upsert_fails_it_and_writes_nothing(spark, monkeypatch):
+    import sparkext.streaming.upsert as module
+
+    sources = _sources(spark)
+    sink = f"lake.upsert.out_{next(_ids)}"
+    text = AGGREGATE.format(sink=sink, **sources)
+    run_backfill(spark, text, None, SPLIT)
+    before = sorted_rows(spark, sink)
+    original = module.changes
+
+    def racing(*args, **kwargs):  # another writer commits after the upsert read the sink
+        spark.sql(f"INSERT INTO {sink} VALUES (42, 1, 1, TIMESTAMP '2020-04-15 20:40:00')")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "changes", racing)
+    with pytest.raises(CommitConflictError, match=f"Another writer committed to {sink}"):
+        run_backfill(spark, text, SPLIT, END)
+    assert sorted_rows(spark, sink) == sorted([*before, (42, 1, 1, t("2020-04-15 20:40:00"))])
