@@ -16,6 +16,7 @@ from sparkext.cdc.ingest import Ingestor
 from sparkext.cdc.model import Metrics, Settings
 
 KAFKA = "kafka:"
+SCALA_VERSION = "2.12"  # the Scala build inside the pyspark wheels of Spark 3.5
 SPARK_CHECKPOINT = "source"  # Spark's own checkpoint (offsets, commits, file lists) lives here
 VANISHED = "file vanished before it was read"
 LINES_DDL = f"value binary, source_file string, {INPUT_REJECT} string"
@@ -82,12 +83,27 @@ def _kafka_stream(spark: SparkSession, settings: Settings, topics: str) -> DataF
 
         message = spark_message(error) or ""
         if "kafka" in message.lower() and "data source" in message.lower():
-            raise IngestError(
-                "Reading Kafka needs Spark's Kafka connector on the classpath: start the session "
-                "with spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.5, or "
-                "land the topic with a Kafka Connect sink and pass its directory."
-            ) from None
+            raise IngestError(kafka_connector_hint()) from None
         raise
+
+
+def kafka_connector_package() -> str:
+    """Maven coordinates of Spark's Kafka connector for the installed PySpark: its version
+    must match Spark's exactly, so it is read at run time rather than written down."""
+    import pyspark
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{pyspark.__version__}"
+
+
+def kafka_connector_hint() -> str:
+    """The sentence for a Kafka source when the connector is not on the classpath."""
+    package = kafka_connector_package()
+    return (
+        "Reading Kafka needs Spark's Kafka connector on the classpath: start Spark with "
+        f"--packages {package} (spark-submit, pyspark), or add {package} to "
+        "spark.jars.packages in conf/spark-defaults.conf; or land the topic with a Kafka "
+        "Connect sink and pass its directory."
+    )
 
 
 def kafka_lines(records: DataFrame) -> DataFrame:
