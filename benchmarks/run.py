@@ -1,7 +1,15 @@
 """Run benchmarks and print each figure beside its baseline, with the ratio; save JSON.
 
-python3 -m benchmarks.run                    # all
-python3 -m benchmarks.run routing_overhead   # some
+python3 -m benchmarks.run                                # all
+python3 -m benchmarks.run routing_overhead               # some
+python3 -m benchmarks.run stream_backfill --out f.json   # results to f.json
+
+A run writes its JSON to ``benchmarks/results/local/<names>-<UTC time>.json``, a directory git
+ignores, so running a benchmark never changes a tracked file. The files directly in
+``benchmarks/results/`` are results kept on purpose (the runs behind README's figures): to keep
+one, copy the run's file there under a name that says what and when
+(``cp benchmarks/results/local/stream_backfill-20261123T101500Z.json
+benchmarks/results/stream_backfill-2026-11-23.json``) and commit that file.
 """
 
 from __future__ import annotations
@@ -22,14 +30,36 @@ BENCHMARKS = (
     "snapshot_as_of_event_time",
     "stream_backfill",
 )
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
+LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)
+
+
+def default_out(names: list[str], now: dt.datetime) -> Path:
+    """Where a run of ``names`` (all when empty) started at ``now`` writes its JSON: a new
+    file under the ignored :data:`LOCAL_RESULTS`, so runs neither clash nor touch kept files."""
+    label = "+".join(names) if names else "all"
+    return LOCAL_RESULTS / f"{label}-{now.astimezone(dt.timezone.utc):%Y%m%dT%H%M%SZ}.json"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run")
+    parser.add_argument(
+        "--out",
+        "--json",  # its name before --out
+        dest="out",
+        type=Path,
+        metavar="FILE",
+        help="write the results' JSON to FILE (default: a new file in benchmarks/results/local/)",
+    )
+    args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = default_out(args.names, dt.datetime.now(dt.timezone.utc))
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run")
-    parser.add_argument("--json", type=Path, default=RESULTS / "latest.json")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
 
     import sparkext
 
@@ -64,8 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         "notes",
     ]
     print(tabulate(rows, headers=headers, tablefmt="psql", disable_numparse=True))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
         json.dumps(
             {
                 "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -79,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         + "\n"
     )
-    print(f"results written to {args.json}")
+    print(f"results written to {args.out}")
 
 
 if __name__ == "__main__":
