@@ -50,14 +50,18 @@ def parse_defaults(text: str, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def absolutize_warehouses(conf: dict[str, str], cwd: Path) -> dict[str, str]:
-    """Make relative ``*.warehouse`` paths absolute, so a session does not depend on its cwd.
+    """Make ``~`` and relative ``*.warehouse`` paths absolute, so a session does not depend on
+    its cwd.
 
     >>> absolutize_warehouses({"spark.sql.catalog.lake.warehouse": "wh"}, Path("/x"))
     {'spark.sql.catalog.lake.warehouse': '/x/wh'}
+    >>> absolutize_warehouses({"c.warehouse": "~/w"}, Path("/x"))["c.warehouse"].startswith("~")
+    False
     """
     out = dict(conf)
     for key, value in conf.items():
         if key.endswith(".warehouse") and value and not _SCHEME.match(value):
+            value = os.path.expanduser(value)
             out[key] = str((cwd / value).resolve()) if not os.path.isabs(value) else value
     return out
 

@@ -138,13 +138,73 @@ def _worker_python_env(python: str | None) -> Iterator[None]:
             os.environ[WORKER_PYTHON_ENV] = saved
 
 
+LOG_CONFIG = "log4j2.properties"
+_LOG_OPTION = re.compile(r"-Dlog4j2\.configurationFile=(\S+)")
+
+
+def log_options(conf: dict[str, str], conf_dir: Path, level: str | None = None) -> dict[str, str]:
+    """Point the driver's log4j at an existing configuration: the one the conf names if it
+    exists, else ``conf_dir``'s, else the one shipped with sparkext (a conf directory copied
+    without it would print log4j's StatusLogger errors and Spark's INFO lines). ``level``
+    (``SPARKEXT_LOG_LEVEL``, set by ``--verbose``) is handed to it as ``sparkext.log.level``.
+    """
+    key = "spark.driver.extraJavaOptions"
+    out = dict(conf)
+    options = out.get(key, "")
+    named = _LOG_OPTION.search(options)
+    path = named.group(1) if named else None
+    if path is None or ("://" not in path and not Path(path).is_file()):
+        local = conf_dir / LOG_CONFIG
+        shipped = _shipped_conf_dir() / LOG_CONFIG
+        chosen = f"-Dlog4j2.configurationFile={local if local.is_file() else shipped}"
+        options = _LOG_OPTION.sub(chosen, options) if named else f"{options} {chosen}".strip()
+    if level:
+        options = re.sub(r"\s*-Dsparkext\.log\.level=\S+", "", options)
+        options = f"{options} -Dsparkext.log.level={level.lower()}"
+    out[key] = options
+    return out
+
+
+def _shipped_conf_dir() -> Path:
+    saved = os.environ.pop("SPARKEXT_CONF_DIR", None)
+    try:
+        return resource_dir("conf")
+    finally:
+        if saved is not None:
+            os.environ["SPARKEXT_CONF_DIR"] = saved
+
+
+def describe(conf: Mapping[str, str]) -> str:
+    """Where a session runs and which catalog it writes, for the shell's startup line.
+
+    >>> describe({"spark.master": "local[*]", "spark.sql.defaultCatalog": "lake",
+    ...           "spark.sql.catalog.lake.type": "hadoop",
+    ...           "spark.sql.catalog.lake.warehouse": "/data/wh"})
+    'master local[*], catalog lake (hadoop) at /data/wh'
+    """
+    master = conf.get("spark.master", "local[*]")
+    catalog = conf.get("spark.sql.defaultCatalog", "spark_catalog")
+    prefix = f"spark.sql.catalog.{catalog}"
+    kind = conf.get(f"{prefix}.type") or conf.get(f"{prefix}.catalog-impl", "").split(".")[-1]
+    where = conf.get(f"{prefix}.uri") or conf.get(f"{prefix}.warehouse") or "?"
+    kind_text = f" ({kind})" if kind else ""
+    return f"master {master}, catalog {catalog}{kind_text} at {where}"
+
+
+def active_session() -> SparkSession | None:
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
     """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse),
     over sparkext's own defaults (``PARQUET_REBASE``).
 
     In local mode the executors' Python is this interpreter unless set (see ``worker_python``).
     """
-    conf = {**PARQUET_REBASE, **load_defaults(resource_dir("conf"))}
+    conf_dir = resource_dir("conf")
+    conf = {**PARQUET_REBASE, **load_defaults(conf_dir)}
     for key, value in overrides.items():
         spark_key = _SHORTCUTS.get(key, key)
         if "." not in spark_key:
@@ -153,8 +213,11 @@ def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
                 "**{'spark.sql.shuffle.partitions': '8'} or one of master, app_name, warehouse."
             )
         if spark_key.endswith(".warehouse"):
-            value = str(Path(str(value)).resolve()) if "://" not in str(value) else value
+            value = (
+                str(Path(str(value)).expanduser().resolve()) if "://" not in str(value) else value
+            )
         conf[spark_key] = "true" if value is True else "false" if value is False else str(value)
+    conf = log_options(conf, conf_dir, os.environ.get("SPARKEXT_LOG_LEVEL"))
     return worker_python(iceberg_jars(conf))
 
 

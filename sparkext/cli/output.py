@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from sparkext import times
 
-FORMATS = ("table", "json", "csv")
+FORMATS = ("table", "vertical", "json", "csv")
 
 
 def _plain(value: Any) -> Any:
@@ -53,9 +53,32 @@ def cell(value: Any) -> str:
     return str(plain)
 
 
+def vertical(columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO) -> int:
+    """One ``column: value`` line per column, rows under a numbered rule (MySQL's and beeline's
+    ``\\G``): for results too wide for a terminal, such as table_health's.
+
+    >>> import io; buffer = io.StringIO(); vertical(["id", "name"], [(1, None)], buffer)
+    1
+    >>> print(buffer.getvalue(), end="")
+    *************************** 1. row ***************************
+      id: 1
+    name: NULL
+    """
+    width = max((len(c) for c in columns), default=0)
+    count = 0
+    for count, row in enumerate(rows, start=1):
+        out.write(f"{'*' * 27} {count}. row {'*' * 27}\n")
+        for column, value in zip(columns, row, strict=True):
+            text = cell(value).replace("\n", "\n" + " " * (width + 2))
+            out.write(f"{column.rjust(width)}: {text}\n")
+    return count
+
+
 def write(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO) -> int:
     """Write ``rows`` in ``fmt`` to ``out``; return the number of rows written."""
     count = 0
+    if fmt == "vertical":
+        return vertical(columns, rows, out)
     if fmt == "json":
         for row in rows:
             record = {c: _plain(v) for c, v in zip(columns, row, strict=True)}

@@ -6,50 +6,80 @@ tabulate (aligned tables), rich (a progress spinner on a terminal).
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from sparkext import times
+from sparkext.cancellation import Runner, StatementCancelled
+from sparkext.cancellation import Statement as Running
+from sparkext.cli.common import error_message, fail, overrides_of, parse_conf, start_session
 from sparkext.cli.output import FORMATS, write
-from sparkext.errors import SparkextError
+from sparkext.cli.progress import Progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from sparkext.routing.tokens import Statement
 
 HISTORY_FILE = Path(os.environ.get("SPARKEXT_HISTORY", Path.home() / ".sparkext_sql_history"))
 PROMPT, CONTINUATION = "sparkext-sql> ", "            > "
+EXIT_CANCELLED = 130  # as a shell reports a command ended by SIGINT
+_parse_conf = parse_conf  # kept for callers of the old name
+__all__ = ["Shell", "cli", "error_message", "main", "vertical_terminators"]
 
 
-def error_message(error: BaseException, verbose: bool) -> str:
-    """One line for the user; the Python and Java stack traces only with ``verbose``."""
-    from sparkext.iceberg.errors import translate
+def vertical_terminators(text: str) -> tuple[str, set[int]]:
+    r"""Replace each ``\G`` that ends a statement (outside strings and comments) by ``;``, as
+    MySQL and beeline read it; return the new text (same offsets) and where those ``;`` are.
 
-    translated = error if isinstance(error, SparkextError) else translate(error)
-    if translated is not None:
-        text = f"Error: {translated}"
-    else:
-        text = (
-            f"Error: internal error {type(error).__name__}: {error}; "
-            "rerun with --verbose for the stack trace and report it."
-        )
-    if verbose:
-        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        text = f"{trace}\n{text}"
-    return text
+    >>> vertical_terminators("SELECT '\\\\G' AS g\\G SELECT 2;")
+    ("SELECT '\\\\G' AS g;  SELECT 2;", {17})
+    """
+    from sqlglot.tokens import TokenType
+
+    from sparkext.errors import SqlParseError
+    from sparkext.routing.tokens import tokenize
+
+    if "\\G" not in text:
+        return text, set()
+    try:
+        tokens = tokenize(text)
+    except SqlParseError:
+        return text, set()
+    positions = {
+        token.start
+        for token, after in itertools.pairwise(tokens)
+        if token.token_type == TokenType.BACKSLASH
+        and after.text == "G"
+        and after.start == token.end + 1
+    }
+    chars = list(text)
+    for position in positions:
+        chars[position : position + 2] = [";", " "]
+    return "".join(chars), positions
+
+
+def _terminator(statement: Statement) -> int:
+    """Offset of the character that ends ``statement`` (its ``;``), or the text's end."""
+    source, end = statement.source, statement.start + len(statement.text)
+    while end < len(source) and source[end].isspace():
+        end += 1
+    return end
 
 
 class Shell:
-    """Runs SQL text statement by statement and prints each result."""
+    """Runs SQL text statement by statement and prints each result.
+
+    Each statement runs under a :class:`~sparkext.cancellation.Runner`: Ctrl-C cancels its
+    Spark jobs (one job group per statement) and what it would still commit, prints one line
+    and leaves the session usable.
+    """
 
     def __init__(
         self,
@@ -59,6 +89,7 @@ class Shell:
         err: TextIO | None = None,
         verbose: bool = False,
         echo: bool = False,
+        owns_session: bool = False,
     ):
         self.spark = spark
         self.output_format = output_format
@@ -66,55 +97,77 @@ class Shell:
         self.err = err or sys.stderr
         self.verbose = verbose
         self.echo = echo
+        self.runner = Runner(spark, owns_session=owns_session)
+        self.cancelled = False
 
-    @contextmanager
-    def _progress(self) -> Iterator:
-        if not self.err.isatty():
-            yield lambda message: None
-            return
-        from rich.console import Console
-
-        with Console(file=self.err).status("running…") as status:
-            yield lambda message: status.update(message)
-
-    def show(self, frame: DataFrame, quiet: bool = False) -> int:
+    def _show(self, frame, progress: Progress, quiet: bool, fmt: str) -> int:
+        """Print ``frame``; the spinner is cleared first so it never shares a line with it."""
         columns = frame.columns
         if not columns or quiet:
+            progress.stop()
             return 0
         frame = times.wall_clock_frame(frame)  # timestamps in the session zone, as spark-sql
-        rows = frame.toLocalIterator() if self.output_format != "table" else frame.collect()
-        return write(columns, rows, self.output_format, self.out)
+        if fmt in ("table", "vertical"):
+            rows = frame.collect()
+            progress.stop()
+            return write(columns, rows, fmt, self.out)
+        rows = frame.toLocalIterator()  # streamed: the first rows print before the last are read
+        progress.stop()
+        return write(columns, rows, fmt, self.out)
 
-    def run_statement(self, statement: Statement, quiet: bool = False) -> None:
+    def run_statement(
+        self, statement: Statement, quiet: bool = False, fmt: str | None = None
+    ) -> None:
         from sparkext.routing.router import execute
 
         if self.echo:
             self.out.write(f"\n{statement.text};\n")
         started = time.perf_counter()
-        with self._progress() as progress:
+        running = Running()
+        progress = Progress(self.err, self.spark, running.group)
+
+        def work() -> int:
             frame = execute(self.spark, statement, progress)
-            count = self.show(frame, quiet)
+            return self._show(frame, progress, quiet, fmt or self.output_format)
+
+        try:
+            count = self.runner.run(work, statement.text, running, on_cancel=progress.stop)
+        finally:
+            progress.stop()
         self.out.flush()
         if not quiet:
             elapsed = time.perf_counter() - started
             self.err.write(f"Time taken: {elapsed:.3f} seconds, Fetched {count} row(s)\n")
             self.err.flush()
 
-    def run_text(self, text: str, quiet: bool = False) -> bool:
-        """Run every statement; stop at the first error and return False."""
+    def run_text(self, text: str, quiet: bool = False, source: str | None = None) -> bool:
+        """Run every statement; stop at the first error or a Ctrl-C and return False.
+
+        ``source`` (a file name) prefixes error lines, so an error in an ``-i`` or ``-f`` file
+        says which file it is in.
+        """
         from sparkext.routing.tokens import split_statements
 
+        self.cancelled = False
         try:
+            text, vertical = vertical_terminators(text)
             for statement in split_statements(text):
-                self.run_statement(statement, quiet)
+                fmt = "vertical" if _terminator(statement) in vertical else None
+                self.run_statement(statement, quiet, fmt)
+        except StatementCancelled as cancelled:
+            self.cancelled = True
+            self.err.write(f"{cancelled}\n")
+            self.err.flush()
+            return False
         except Exception as error:
-            self.err.write(error_message(error, self.verbose) + "\n")
+            self.err.write(error_message(error, self.verbose, source) + "\n")
             self.err.flush()
             return False
         return True
 
     def interactive(self, input=None, output=None) -> None:
-        """Read statements ended by ';' with line editing and history until quit/exit/Ctrl-D."""
+        """Read statements ended by ';' (or ``\\G``) with line editing and history until
+        quit/exit/Ctrl-D."""
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.key_binding import KeyBindings
@@ -127,7 +180,8 @@ class Shell:
         def _enter(event) -> None:
             buffer = event.current_buffer
             text = buffer.text.strip()
-            if not text or is_complete(text) or text.lower() in ("quit", "exit"):
+            done = is_complete(vertical_terminators(text)[0])
+            if not text or done or text.lower() in ("quit", "exit"):
                 buffer.validate_and_handle()
             else:
                 buffer.insert_text("\n")
@@ -153,16 +207,6 @@ class Shell:
                 self.run_text(text)
 
 
-def _parse_conf(values: tuple[str, ...]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"'{item}' is not key=value", param_hint="--conf")
-        conf[key.strip()] = value.strip()
-    return conf
-
-
 def _use_database(spark: SparkSession, database: str) -> None:
     from sqlglot import exp
 
@@ -173,7 +217,42 @@ def _use_database(spark: SparkSession, database: str) -> None:
     execute(spark, split_statements(statement)[0])
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from sparkext.session import ICEBERG_JAR
+
+    iceberg = ICEBERG_JAR.rsplit("-", 1)[-1].removesuffix(".jar")
+    click.echo(f"sparkext {version('sparkext')} (PySpark {version('pyspark')}, Iceberg {iceberg})")
+    ctx.exit()
+
+
+class _Commands(click.Group):
+    """The shell itself plus subcommands; a mistyped subcommand gets a suggestion and SQL typed
+    without -e gets told to use -e."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        from sparkext.errors import did_you_mean
+
+        name = args[0] if args else ""
+        if name and name not in self.commands:
+            if " " in name.strip() or name.rstrip().endswith(";"):
+                ctx.fail(f"'{name}' looks like SQL; run it with -e: sparkext-sql -e \"{name}\"")
+            choices = ", ".join(sorted(self.commands))
+            ctx.fail(
+                f"No such command '{name}'{did_you_mean(name, self.commands)}; "
+                f"commands: {choices} (SQL goes in -e or -f)."
+            )
+        return super().resolve_command(ctx, args)
+
+
+@click.group(
+    cls=_Commands,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("-e", "execute_text", metavar="SQL", help="Run the SQL text and exit.")
 @click.option("-f", "file", type=click.Path(dir_okay=False), help="Run the SQL file and exit.")
 @click.option("-i", "init", type=click.Path(dir_okay=False), help="Run this file first, quietly.")
@@ -185,11 +264,24 @@ def _use_database(spark: SparkSession, database: str) -> None:
     type=click.Choice(FORMATS),
     default="table",
     show_default=True,
-    help="How results are printed.",
+    help="How results are printed (vertical: one column per line, also a statement ended by \\G).",
 )
 @click.option("--echo", is_flag=True, help="Print each statement before its result.")
-@click.option("--verbose", is_flag=True, help="Show Spark's logs and full stack traces.")
+@click.option(
+    "--verbose", is_flag=True, help="Show Spark's warnings and full stack traces on errors."
+)
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Print the versions of sparkext, PySpark and Iceberg and exit.",
+)
+@click.pass_context
 def cli(
+    ctx: click.Context,
     execute_text: str | None,
     file: str | None,
     init: str | None,
@@ -202,9 +294,14 @@ def cli(
 ) -> None:
     """A spark-sql-like shell for PySpark + Iceberg with sparkext's procedures and functions.
 
-    Without -e or -f it reads statements interactively (ended by ';'), or from standard input
-    when that is not a terminal.
+    Without -e or -f it reads statements interactively (ended by ';', or by \\G for vertical
+    output; Ctrl-C cancels a running statement), or from standard input when that is not a
+    terminal. The commands below run streaming job files.
     """
+    if ctx.invoked_subcommand is not None:
+        if execute_text is not None or file is not None or init is not None:
+            raise click.UsageError(f"-e, -f and -i do not apply to '{ctx.invoked_subcommand}'.")
+        return
     if execute_text is not None and file is not None:
         raise click.UsageError("Give -e or -f, not both.")
     try:
@@ -213,45 +310,51 @@ def cli(
     except OSError as error:
         click.echo(f"Error: cannot read '{error.filename}': {error.strerror}.", err=True)
         sys.exit(1)
-    overrides: dict[str, str] = _parse_conf(confs)
-    if master:
-        overrides["spark.master"] = master
-    if verbose:
-        os.environ["SPARKEXT_LOG_LEVEL"] = "WARN"
-    try:
-        import sparkext
-        from sparkext.iceberg.errors import quiet_task_failures
+    interactive = execute_text is None and script is None and sys.stdin.isatty()
+    from sparkext.session import active_session
 
-        spark = sparkext.session(**overrides)
-        quiet_task_failures(spark, quiet=not verbose)  # the error's one sentence is enough
+    owns_session = active_session() is None
+    overrides = overrides_of(confs, master)  # a malformed --conf is a usage error (status 2)
+    try:
+        spark = start_session(overrides, verbose, announce=interactive)
     except Exception as error:
-        click.echo(error_message(error, verbose), err=True)
-        sys.exit(1)
-    shell = Shell(spark, output_format, verbose=verbose, echo=echo)
-    if init_text is not None and not shell.run_text(init_text, quiet=True):
-        sys.exit(1)
+        fail(error, verbose)
+    shell = Shell(spark, output_format, verbose=verbose, echo=echo, owns_session=owns_session)
+    if init_text is not None and not shell.run_text(init_text, quiet=True, source=init):
+        sys.exit(EXIT_CANCELLED if shell.cancelled else 1)
     if database:
         try:
             _use_database(spark, database)
         except Exception as error:
-            click.echo(error_message(error, verbose), err=True)
-            sys.exit(1)
+            fail(error, verbose)
     text = execute_text if execute_text is not None else script
     if text is None and not sys.stdin.isatty():
         text = sys.stdin.read()
     if text is not None:
-        sys.exit(0 if shell.run_text(text) else 1)
+        if shell.run_text(text, source=file):
+            sys.exit(0)
+        sys.exit(EXIT_CANCELLED if shell.cancelled else 1)
+    if interactive:
+        click.echo(
+            "End statements with ';' (or \\G for vertical output); Ctrl-C cancels a running "
+            "statement; CALL sparkext.help(); lists procedures; quit; leaves.",
+            err=True,
+        )
     shell.interactive()
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in ("backfill", "stream"):
-        from sparkext.cli.streaming import COMMANDS
+def _add_commands() -> None:
+    from sparkext.cli.streaming import COMMANDS
 
-        command = sys.argv.pop(1)
-        COMMANDS[command](prog_name=f"sparkext-sql {command}")
-        return
-    cli()
+    for name, command in COMMANDS.items():
+        cli.add_command(command, name)
+
+
+_add_commands()
+
+
+def main() -> None:
+    cli(prog_name="sparkext-sql")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ sparkext-sql stream job.sql --checkpoint DIR [--available-now]
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -14,8 +13,8 @@ from pathlib import Path
 import click
 
 from sparkext import times
+from sparkext.cli.common import fail, overrides_of, start_session
 from sparkext.cli.output import FORMATS, write
-from sparkext.cli.shell import _parse_conf, error_message
 
 _COMMON = [
     click.argument("job", type=click.Path(dir_okay=False)),
@@ -33,18 +32,34 @@ def _common(function):
     return function
 
 
-def _session(confs: tuple[str, ...], master: str | None, verbose: bool):
-    overrides = _parse_conf(confs)
-    if master:
-        overrides["spark.master"] = master
-    if verbose:
-        os.environ["SPARKEXT_LOG_LEVEL"] = "WARN"
-    import sparkext
-    from sparkext.iceberg.errors import quiet_task_failures
+def _inherited(confs: tuple[str, ...], master: str | None, verbose: bool):
+    """Options given before the command (``sparkext-sql --conf k=v stream job.sql``) count too."""
+    parent = click.get_current_context().parent
+    params = parent.params if parent is not None else {}
+    return (
+        (*params.get("confs", ()), *confs),
+        master or params.get("master"),
+        verbose or bool(params.get("verbose")),
+    )
 
-    spark = sparkext.session(**overrides)
-    quiet_task_failures(spark, quiet=not verbose)  # the error's one sentence is enough
-    return spark
+
+def _session(overrides: dict[str, str], verbose: bool):
+    return start_session(overrides, verbose, announce=sys.stderr.isatty())
+
+
+EXIT_CANCELLED = 130
+
+
+def _check(text: str, job: str, verbose: bool) -> None:
+    """Refuse a job whose text does not parse before Spark starts (that takes 10–30 s)."""
+    try:
+        from sparkext.streaming.job import check_syntax
+    except ImportError:  # pragma: no cover - older checkouts
+        return
+    try:
+        check_syntax(text)
+    except Exception as error:
+        fail(error, verbose, job)
 
 
 def _read(job: str) -> str:
@@ -53,12 +68,6 @@ def _read(job: str) -> str:
     except OSError as error:
         click.echo(f"Error: cannot read '{job}': {error.strerror}.", err=True)
         sys.exit(1)
-
-
-def _progress():
-    if not sys.stderr.isatty():
-        return lambda message: None
-    return lambda message: click.echo(message, err=True)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,15 +91,36 @@ def _progress():
 @click.option("--output-format", type=click.Choice(FORMATS), default="table", show_default=True)
 def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, output_format) -> None:
     """Run a streaming job file as bounded batch SQL over [--from, --to)."""
-    text = _read(job)
-    try:
-        from sparkext.streaming.backfill import run_backfill
+    from sparkext.cancellation import Runner, Statement, StatementCancelled
+    from sparkext.cli.progress import Progress
 
-        spark = _session(confs, master, verbose)
-        plan, results = run_backfill(spark, text, start, end, dry_run, lookup_as_of, _progress())
+    confs, master, verbose = _inherited(confs, master, verbose)
+    text = _read(job)
+    _check(text, job, verbose)
+    overrides = overrides_of(confs, master)
+    try:
+        spark = _session(overrides, verbose)
     except Exception as error:
-        click.echo(error_message(error, verbose), err=True)
-        sys.exit(1)
+        fail(error, verbose)
+    from sparkext.streaming.backfill import run_backfill
+
+    running = Statement()
+    progress = Progress(sys.stderr, spark, running.group)
+    try:
+        plan, results = Runner(spark, owns_session=True).run(
+            lambda: run_backfill(spark, text, start, end, dry_run, lookup_as_of, progress),
+            f"sparkext-sql backfill {job}",
+            running,
+            on_cancel=progress.stop,
+        )
+    except StatementCancelled as cancelled:
+        progress.stop()
+        click.echo(str(cancelled), err=True)
+        sys.exit(EXIT_CANCELLED)
+    except Exception as error:
+        progress.stop()
+        fail(error, verbose, job)
+    progress.stop()
     if dry_run:
         click.echo(plan.script(), nl=False)
         return
@@ -136,11 +166,14 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
 )
 def stream(job, confs, master, verbose, checkpoint, available_now, start_from, interval) -> None:
     """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
+    confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
+    _check(text, job, verbose)
+    overrides = overrides_of(confs, master)
     try:
         from sparkext.streaming.stream import run_stream
 
-        spark = _session(confs, master, verbose)
+        spark = _session(overrides, verbose)
         run = run_stream(
             spark,
             text,
@@ -151,8 +184,7 @@ def stream(job, confs, master, verbose, checkpoint, available_now, start_from, i
             start_from=start_from,
         )
     except Exception as error:
-        click.echo(error_message(error, verbose), err=True)
-        sys.exit(1)
+        fail(error, verbose, job)
     click.echo(f"streaming; checkpoint {run.checkpoint}; Ctrl-C stops.", err=True)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -161,8 +193,7 @@ def stream(job, confs, master, verbose, checkpoint, available_now, start_from, i
         run.stop()
         click.echo(f"stopped; checkpoint intact in {run.checkpoint}.", err=True)
     except Exception as error:
-        click.echo(error_message(error, verbose), err=True)
-        sys.exit(1)
+        fail(error, verbose, job)
 
 
 COMMANDS = {"backfill": backfill, "stream": stream}

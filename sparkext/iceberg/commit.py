@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkext import cancellation
 from sparkext.errors import CommitConflictError, CommitStateUnknownError
 from sparkext.iceberg.errors import java_exception_classes, translate
 
@@ -178,6 +179,7 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
         except Exception as error:
             raise _classified(error, request) from error
         staged = txn.currentMetadata()
+        cancellation.raise_if_cancelled()  # Ctrl-C: the last moment nothing has changed yet
         try:
             _swap(ops, base, staged)
         except Exception as error:
@@ -198,6 +200,7 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
                 f"The snapshot {snapshot_id} written for {request.what} does not follow the "
                 f"state it was checked against ({base_id}); check {request.table_name}'s history."
             )
+        cancellation.record_commit(request.table_name, snapshot_id, request.what)
         java_table.refresh()
         refresh_spark_cache(spark, request.table_name)
         return Committed(snapshot_id, request.run_id, attempt_number)

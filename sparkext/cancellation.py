@@ -1,0 +1,226 @@
+"""Run one statement so that Ctrl-C cancels it: its Spark jobs, its streaming queries, its commits.
+
+spark-sql cancels a statement's jobs on Ctrl-C and keeps the session. PySpark's own SIGINT
+handler cannot do that safely from the thread that is blocked inside a py4j call (it re-enters
+the same socket: ``RuntimeError: reentrant call``), and cancelling the jobs alone does not stop
+a procedure's driver-side work: ``ingest_cdc`` commits its batch after the jobs are done.
+
+So a statement runs on a worker thread in its own job group, while the main thread waits where a
+``KeyboardInterrupt`` can reach it. On Ctrl-C the main thread marks the statement cancelled,
+cancels the job group, stops the streaming queries the statement started and waits for the
+worker to wind down. The commit layer (:mod:`sparkext.iceberg.commit`) checks the mark just
+before its one atomic swap and records every commit it makes, so a cancelled procedure either
+committed nothing or the user is told exactly which snapshots landed (a swap already under way
+completes: the catalog's compare-and-swap cannot be interrupted halfway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from sparkext.errors import SparkextError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CommitMade:
+    """A snapshot a statement committed through sparkext's commit layer."""
+
+    table: str
+    snapshot_id: int
+    what: str
+
+
+@dataclass
+class Statement:
+    """The statement running now: its job group, whether it was cancelled, what it committed."""
+
+    group: str = field(default_factory=lambda: f"sparkext-{uuid.uuid4().hex[:12]}")
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    commits: list[CommitMade] = field(default_factory=list)
+
+
+class StatementCancelled(SparkextError):
+    """The user cancelled the statement (Ctrl-C); ``commits`` are the snapshots that landed."""
+
+    def __init__(self, commits: list[CommitMade], still_running: bool = False):
+        self.commits = list(commits)
+        self.still_running = still_running
+        super().__init__(cancelled_sentence(self.commits, still_running))
+
+
+def cancelled_sentence(commits: list[CommitMade], still_running: bool = False) -> str:
+    """What a cancel leaves behind, in one sentence.
+
+    >>> cancelled_sentence([])
+    'Cancelled; nothing was committed.'
+    >>> cancelled_sentence([CommitMade("lake.db.t", 42, "batch 3")])
+    'Cancelled; committed before the cancel took effect: lake.db.t snapshot 42 (batch 3).'
+    >>> cancelled_sentence([], still_running=True).startswith("Cancelled; the statement is still")
+    True
+    """
+    if still_running:
+        done = "".join(f", after {c.table} snapshot {c.snapshot_id}" for c in commits)
+        return (
+            f"Cancelled; the statement is still winding down in the background{done} and may "
+            "yet commit what it had started (see the table history)."
+        )
+    if not commits:
+        return "Cancelled; nothing was committed."
+    made = ", ".join(f"{c.table} snapshot {c.snapshot_id} ({c.what})" for c in commits)
+    return f"Cancelled; committed before the cancel took effect: {made}."
+
+
+_lock = threading.Lock()
+_current: Statement | None = None
+
+
+def current() -> Statement | None:
+    """The statement running in this process, if it runs under :func:`run_cancellable`."""
+    return _current
+
+
+def raise_if_cancelled() -> None:
+    """Called by writers right before an irreversible step (the commit swap)."""
+    statement = _current
+    if statement is not None and statement.cancelled.is_set():
+        raise StatementCancelled(statement.commits)
+
+
+def record_commit(table: str, snapshot_id: int, what: str) -> None:
+    """Called by the commit layer after each successful swap."""
+    statement = _current
+    if statement is not None:
+        with _lock:
+            statement.commits.append(CommitMade(table, snapshot_id, what))
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in the main thread while a statement runs (instead of
+    PySpark's handler, which calls into the JVM from inside a py4j call)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Runner:
+    """Runs statements one at a time on ONE worker thread (one py4j connection, reused), each in
+    a job group of its own, cancellable with Ctrl-C.
+
+    ``owns_session``: nothing else uses this Spark session (the shell), so a cancel may also
+    cancel jobs that escaped the job group (those a streaming query's ``foreachBatch`` starts
+    on its own threads).
+    """
+
+    def __init__(self, spark: SparkSession, owns_session: bool = False):
+        self.spark = spark
+        self.owns_session = owns_session
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparkext-statement")
+
+    def run(
+        self,
+        work: Callable[[], T],
+        description: str = "",
+        statement: Statement | None = None,
+        on_cancel: Callable[[], None] = lambda: None,
+    ) -> T:
+        """Return ``work()``; on Ctrl-C cancel it and raise :class:`StatementCancelled`.
+
+        ``on_cancel`` runs first thing after a Ctrl-C (e.g. stop a spinner, print
+        "cancelling…"). A second Ctrl-C while cancelling stops waiting for the worker.
+        """
+        statement = statement or Statement()
+        context = self.spark.sparkContext
+        queries_before = {q.id for q in self.spark.streams.active}
+
+        def target() -> T:
+            global _current
+            with _lock:  # set and cleared by the worker: a statement abandoned by a second
+                _current = statement  # Ctrl-C stays marked cancelled until it really ends
+            context.setJobGroup(statement.group, description[:200], interruptOnCancel=True)
+            try:
+                return work()
+            finally:
+                context.setLocalProperty("spark.jobGroup.id", None)
+                context.setLocalProperty("spark.job.description", None)
+                with _lock:
+                    _current = None
+
+        with _interruptible():
+            future = self._worker.submit(target)
+            try:
+                return _wait(future)
+            except KeyboardInterrupt:
+                on_cancel()
+                statement.cancelled.set()
+                with _ignoring_interrupts():  # py4j calls must not be interrupted
+                    stopped = self._cancel(statement, queries_before)
+                try:
+                    result = _wait(future)
+                except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for the worker
+                    raise StatementCancelled(statement.commits, still_running=True) from None
+                except Exception:
+                    raise StatementCancelled(statement.commits) from None
+                if stopped:  # a stopped query returns normally, but it did not finish
+                    raise StatementCancelled(statement.commits) from None
+                return result  # it finished before the cancel reached it: a true result
+
+    def _cancel(self, statement: Statement, queries_before: set[str]) -> bool:
+        """Cancel the statement's jobs and stop its streaming queries; True if it had any."""
+        context = self.spark.sparkContext
+        context.cancelJobGroup(statement.group)
+        if self.owns_session:
+            context.cancelAllJobs()
+        stopped = False
+        for query in self.spark.streams.active:
+            if query.id not in queries_before:
+                stopped = True
+                with contextlib.suppress(Exception):
+                    query.stop()
+        return stopped
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+def _wait(future: Future, swallow: bool = False):
+    """Wait in short steps so a signal reaches this thread promptly."""
+    while True:
+        try:
+            return future.result(timeout=0.2)
+        except FutureTimeout:
+            continue
+        except Exception:
+            if swallow:
+                return None
+            raise

@@ -1,0 +1,98 @@
+"""What every sparkext command line shares: error lines, --conf parsing, starting Spark."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING
+
+import click
+
+from sparkext.errors import SparkextError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+LOG_LEVEL = "SPARKEXT_LOG_LEVEL"
+
+
+def error_message(error: BaseException, verbose: bool, source: str | None = None) -> str:
+    """One line for the user (``Error: [source: ]sentence``); the Python and Java stack traces
+    only with ``verbose``."""
+    from sparkext.iceberg.errors import translate
+
+    translated = error if isinstance(error, SparkextError) else translate(error)
+    where = f"{source}: " if source else ""
+    if translated is not None:
+        text = f"Error: {where}{translated}"
+    else:
+        text = (
+            f"Error: {where}internal error {type(error).__name__}: {error}; "
+            "rerun with --verbose for the stack trace and report it."
+        )
+    if verbose:
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        text = f"{trace}\n{text}"
+    return text
+
+
+def parse_conf(values: tuple[str, ...]) -> dict[str, str]:
+    """``--conf K=V`` options as a dict; a value without ``=`` is a usage error."""
+    conf: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"'{item}' is not key=value", param_hint="--conf")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def overrides_of(confs: tuple[str, ...], master: str | None) -> dict[str, str]:
+    overrides = parse_conf(confs)
+    if master:
+        overrides["spark.master"] = master
+    return overrides
+
+
+def start_session(overrides: dict[str, str], verbose: bool, announce: bool = False) -> SparkSession:
+    """Start (or attach to) the Spark session; with ``announce``, say on stderr what is being
+    started (master, catalog, warehouse) and when it is ready — Spark takes 10–30 s to start."""
+    import sparkext
+    from sparkext.iceberg.errors import quiet_task_failures
+    from sparkext.session import active_session, build_conf, describe
+
+    started = time.perf_counter()
+    if announce and active_session() is None:
+        click.echo(f"Starting Spark: {describe(build_conf(overrides))} …", err=True)
+    saved = os.environ.get(LOG_LEVEL)
+    if verbose:  # for this session only: never leaked to processes started later
+        os.environ[LOG_LEVEL] = "WARN"
+    try:
+        spark = sparkext.session(**overrides)
+    finally:
+        if saved is None:
+            os.environ.pop(LOG_LEVEL, None)
+        else:
+            os.environ[LOG_LEVEL] = saved
+    quiet_task_failures(spark, quiet=not verbose)  # the error's one sentence is enough
+    # py4j logs a failed foreachBatch (a micro-batch's error, a cancel) with its traceback
+    # through Python's logging, which prints to stderr; the error's sentence says it once.
+    logging.getLogger("py4j").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    if announce:
+        conf = {k: v for k, v in spark.sparkContext.getConf().getAll()}
+        click.echo(
+            f"Spark {spark.version} ready in {time.perf_counter() - started:.1f} s: "
+            f"{describe(conf)}.",
+            err=True,
+        )
+    return spark
+
+
+def fail(error: BaseException, verbose: bool, source: str | None = None) -> None:
+    """Print the one-line error and exit with status 1."""
+    click.echo(error_message(error, verbose, source), err=True)
+    sys.exit(1)

@@ -1,0 +1,117 @@
+"""Ctrl-C in the shell: a real SIGINT reaches the main thread while a statement runs.
+
+The signal is sent to this process (``pthread_kill`` of the main thread) exactly as a terminal
+sends it, so the path under test is the one a user's Ctrl-C takes: the Runner's handler, the job
+group's cancellation, the commit layer's last check, and the one line printed.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import signal
+import threading
+import time
+
+from sparkext import cancellation
+from sparkext.cli.progress import Progress
+from sparkext.cli.shell import Shell
+from tests.helpers.cdc_calls import events, land, table_rows
+
+FOREVER = "SELECT sum(hash(id)) AS s FROM range(0, 400000000000, 1, 2)"
+
+
+def _interrupt_when(predicate, timeout: float = 240.0) -> threading.Thread:
+    """Send SIGINT to the main thread once ``predicate()`` holds while a statement runs."""
+    main = threading.main_thread().ident
+
+    def loop() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cancellation.current() is not None and predicate():
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+def _no_active_jobs(spark, within: float = 30.0) -> bool:
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not tracker.getActiveJobsIds():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_cancels_the_statements_jobs_and_the_next_statement_answers(spark):
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(spark, out=out, err=err)
+    tracker = spark.sparkContext.statusTracker()
+    _interrupt_when(lambda: bool(tracker.getActiveStageIds()))
+    assert not shell.run_text(f"{FOREVER}; SELECT 'not reached' AS s")
+    assert shell.cancelled
+    assert err.getvalue().strip().splitlines() == ["Cancelled; nothing was committed."]
+    assert "not reached" not in out.getvalue()
+    assert _no_active_jobs(spark), "the cancelled statement's jobs are still running"
+    assert shell.run_text("SELECT 42 AS answer")
+    assert "| 42 " in out.getvalue()
+    # PySpark's own handler is back once the statement is over.
+    assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+
+
+def test_a_cancelled_ingest_says_exactly_which_batches_committed(spark, tmp_path, table_name):
+    """Cancelled after its first commit: the sentence lists exactly the snapshots that the
+    statement made, nothing else landed, and a rerun completes the rest."""
+    landing = tmp_path / "in"
+    expected: dict[int, dict] = {}
+    for batch in range(4):
+        specs = [("c", batch * 100 + k, batch * 100 + k, f"n{batch}") for k in range(20)]
+        land(landing, f"{batch:02d}.json", events(*specs))
+        expected.update({k: {"id": k, "name": f"n{batch}"} for _, k, _, _ in specs})
+    call = (
+        f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{landing}', "
+        f"checkpoint => '{tmp_path / 'ck'}', primary_key => 'id', create => true, "
+        "options => map('max-files-per-batch', '1'))"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(spark, out=out, err=err)
+
+    def committed_once() -> bool:
+        statement = cancellation.current()
+        return statement is not None and len(statement.commits) >= 1
+
+    _interrupt_when(committed_once)
+    assert not shell.run_text(call)
+    sentence = err.getvalue().strip().splitlines()[-1]
+    assert sentence.startswith("Cancelled; committed before the cancel took effect: ")
+    reported = [int(n) for n in re.findall(rf"{re.escape(table_name)} snapshot (\d+)", sentence)]
+    snapshots = spark.sql(f"SELECT snapshot_id FROM {table_name}.snapshots").collect()
+    made = [r.snapshot_id for r in snapshots]
+    # The table's creation is its own metadata commit (no snapshot); every snapshot is a batch.
+    assert sorted(reported) == sorted(made) and 1 <= len(made) < 4
+    assert _no_active_jobs(spark)
+    assert shell.run_text(call)  # the rest, once: replay-safe after a cancel
+    assert table_rows(spark, table_name, ["id", "name"]) == expected
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(spark):
+    """Redirected output still hears from a long statement: its stage and its tasks."""
+    err = io.StringIO()
+    progress = Progress(err, spark, group=None, tty=False, heartbeat=0.3, quiet_for=0.0)
+    progress("batch 1: writing files")
+    try:
+        spark.range(0, 300_000_000, 1, 4).selectExpr("sum(hash(id))").collect()
+    finally:
+        progress.stop()
+    lines = err.getvalue().splitlines()
+    assert lines and all(line.startswith("… ") for line in lines)
+    assert "batch 1: writing files" in lines[0]
+    assert any(re.search(r"stage \d+: \d+/4 tasks", line) for line in lines), lines
+    count = len(lines)
+    time.sleep(0.5)
+    assert len(err.getvalue().splitlines()) == count  # stopped means silent
