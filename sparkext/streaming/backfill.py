@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -21,24 +21,56 @@ from sqlglot import exp
 from sparkext.identifiers import col
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
-from sparkext.streaming.rewrite import BatchPlan, BatchQuery, plan_batch, table_ddl
+from sparkext.streaming.rewrite import BatchPlan, BatchQuery, parse_time, plan_batch, table_ddl
 from sparkext.streaming.udf import register_job_functions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+@dataclass(repr=False)
+class BackfillPlan(BatchPlan):
+    """What a backfill ran (or, with ``dry_run``, would run): the job's batch plan —
+    ``queries`` (one :class:`~sparkext.streaming.rewrite.BatchQuery` per query, with its
+    ``sink``, batch ``statement`` and ``notes``), ``ddl`` and ``script()`` — and its range.
+    Its ``repr`` is a one-line summary (the statements are sqlglot trees: print ``script()``).
+    """
+
+    start: datetime | None = None  # the range [start, end): session-zone wall clocks
+    end: datetime | None = None  # (start None: from the sources' beginning)
+
+    def __repr__(self) -> str:
+        sinks = [q.sink for q in self.queries if q.sink is not None]
+        start = "beginning" if self.start is None else str(self.start)
+        return (
+            f"BackfillPlan(queries={len(self.queries)}, sinks={sinks!r}, "
+            f"range=[{start}, {self.end}))"
+        )
+
+
 @dataclass(frozen=True)
 class BackfillResult:
+    """What one query of a backfill did.
+
+    ``sink``: the table it wrote (None for a bare SELECT, whose rows are ``frame``);
+    ``snapshot_id``: the Iceberg snapshot its commit made (None: it committed nothing — the
+    range already held these rows, or nothing changed); ``rows_added`` / ``rows_deleted``: that
+    snapshot's counts (for an upsert sink, keys written with a new row / keys deleted);
+    ``seconds``: wall time of the query and its commit.
+
+    >>> BackfillResult("lake.db.x", 42, 120, 0, 1.5)
+    BackfillResult(sink='lake.db.x', snapshot_id=42, rows_added=120, rows_deleted=0, seconds=1.5)
+    """
+
     sink: str | None
     snapshot_id: int | None
     rows_added: int | None
     rows_deleted: int | None
     seconds: float
-    frame: DataFrame | None = None  # the result of a query without sink
+    frame: DataFrame | None = field(default=None, repr=False)  # the rows of a bare SELECT
 
 
-def _commit_of_run(
+def commit_of_run(
     spark: SparkSession, sink: str, run_id: str
 ) -> tuple[int | None, int | None, int | None]:
     """The snapshot this run's write made (found by its run id; None when it committed
@@ -182,22 +214,76 @@ def run_backfill(
     dry_run: bool = False,
     lookup_as_of: str = "end",
     progress: Callable[[str], None] = lambda message: None,
-) -> tuple[BatchPlan, list[BackfillResult]]:
-    """Plan (and unless ``dry_run``, run) the backfill.
+) -> tuple[BackfillPlan, list[BackfillResult]]:
+    """Run a streaming job's text as bounded batch SQL over [start, end) (``sparkext-sql
+    backfill``): one validated Iceberg commit per query; a rerun leaves the sinks as they were.
 
-    Returns the plan and one result per query. The job is planned (and so checked) before any
-    table is created or function registered.
+    The whole job is planned (and so checked) before any table is created or function
+    registered; then the job's tables that do not exist yet are created, its functions
+    registered, and its queries run in order.
+
+    Args:
+        spark: the session (``sparkext.session()``); the job's tables are resolved in it.
+        text: the job's SQL (Flink-style streaming SQL: the text, not a file name).
+        start: the range's start (inclusive); None: from the sources' beginning.
+        end: the range's end (exclusive). A time is a ``datetime`` (naive: a wall clock in the
+            session time zone; aware: converted) or text ``'YYYY-MM-DD[ HH:MM:SS]'``.
+        dry_run: plan only: nothing is created, registered or written; ``plan.script()`` is
+            the batch SQL that would run.
+        lookup_as_of: which state of a dimension a processing-time lookup join
+            (``FOR SYSTEM_TIME AS OF proctime``) reads: ``'end'`` (as of the range's end, so a
+            rerun gives the same rows), ``'latest'``, or a time ``'YYYY-MM-DD HH:MM:SS'``.
+        progress: called with a line as each query starts and as it commits (its sink, rows
+            added and deleted, snapshot id); ``print`` shows them.
+
+    Returns:
+        ``(plan, results)``: the :class:`BackfillPlan` (``plan.script()`` is the SQL it ran)
+        and one :class:`BackfillResult` per query in the job's order (none with ``dry_run``).
+
+    Raises:
+        StreamingSqlError: the job, a time or the range is invalid, or a construct has no
+            batch form (a ``ValueError``; the message names the line and column).
+        UdfError: a ``CREATE FUNCTION`` target cannot be imported or is not a ``@udf``.
+        StreamingWriteError: an upsert sink cannot take the rows (a NULL key, partitions off
+            its key, or a later backfill or the stream already brought it further).
+        CommitConflictError: another writer committed to a sink while its query ran; that
+            query wrote nothing (the commits of the queries before it stand).
+        CommitStateUnknownError: the catalog could not say whether a commit landed.
+        SparkError: Spark failed running a query (one sentence; the cause is chained).
+
+    UDFs: a module the job names (``CREATE FUNCTION f AS 'mypkg.udfs.f'``) must be importable
+    on the driver, which registers the function, and on the executors, whose Python workers
+    import it again to run it: install it in the executors' Python, or ship it with
+    ``spark.submit.pyFiles`` / ``spark-submit --py-files`` (a ``.py``, ``.zip`` or ``.egg``)
+    or ``spark.sparkContext.addPyFile``. See :mod:`sparkext.streaming.udf`.
+
+    Example::
+
+        plan, results = run_backfill(
+            spark, Path("job.sql").read_text(), "2026-11-20", "2026-11-21", progress=print
+        )
+        plan  # BackfillPlan(queries=1, sinks=['lake.db.x'], range=[…))
+        results[0].rows_added
     """
     job = parse_job(text)
-    plan = plan_batch(job, start, end, SparkCatalog(spark, job.names), lookup_as_of)
+
+    def planned() -> BackfillPlan:
+        catalog = SparkCatalog(spark, job.names)
+        plan = plan_batch(job, start, end, catalog, lookup_as_of)
+        zone = catalog.time_zone
+        begin, finish = parse_time(start, "start", zone), parse_time(end, "end", zone)
+        return BackfillPlan(plan.job, plan.ddl, plan.queries, begin, finish)
+
+    plan = planned()
     if dry_run:
         return plan, []
     register_job_functions(spark, job)
     if create_missing_tables(spark, job):  # partitioning and snapshots are known now
-        plan = plan_batch(job, start, end, SparkCatalog(spark, job.names), lookup_as_of)
+        plan = planned()
     results = []
     for index, query in enumerate(plan.queries, 1):
-        progress(f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}")
+        step = f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}"
+        progress(step)
         began = time.perf_counter()
         if query.sink is None:
             with registered_views(spark, query.views):
@@ -214,8 +300,37 @@ def run_backfill(
         else:
             with registered_views(spark, query.views):
                 _write(spark, query, run_id)
-            snapshot_id, added, deleted = _commit_of_run(spark, query.sink, run_id)
+            snapshot_id, added, deleted = commit_of_run(spark, query.sink, run_id)
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)
         )
+        kind = "upsert" if query.updating else "overwrite"
+        progress(f"{step}: {commit_counts(snapshot_id, added, deleted, kind)}")
     return plan, results
+
+
+def commit_counts(
+    snapshot_id: int | None, added: int | None, deleted: int | None, kind: str = "overwrite"
+) -> str:
+    """What one commit did, for a progress line: counts from its snapshot's summary or the
+    upsert's own tally (nothing is counted again). ``kind``: 'overwrite' (a backfill's
+    REPLACE WHERE), 'append' (a stream's emission) or 'upsert'.
+
+    >>> commit_counts(7, 120, 3, "overwrite")
+    '120 rows added, 3 deleted (snapshot 7)'
+    >>> commit_counts(7, 1, 0, "append")
+    '1 row appended (snapshot 7)'
+    >>> commit_counts(8, 5, 1, "upsert")
+    '5 rows upserted, 1 key deleted (snapshot 8)'
+    >>> commit_counts(None, 0, 0, "upsert")
+    'no commit: nothing changed'
+    """
+    if snapshot_id is None:
+        return "no commit: nothing changed"
+    rows = f"{added} row" + ("" if added == 1 else "s")
+    if kind == "append":
+        return f"{rows} appended (snapshot {snapshot_id})"
+    if kind == "upsert":
+        keys = "key" if deleted == 1 else "keys"
+        return f"{rows} upserted, {deleted} {keys} deleted (snapshot {snapshot_id})"
+    return f"{rows} added, {deleted} deleted (snapshot {snapshot_id})"

@@ -41,7 +41,13 @@ from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.fs import Location
 from sparkext.identifiers import col
-from sparkext.streaming.backfill import create_missing_tables, registered_views, sink_frame
+from sparkext.streaming.backfill import (
+    commit_counts,
+    commit_of_run,
+    create_missing_tables,
+    registered_views,
+    sink_frame,
+)
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_name
@@ -186,11 +192,41 @@ def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
 
 @dataclass
 class StreamRun:
-    """A running stream job: ``query`` is Spark's StreamingQuery."""
+    """A started stream job (what :func:`run_stream` returns).
+
+    ``query``: Spark's ``StreamingQuery`` (``status``, ``lastProgress``, ``id``);
+    ``checkpoint``: the checkpoint as Spark got it; ``failures``: exceptions raised inside
+    micro-batches; ``sinks``: the sink of each query of the job, in order; ``state``:
+    'running', 'stopped' or 'failed'. ``wait()`` blocks until it ends, ``stop()`` stops it (the
+    checkpoint stays: the next run resumes). Its ``repr`` is one line.
+
+    >>> class Query:
+    ...     isActive = True
+    >>> StreamRun(Query(), "file:/ck/clicks", sinks=["lake.db.clicks"])
+    StreamRun(checkpoint='file:/ck/clicks', state='running', queries=1, sinks=['lake.db.clicks'])
+    """
 
     query: object
     checkpoint: str
     failures: list[BaseException] = field(default_factory=list)  # raised inside a micro-batch
+    sinks: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        failed = f", failures={len(self.failures)}" if self.failures else ""
+        return (
+            f"StreamRun(checkpoint={self.checkpoint!r}, state={self.state!r}, "
+            f"queries={len(self.sinks)}, sinks={self.sinks!r}{failed})"
+        )
+
+    @property
+    def state(self) -> str:
+        """'running', 'stopped', or 'failed' (it ended with an error: ``wait()`` raises it)."""
+        try:
+            if self.query.isActive:
+                return "running"
+            return "failed" if self.failures or self.query.exception() is not None else "stopped"
+        except Exception:  # the session is gone: so is the stream
+            return "stopped"
 
     def stop(self) -> None:
         self.query.stop()
@@ -227,12 +263,61 @@ def run_stream(
     progress: Callable[[str], None] = lambda message: None,
     start_from: datetime | str | None = None,
 ) -> StreamRun:
-    """Start the job as a stream; ``available_now`` processes what is there and stops.
+    """Start a streaming job on Spark Structured Streaming (``sparkext-sql stream``); it keeps
+    running after this returns.
 
-    ``start_from``: emit only results after this time (where a backfill ended; a wall clock in
-    the session zone, or an aware datetime); without it a new checkpoint emits from the sources'
-    beginning and refuses a sink that already has rows. ``checkpoint``: a local path or any URI
-    pyarrow reaches (``s3://…``); Spark gets it as written.
+    Each micro-batch reads the sources' new Iceberg snapshots, advances the watermark, and
+    appends to each sink, in one commit, the rows the batch rewrite gives for the range the
+    watermark has made final (an updating query into a primary-key sink is upserted at every
+    batch). Once the watermark has passed a range's end, a sink holds what
+    :func:`~sparkext.streaming.backfill.run_backfill` writes for that range; a restart from the
+    checkpoint writes nothing twice.
+
+    Args:
+        spark: the session (``sparkext.session()``); the job's tables are resolved in it.
+        text: the job's SQL (Flink-style streaming SQL: the text, not a file name).
+        checkpoint: where the stream keeps its progress: a local path or any URI pyarrow
+            reaches (``s3://…``); Spark gets it as written. Reuse it to resume.
+        available_now: process what the sources hold now (in micro-batches), then stop.
+        interval: the trigger interval, a duration such as ``'30 seconds'`` or ``'1 min'``;
+            default: the smallest ``'monitor-interval'`` option of the sources, else 10 seconds.
+            Ignored with ``available_now``.
+        lookup_as_of: which state of a dimension a processing-time lookup join reads:
+            ``'latest'`` (default, as Flink's lookup joins do), ``'end'`` (as of each emitted
+            range's end), or a time ``'YYYY-MM-DD HH:MM:SS'``.
+        progress: called with one line per sink a micro-batch commits to: the batch id, the
+            sink, how far it is final, rows appended (upsert sinks: rows upserted and keys
+            deleted) and the snapshot — from the commit's snapshot summary or the upsert's
+            own tally, never a recount. It runs on Spark's callback thread; ``print`` will do.
+        start_from: emit only results after this time (where a backfill ended): a
+            ``datetime`` (naive: a wall clock in the session time zone; aware: converted) or
+            text ``'YYYY-MM-DD[ HH:MM:SS]'``. Without it a new checkpoint emits from the
+            sources' beginning and refuses a sink that already holds rows.
+
+    Returns:
+        A :class:`StreamRun`, started: ``run.wait()`` blocks until it ends (with
+        ``available_now``, once it has caught up) and raises a micro-batch's failure as one
+        sentence; ``run.stop()`` stops it.
+
+    Raises:
+        StreamingSqlError: the job or ``start_from``/``interval`` is invalid, it reads no
+            stream, a query is a bare SELECT, or a sink already holds rows this checkpoint
+            did not write (start after them with ``start_from``).
+        UdfError: a ``CREATE FUNCTION`` target cannot be imported or is not a ``@udf``.
+        SparkextError: Spark could not start the stream (a bad source option, a missing
+            table). Failures while it runs are raised by ``StreamRun.wait()``.
+
+    UDFs: a module the job names (``CREATE FUNCTION f AS 'mypkg.udfs.f'``) must be importable
+    on the driver, which registers the function, and on the executors, whose Python workers
+    import it again to run it: install it in the executors' Python, or ship it with
+    ``spark.submit.pyFiles`` / ``spark-submit --py-files`` (a ``.py``, ``.zip`` or ``.egg``)
+    or ``spark.sparkContext.addPyFile``. See :mod:`sparkext.streaming.udf`.
+
+    Example::
+
+        run = run_stream(spark, Path("job.sql").read_text(), "/checkpoints/clicks",
+                         available_now=True, progress=print)
+        run.wait()
     """
     job = parse_job(text)
     location = Location.of(checkpoint)
@@ -250,6 +335,12 @@ def run_stream(
         )
         sink = table_name(query.this.this if isinstance(query.this, exp.Schema) else query.this)
         queries.append((query, sink, probe.completion_delay, str(number), probe.updating))
+    every = None
+    if not available_now:
+        hinted = [s.options["monitor-interval"] for s in sources if "monitor-interval" in s.options]
+        every = parse_duration(
+            interval or (min(hinted, key=parse_duration) if hinted else DEFAULT_INTERVAL)
+        )
     zone = times.zone(catalog.time_zone)
     start = parse_time(start_from, "--from", catalog.time_zone)
     start = None if start is None else times.instant(start, zone)
@@ -282,6 +373,8 @@ def run_stream(
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
+
+        from sparkext.iceberg.commit import RUN_ID, new_run_id
 
         catalog = SparkCatalog(spark, job.names)
         zone = times.zone(catalog.time_zone)
@@ -331,30 +424,33 @@ def run_stream(
                 CHECKPOINT_KEY: checkpoint,
                 QUERY_KEY: query_id,
             }
+            run_id = new_run_id()
             if batch_plan.updating:  # the sink converges on the query's rows, late ones too
-                from sparkext.iceberg.commit import new_run_id
                 from sparkext.streaming.upsert import UNTIL, upsert
 
                 marks[UNTIL] = times.instant_text(until)
 
-                upsert(
+                result = upsert(
                     spark,
                     sink,
                     batch_plan.key,
                     frame,
                     None,
                     marks,
-                    new_run_id(),
+                    run_id,
                     "restart the stream",
                     against_sink=True,
                 )
+                counts = (result.snapshot_id, result.upserted, result.deleted)
             else:
-                writer = frame.writeTo(sink)
+                writer = frame.writeTo(sink).option(f"snapshot-property.{RUN_ID}", run_id)
                 for mark, value in marks.items():
                     writer = writer.option(f"snapshot-property.{mark}", value)
                 writer.append()
+                counts = commit_of_run(spark, sink, run_id)  # its snapshot's summary
             state.emitted[query_id] = times.instant_text(until)
-            progress(f"batch {batch_id}: {sink} up to {times.wall_clock_text(until, zone)}")
+            done = commit_counts(*counts, "upsert" if batch_plan.updating else "append")
+            progress(f"batch {batch_id}: {sink} up to {times.wall_clock_text(until, zone)}, {done}")
         state.save(state_file)
 
     failures: list[BaseException] = []
@@ -375,15 +471,11 @@ def run_stream(
         .option("checkpointLocation", location.child("offsets").uri)
         .queryName("sparkext_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8])
     )
-    if available_now:
+    if every is None:
         writer = writer.trigger(availableNow=True)
     else:
-        hinted = [s.options["monitor-interval"] for s in sources if "monitor-interval" in s.options]
-        every = interval or (
-            min(hinted, key=lambda v: parse_duration(v)) if hinted else DEFAULT_INTERVAL
-        )
-        writer = writer.trigger(processingTime=f"{parse_duration(every).total_seconds()} seconds")
+        writer = writer.trigger(processingTime=f"{every.total_seconds()} seconds")
     try:
-        return StreamRun(writer.start(), checkpoint, failures)
+        return StreamRun(writer.start(), checkpoint, failures, [q[1] for q in queries])
     except Exception as error:  # a start failure is the user's (bad option, missing table)
         raise SparkextError(f"the stream could not start: {str(error).splitlines()[0]}") from None
