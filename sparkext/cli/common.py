@@ -20,13 +20,18 @@ if TYPE_CHECKING:
 LOG_LEVEL = "SPARKEXT_LOG_LEVEL"
 
 
-def error_message(error: BaseException, verbose: bool, source: str | None = None) -> str:
+def error_message(
+    error: BaseException, verbose: bool, source: str | None = None, always: bool = False
+) -> str:
     """One line for the user (``Error: [source: ]sentence``); the Python and Java stack traces
-    only with ``verbose``."""
+    only with ``verbose``. ``source`` (a file name) prefixes a parse error, whose line and
+    column are in that file — or every error with ``always`` (an ``-i`` file runs unseen)."""
+    from sparkext.errors import SqlParseError
     from sparkext.iceberg.errors import translate
 
     translated = error if isinstance(error, SparkextError) else translate(error)
-    where = f"{source}: " if source else ""
+    named = source and (always or isinstance(translated, SqlParseError))
+    where = f"{source}: " if named else ""
     if translated is not None:
         text = f"Error: {where}{translated}"
     else:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 QUIET_SECONDS = 10.0
 HEARTBEAT_SECONDS = 10.0
 _POLL_SECONDS = 0.5
+PLACEHOLDER = "running…"
 
 
 def task_counts(spark: SparkSession, group: str | None) -> str:
@@ -59,7 +60,7 @@ class Progress:
         self.tty = err.isatty() if tty is None else tty
         self.heartbeat = heartbeat
         self.quiet_for = quiet_for
-        self.message = "running…"
+        self.message = PLACEHOLDER
         self._started = time.monotonic()
         self._printed_message: str | None = None
         self._printed_at = 0.0
@@ -105,6 +106,8 @@ class Progress:
             if not changed and time.monotonic() - self._printed_at < self.heartbeat:
                 return
             tasks = self._tasks()
+            if message == PLACEHOLDER and not tasks:
+                return  # nothing to say yet beyond "running"
             line = f"… {elapsed:.0f} s: {message}" + (f" ({tasks})" if tasks else "")
             self.err.write(line + "\n")
             self.err.flush()

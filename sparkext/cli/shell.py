@@ -140,11 +140,13 @@ class Shell:
             self.err.write(f"Time taken: {elapsed:.3f} seconds, Fetched {count} row(s)\n")
             self.err.flush()
 
-    def run_text(self, text: str, quiet: bool = False, source: str | None = None) -> bool:
+    def run_text(
+        self, text: str, quiet: bool = False, source: str | None = None, setup: bool = False
+    ) -> bool:
         """Run every statement; stop at the first error or a Ctrl-C and return False.
 
-        ``source`` (a file name) prefixes error lines, so an error in an ``-i`` or ``-f`` file
-        says which file it is in.
+        ``source`` (a file name) prefixes parse errors, so their line and column say which
+        file; with ``setup`` (an ``-i`` file, run quietly) every error names it.
         """
         from sparkext.routing.tokens import split_statements
 
@@ -160,7 +162,7 @@ class Shell:
             self.err.flush()
             return False
         except Exception as error:
-            self.err.write(error_message(error, self.verbose, source) + "\n")
+            self.err.write(error_message(error, self.verbose, source, always=setup) + "\n")
             self.err.flush()
             return False
         return True
@@ -320,7 +322,7 @@ def cli(
     except Exception as error:
         fail(error, verbose)
     shell = Shell(spark, output_format, verbose=verbose, echo=echo, owns_session=owns_session)
-    if init_text is not None and not shell.run_text(init_text, quiet=True, source=init):
+    if init_text is not None and not shell.run_text(init_text, quiet=True, source=init, setup=True):
         sys.exit(EXIT_CANCELLED if shell.cancelled else 1)
     if database:
         try:

@@ -45,6 +45,25 @@ def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
     return tuple(str(parts.apply(i)) for i in range(parts.size()))
 
 
+def where(spark: SparkSession, parts: tuple[str, ...] = ()) -> str:
+    """`` in catalog lake (warehouse /home/u/.sparkext/warehouse)`` for the catalog a name
+    resolves in: a "does not exist" error then says which warehouse was searched (the same
+    command from another conf or directory may see another catalog). Empty when unknown."""
+    try:
+        conf = spark.conf
+        catalog = parts[0] if len(parts) > 2 else conf.get("spark.sql.defaultCatalog", "")
+        if parts and len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
+            catalog = parts[0]
+        prefix = f"spark.sql.catalog.{catalog}"
+        location = conf.get(f"{prefix}.uri", None) or conf.get(f"{prefix}.warehouse", None)
+    except Exception:
+        return ""
+    if not catalog or not location:
+        return ""
+    kind = "uri" if conf.get(f"{prefix}.uri", None) else "warehouse"
+    return f" in catalog {catalog} ({kind} {location})"
+
+
 def metadata_name(spark: SparkSession, table: str, name: str) -> str:
     """The quoted name of metadata table ``name`` of ``table`` (a name as a user writes it).
 
@@ -91,7 +110,8 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
     if not spark.catalog.tableExists(name):
         namespace = ".".join(parts[:-1]) or "the current namespace"
         raise TableNotFoundError(
-            f"Table '{name}' does not exist; check the name with SHOW TABLES IN {namespace}."
+            f"Table '{name}' does not exist{where(spark, parts)}; check the name with "
+            f"SHOW TABLES IN {namespace}."
         )
     try:
         table = _java_table(spark, name)
