@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from sparkext import cancellation
 from sparkext.identifiers import col
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
@@ -284,6 +285,7 @@ def run_backfill(
     for index, query in enumerate(plan.queries, 1):
         step = f"backfill {index}/{len(plan.queries)}: {query.sink or 'query'}"
         progress(step)
+        cancellation.raise_if_cancelled()  # Ctrl-C: the queries before this one stand
         began = time.perf_counter()
         if query.sink is None:
             with registered_views(spark, query.views):
@@ -301,6 +303,8 @@ def run_backfill(
             with registered_views(spark, query.views):
                 _write(spark, query, run_id)
             snapshot_id, added, deleted = commit_of_run(spark, query.sink, run_id)
+            if snapshot_id is not None:  # Spark's own commit: told to a cancel like ours
+                cancellation.record_commit(query.sink, snapshot_id, f"backfill {index}")
         results.append(
             BackfillResult(query.sink, snapshot_id, added, deleted, time.perf_counter() - began)
         )

@@ -115,3 +115,49 @@ def test_progress_lines_when_stderr_is_not_a_terminal(spark):
     count = len(lines)
     time.sleep(0.5)
     assert len(err.getvalue().splitlines()) == count  # stopped means silent
+
+
+def test_a_cancelled_backfill_names_the_sinks_it_committed(spark, tmp_path):
+    """Two queries; Ctrl-C once the first committed (the second waits for it): the first sink's
+    snapshot is named, the second sink gets nothing."""
+    from sparkext.cancellation import Runner, StatementCancelled
+    from sparkext.streaming import run_backfill
+    from tests.spark.test_streaming import BIDS_1, BIDS_DDL, BIDS_JOB_HEAD, _ids, append
+
+    n = next(_ids)
+    bids, first, second = (f"lake.test.{name}_{n}" for name in ("bids", "first", "second"))
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    append(spark, bids, BIDS_DDL, BIDS_1)
+    body = "".join(
+        f"CREATE TABLE {sink} (bidtime TIMESTAMP, item STRING);\n"
+        f"INSERT INTO {sink} SELECT bidtime, item FROM {bids};\n"
+        for sink in (first, second)
+    )
+    job = BIDS_JOB_HEAD.format(bids=bids) + body
+
+    def progress(line: str) -> None:
+        if line.startswith("backfill 2/2") and ":" not in line.split(": ", 1)[1]:
+            statement = cancellation.current()
+            assert statement is not None and statement.cancelled.wait(120)
+
+    def committed_once() -> bool:
+        statement = cancellation.current()
+        return statement is not None and len(statement.commits) >= 1
+
+    _interrupt_when(committed_once)
+    runner = Runner(spark)
+    try:
+        runner.run(lambda: run_backfill(spark, job, "2020-04-15", "2020-04-16", progress=progress))
+    except StatementCancelled as cancelled:
+        sentence = str(cancelled)
+    else:
+        raise AssertionError("the backfill was not cancelled")
+    finally:
+        runner.close()
+    snapshot = spark.sql(f"SELECT snapshot_id FROM {first}.snapshots").collect()
+    assert len(snapshot) == 1
+    assert sentence == (
+        "Cancelled; committed before the cancel took effect: "
+        f"{first} snapshot {snapshot[0].snapshot_id} (backfill 1)."
+    )
+    assert spark.sql(f"SELECT * FROM {second}.snapshots").count() == 0
