@@ -17,11 +17,12 @@ completes: the catalog's compare-and-swap cannot be interrupted halfway).
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -133,6 +134,42 @@ def _ignoring_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+class _Worker:
+    """ONE daemon thread that runs statements in turn: one py4j connection (PySpark pins a JVM
+    thread to each Python thread), and a statement abandoned by a second Ctrl-C never keeps
+    the process from exiting."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="sparkext-statement", daemon=True).start()
+
+    def submit(self, function: Callable[[], T]) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, function))
+        return future
+
+    def _loop(self) -> None:
+        while True:
+            future, function = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function())
+            except BaseException as error:  # handed to the waiting thread as is
+                future.set_exception(error)
+
+
+_worker: _Worker | None = None
+
+
+def _the_worker() -> _Worker:
+    global _worker
+    with _lock:
+        if _worker is None:
+            _worker = _Worker()
+        return _worker
+
+
 class Runner:
     """Runs statements one at a time on ONE worker thread (one py4j connection, reused), each in
     a job group of its own, cancellable with Ctrl-C.
@@ -145,7 +182,6 @@ class Runner:
     def __init__(self, spark: SparkSession, owns_session: bool = False):
         self.spark = spark
         self.owns_session = owns_session
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sparkext-statement")
 
     def run(
         self,
@@ -177,7 +213,7 @@ class Runner:
                     _current = None
 
         with _interruptible():
-            future = self._worker.submit(target)
+            future = _the_worker().submit(target)
             try:
                 return _wait(future)
             except KeyboardInterrupt:
@@ -210,7 +246,7 @@ class Runner:
         return stopped
 
     def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release: the worker thread is shared and a daemon (kept for callers)."""
 
 
 def _wait(future: Future, swallow: bool = False):
