@@ -1,9 +1,12 @@
 -- snapshot_as_of_event_time on the table 02_ingest_cdc.sql wrote: shop.orders as it was at
--- midnight between its two days, although the table committed day two later (and was rewritten).
+-- midnight between its two days, although the table committed both days' changes later (and
+-- 03_rewrite_equality_deletes.sql rewrote its deletes).
+
+-- a table, usable in FROM and JOIN
 SELECT * FROM sparkext.snapshot_as_of_event_time('lake.ods.orders', TIMESTAMP '2026-11-21 00:00:00')
 ORDER BY id;
+
 -- the daily snapshot, materialised: (re)writes partition dt = '2026-11-21' of the target
-DROP TABLE IF EXISTS lake.dw.orders_daily PURGE;
 CALL sparkext.snapshot_as_of_event_time(
   table => 'lake.ods.orders',
   as_of => TIMESTAMP '2026-11-21 00:00:00',

@@ -1,3 +1,6 @@
+-- The sources of the streaming job sql/jobs/clicks_per_minute.sql: three items in two categories
+-- and ten clicks over three minutes of 2026-11-20. The job's sink is dropped too, so that the
+-- README's stream and backfill start over (with a new checkpoint: sparkext-demo --data clears it).
 CREATE NAMESPACE IF NOT EXISTS lake.demo;
 DROP TABLE IF EXISTS lake.demo.clicks PURGE;
 DROP TABLE IF EXISTS lake.demo.items PURGE;

@@ -1,0 +1,160 @@
+"""Every example of the README runs as written, in README order, and prints what the README says.
+
+How the README marks its blocks is in tests/helpers/readme.py (```output after an example,
+```text for what is not code, ``<!-- not-run: why -->`` and ``<!-- from: path -->`` above a fence).
+Here, on the one shared session:
+
+- sql blocks run through ``Shell(spark, …).run_text``, as typed into ``sparkext-sql``;
+- python blocks are exec'd in one namespace, in order, as in one Python session
+  (``sparkext.session()`` returns the shared session);
+- bash blocks run their ``sparkext-sql`` / ``sparkext-demo`` commands in-process through click's
+  ``CliRunner`` (the active session is reused); install and test commands (``SKIPPED`` in the
+  helper) are skipped by name. The current directory is the repository root (the README is
+  read from a fresh clone), HOME is a temporary directory, and a ``--conf`` or ``--database`` a
+  command sets is undone after it.
+- The example directory ``/tmp/sparkext-examples`` is a temporary one: that path is replaced in
+  the blocks, in their stated outputs and in the sql/examples/ scripts the commands run.
+
+The namespaces the README writes (lake.db, lake.ods, lake.dw, lake.demo) are emptied first, as
+on a new warehouse, and again at the end. The examples depend on each other as the README's do:
+when one fails, the later ones may fail with it; read the first failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.helpers import readme
+from tests.helpers.readme import ROOT
+
+EXAMPLES = readme.examples()
+NAMESPACES = ("lake.db", "lake.ods", "lake.dw", "lake.demo")
+
+
+def _empty(spark, namespaces) -> None:
+    existing = {f"lake.{row[0]}" for row in spark.sql("SHOW NAMESPACES IN lake").collect()}
+    for namespace in namespaces:
+        if namespace not in existing:
+            continue
+        for table in spark.sql(f"SHOW TABLES IN {namespace}").collect():
+            spark.sql(f"DROP TABLE IF EXISTS {namespace}.`{table.tableName}` PURGE")
+        spark.sql(f"DROP NAMESPACE IF EXISTS {namespace}")
+
+
+@dataclass
+class Walkthrough:
+    """The README read top to bottom: one session, one example directory, one Python namespace."""
+
+    spark: object
+    data: Path
+    scripts: Path
+    namespace: dict = field(default_factory=dict)
+
+    def run(self, block: readme.Block) -> str:
+        text = readme.relocate(block.text, self.data)
+        if block.lang == "sql":
+            return self._sql(text, block)
+        if block.lang == "python":
+            return self._python(text, block)
+        return "".join(self._command(command, block) for command in readme.commands(text))
+
+    def _sql(self, text: str, block: readme.Block) -> str:
+        from sparkext.cli.shell import Shell
+
+        printed = io.StringIO()
+        ok = Shell(self.spark, out=printed, err=printed).run_text(text)
+        assert ok, f"{block.name} failed:\n{printed.getvalue()}"
+        return printed.getvalue()
+
+    def _python(self, text: str, block: readme.Block) -> str:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            exec(compile(text, block.name, "exec"), self.namespace)
+        return printed.getvalue()
+
+    def _command(self, command: readme.Command, block: readme.Block) -> str:
+        from sparkext import demo
+        from sparkext.cli.shell import cli
+
+        if command.kind == "skip":
+            return ""
+        assert command.kind, f"{block.name}: cannot run {' '.join(command.argv)!r}"
+        program = cli if command.kind == "shell" else demo.main
+        args = [self._argument(a) for a in command.args]
+        confs = [v.partition("=")[0] for o, v in itertools.pairwise(args) if o == "--conf"]
+        saved = {key: self.spark.conf.get(key, None) for key in confs}
+        catalog = self.spark.catalog.currentCatalog()
+        database = self.spark.catalog.currentDatabase()
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            result = CliRunner().invoke(program, args, input=command.stdin or "")
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)  # `stream` sets its own
+            for key, value in saved.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
+            self.spark.catalog.setCurrentCatalog(catalog)  # and its default namespace
+            if database:
+                self.spark.catalog.setCurrentDatabase(database)
+        words = " ".join(command.argv)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"{block.name}: {words} raised:\n{result.output}") from (
+                result.exception
+            )
+        assert result.exit_code == 0, f"{block.name}: {words} exited {result.exit_code}:\n" + (
+            result.output
+        )
+        return result.output
+
+    def _argument(self, word: str) -> str:
+        """``~`` expanded; a repository script naming the example directory → a relocated copy."""
+        word = os.path.expanduser(word)
+        path = ROOT / word
+        if word.endswith(".sql") and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if readme.EXAMPLES_DIR in text:
+                copy = self.scripts / path.name
+                copy.write_text(readme.relocate(text, self.data), encoding="utf-8")
+                return str(copy)
+        return word
+
+
+@pytest.fixture(scope="module")
+def walkthrough(spark, tmp_path_factory):
+    from sparkext.streaming.udf import REGISTRY
+
+    base = tmp_path_factory.mktemp("readme")
+    (base / "home").mkdir()
+    (base / "scripts").mkdir()
+    registry = dict(REGISTRY)  # the UDF example declares functions
+    _empty(spark, NAMESPACES)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(base / "home"))
+        patch.chdir(ROOT)
+        yield Walkthrough(spark, base / "sparkext-examples", base / "scripts")
+    REGISTRY.clear()
+    REGISTRY.update(registry)
+    _empty(spark, NAMESPACES)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.block.name for e in EXAMPLES])
+def test_readme_example(walkthrough, example):
+    printed = walkthrough.run(example.block)
+    if example.output is not None:
+        stated = readme.relocate(example.output, walkthrough.data)
+        gap = readme.missing(stated, printed)
+        assert gap is None, (
+            f"{example.block.name} did not print this line of its stated output:\n{gap}\n"
+            f"It printed:\n{printed}"
+        )
