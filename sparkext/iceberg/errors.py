@@ -15,7 +15,25 @@ from sparkext.errors import (
     TableNotFoundError,
 )
 
-_POSITION = re.compile(r"\(line (\d+), pos (\d+)\)")
+# Where Spark says a failure is: "...(line 1, pos 7)" (parse errors), "...; line 1 pos 7"
+# (analysis errors, at the end of the message) or a "== SQL(line 1, position 8) ==" header.
+_PARSE_POSITION = re.compile(r"\s*\(line (\d+), pos (\d+)\)")
+_ANALYSIS_POSITION = re.compile(r"\s*;\s*line (\d+) pos (\d+)\s*;?\s*$")
+_CONTEXT_POSITION = re.compile(r"^== SQL\s*\(line (\d+), position (\d+)\) ==$")
+# Rendered positions: what spark_message writes and translate reads back.
+_POSITION = re.compile(r" \(line (\d+), column (\d+)\)")
+# Catalyst's attribute ids ("day#63", "id#379L") mean nothing to a user.
+_ATTRIBUTE_ID = re.compile(r"(?<=[\w`)])#\d+L?\b")
+# Lines after which the rest of a message is noise: stack traces, the query plan, caret blocks.
+_STACK_LINE = re.compile(r"^\s*(?:at [\w$.<>/-]+\(.*\)$|\.\.\. \d+ more$|Caused by: |Suppressed: )")
+_NOISE_HEADERS = (
+    "== SQL",
+    "JVM stacktrace:",
+    "Driver stacktrace:",
+    "== Physical Plan",
+    "== Parsed",
+)
+_JAVA_CLASS_PREFIX = re.compile(r"^(?:[a-z0-9_$]+\.)+[A-Za-z0-9_$]+(?:Exception|Error):\s*")
 # "Job aborted due to stage failure: Task 1 in stage 3.0 failed 1 times, most recent failure:
 # Lost task 1.0 in stage 3.0 (TID 6) (host executor driver): java.lang.RuntimeException: x"
 _TASK_FAILURE = re.compile(
@@ -42,10 +60,16 @@ def _java_message(error: BaseException) -> str | None:
     java = getattr(error, "java_exception", None)
     if java is None:
         return None
-    try:
-        return str(java.getMessage() or java.toString())
-    except Exception:  # the JVM may be gone; fall back to the Python text
-        return None
+    # An AnalysisException's getMessage() appends the whole query plan; its simple message is
+    # the text and the position. Other exceptions have no simple message.
+    for method in ("getSimpleMessage", "getMessage", "toString"):
+        try:
+            text = getattr(java, method)()
+        except Exception:  # no such method, or the JVM is gone
+            continue
+        if text:
+            return str(text)
+    return None
 
 
 def python_error(text: str) -> tuple[str, str, str] | None:
@@ -94,12 +118,86 @@ def _full_text(error: BaseException) -> str:
     return "\n".join(t for t in (_java_message(error), str(error)) if t)
 
 
-def spark_message(error: BaseException) -> str | None:
-    """Return the first line of a Spark/Java error's message, or ``None`` for other errors.
+def one_line(text: str, line_offset: int = 0, positions: bool = True) -> str:
+    """Spark's (multi-line) message as one line: its detail kept, its noise dropped.
 
-    For an exception raised by Python code inside a Spark job, the Python exception's own line
-    (``ValueError: bad value``; a sparkext error's sentence alone), not Spark's "An exception
-    was thrown from the Python worker".
+    Lines are joined; a stack trace, a query plan, a ``== SQL ==`` caret block and ``SQLSTATE``
+    lines end or leave the text. Spark's position ("; line 1 pos 7", "(line 1, pos 7)", "== SQL
+    (line 1, position 8) ==") becomes `` (line L, column C)`` at the end of the first line, the
+    line shifted by ``line_offset`` (``positions=False`` drops it: the position of SQL that
+    sparkext generated helps nobody). Catalyst's attribute ids (``day#63``) are dropped.
+
+    >>> one_line("[X] Cannot write to `t`, too many columns:\\nTable: `a`.\\nData: `x`, `y`.")
+    '[X] Cannot write to `t`, too many columns: Table: `a`. Data: `x`, `y`.'
+    >>> one_line("[Y] `id` is not grouped.\\nGroup it.; line 2 pos 7;\\nAggregate [id#2L]", 2)
+    '[Y] `id` is not grouped (line 4, column 8). Group it.'
+    >>> one_line("[Z] Syntax error at or near 'SELEC'.(line 1, pos 0)\\n\\n== SQL ==\\n^^^")
+    "[Z] Syntax error at or near 'SELEC' (line 1, column 1)."
+    """
+    lines: list[str] = []
+    position: tuple[int, int] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        context = _CONTEXT_POSITION.match(line)
+        if context:
+            position = position or (int(context.group(1)), int(context.group(2)))
+        if _STACK_LINE.match(raw) or line.startswith(_NOISE_HEADERS):
+            break
+        if not line or line.startswith("SQLSTATE:"):
+            continue
+        found = _ANALYSIS_POSITION.search(line)
+        if found:
+            position = position or (int(found.group(1)), int(found.group(2)) + 1)
+            line = line[: found.start()] + ";"
+        found = _PARSE_POSITION.search(line)
+        if found:
+            position = position or (int(found.group(1)), int(found.group(2)) + 1)
+            line = (line[: found.start()] + line[found.end() :]).strip()
+        if line.endswith(";"):  # an analysis message ends with ";", the query plan follows
+            lines.append(line.rstrip("; "))
+            break
+        lines.append(line)
+    lines = [line for line in lines if line]
+    if not lines:
+        return text.strip().splitlines()[0] if text.strip() else ""
+    if position is not None and positions:
+        lines[0] = _with_position(lines[0], position[0] + line_offset, position[1])
+    joined = lines[0]
+    for line in lines[1:]:
+        joined += (" " if joined.endswith((".", ":", ";", ",", "?", "!")) else "; ") + line
+    joined = re.sub(r"\s*SQLSTATE: \w+\s*$", "", joined)
+    return _ATTRIBUTE_ID.sub("", joined)
+
+
+def _with_position(text: str, line: int, column: int) -> str:
+    """``text`` with `` (line L, column C)`` at the end of its first sentence (outside quotes).
+
+    >>> _with_position("[E] `a.b` cannot be found. Verify it.", 1, 8)
+    '[E] `a.b` cannot be found (line 1, column 8). Verify it.'
+    >>> _with_position("[E] `x` is ambiguous, could be: [`a`.`x`, `b`.`x`]", 2, 3)
+    '[E] `x` is ambiguous, could be: [`a`.`x`, `b`.`x`] (line 2, column 3).'
+    """
+    quote = None
+    for index, char in enumerate(text):
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "`'\"":
+            quote = char
+        elif char == "." and (index + 1 == len(text) or text[index + 1] == " "):
+            end = index
+            break
+    else:
+        end = len(text)
+    return f"{text[:end]} (line {line}, column {column}){text[end:] or '.'}"
+
+
+def spark_message(error: BaseException, line_offset: int = 0, positions: bool = True) -> str | None:
+    """Return a Spark/Java error's message in one line, or ``None`` for other errors.
+
+    The detail on later lines is kept, the noise dropped (:func:`one_line`; ``line_offset``
+    and ``positions`` as there). For an exception raised by Python code inside a Spark job,
+    the Python exception's own line (``ValueError: bad value``; a sparkext error's sentence
+    alone), not Spark's "An exception was thrown from the Python worker".
     """
     try:
         from py4j.protocol import Py4JError
@@ -113,13 +211,11 @@ def spark_message(error: BaseException) -> str | None:
     raised = _raised_in_python(_full_text(error))
     if raised is not None:
         return str(raised)
-    text = _java_message(error) or str(error)
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    first = lines[0] if lines else type(error).__name__
-    first = _TASK_FAILURE.sub("", first)  # the task's own exception, not the job's
+    text = (_java_message(error) or str(error)).strip()
+    text = _TASK_FAILURE.sub("", text, count=1)  # the task's own exception, not the job's
     # Py4J prefixes "An error occurred while calling o42.sql.\n: java.lang.X: message"
-    first = re.sub(r"^(?:[a-z0-9_$]+\.)+[A-Za-z0-9_$]+(?:Exception|Error):\s*", "", first)
-    return first
+    text = _JAVA_CLASS_PREFIX.sub("", text, count=1)
+    return one_line(text, line_offset, positions) or type(error).__name__
 
 
 def translate(error: BaseException, line_offset: int = 0) -> SparkextError | None:
@@ -128,7 +224,7 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
     ``line_offset`` is the line of the SQL text where the failing statement begins, so a parse
     position Spark reports inside the statement is shown as a position in the user's text.
     """
-    message = spark_message(error)
+    message = spark_message(error, line_offset)
     if message is None:
         return None
     if isinstance(error, SparkextError):
@@ -147,9 +243,8 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
     if name == "ParseException" or "PARSE_SYNTAX_ERROR" in message:
         position = _POSITION.search(message)
         if position:
-            line = int(position.group(1)) + line_offset
-            column = int(position.group(2)) + 1
-            message = _POSITION.sub("", message).rstrip(". ")
+            line, column = int(position.group(1)), int(position.group(2))
+            message = _POSITION.sub("", message, count=1).rstrip(". ")
             return SqlParseError(
                 f"Cannot parse the SQL at line {line}, column {column}: {message}.", line, column
             )

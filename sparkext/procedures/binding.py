@@ -185,7 +185,8 @@ def evaluator(spark: SparkSession, routine: Routine) -> Callable[[list], list[An
         try:
             return evaluate(spark, expressions)
         except Exception as error:
-            message = spark_message(error)
+            # positions would point into the SELECT sparkext wrote, not the user's text
+            message = spark_message(error, positions=False)
             if message is None:
                 raise
             raise ProcedureArgumentError(

@@ -119,7 +119,10 @@ CASES = [
         "SELECT * FROM lake.test.no_such_table",
         TableNotFoundError,
         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `lake`.`test`.`no_such_table` cannot be "
-        "found. Verify the spelling and correctness of the schema and catalog.",
+        "found (line 1, column 15). Verify the spelling and correctness of the schema and "
+        "catalog. If you did not qualify the name with a schema, verify the current_schema() "
+        "output, or qualify the name with the correct schema and catalog. To tolerate the error "
+        "on drop use DROP VIEW IF EXISTS or DROP TABLE IF EXISTS.",
     ),
     (
         "CALL sparkext.help(name => 'nope')",
