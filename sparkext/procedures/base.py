@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -125,37 +126,16 @@ class Routine:
         return "procedure" if self.kind == Kind.PROCEDURE else "table function"
 
 
-def parse_boolean(text: str) -> bool:
-    """Option parser for ``true``/``false``.
-
-    >>> parse_boolean("TRUE")
-    True
-    """
-    if text.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return text.lower() == "true"
-
-
-def parse_positive(text: str) -> int:
-    """Option parser for a positive integer.
-
-    >>> parse_positive("3")
-    3
-    """
-    value = int(text)
-    if value <= 0:
-        raise ValueError("expected a positive number")
-    return value
-
-
 def describe(value: Any) -> str:
     """Render a bound value the way a user wrote it, for error messages.
 
     >>> describe("x"), describe(True), describe(3)
     ("'x'", 'true', '3')
+    >>> print(describe("day = DATE '2026-11-21'"))
+    "day = DATE '2026-11-21'"
     """
     if isinstance(value, str):
-        return f"'{value}'"
+        return sql_string(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -167,6 +147,20 @@ def describe(value: Any) -> str:
     if isinstance(value, list):
         return "array(" + ", ".join(describe(v) for v in value) + ")"
     return str(value)
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal a user can copy: in single quotes, or in double
+    quotes when it holds single quotes (Spark reads both), else with ``\\'`` escapes.
+
+    >>> print(sql_string("a"), sql_string("it's"), sql_string('it\\'s "x"'))
+    'a' "it's" 'it\\'s "x"'
+    """
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_label(value: Any) -> str:
@@ -186,3 +180,113 @@ def type_label(value: Any) -> str:
         if isinstance(value, python_type):
             return label
     return "NULL" if value is None else type(value).__name__
+
+
+# Option parsers: every ``options => map(...)`` value arrives as text and is read by one of these.
+# A parser returns the value or raises Expected with what it expects, as a phrase; binding makes
+# every failure the same sentence ("Option 'k' of sparkext.x expects <phrase>, got '<text>'."),
+# so no parser lets Python's wording ("invalid literal for int() with base 10") through.
+
+LONG_MAX = 2**63 - 1  # sizes go to Iceberg and Spark as Java longs
+
+BYTE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_SIZE = re.compile(r"\s*(\d+)\s*(?:([kmgt])(?:i?b)?|b)?\s*", re.ASCII | re.IGNORECASE)
+_WHOLE = re.compile(r"\s*\+?(\d+)\s*", re.ASCII)
+
+BYTES = "a positive whole number of bytes such as 134217728 or 128MB"
+COUNT = "a positive whole number"
+BOOLEAN = "true or false"
+
+
+class Expected(ValueError):
+    """A value does not parse; the message is what was expected, e.g. "true or false"."""
+
+
+def parse_bytes(text: str) -> int:
+    """A positive byte size: a whole number of bytes, or a whole number and a unit.
+
+    Units follow Spark's byte-size settings (``spark.sql.files.maxPartitionBytes=128MB``),
+    case-insensitive, with or without a space: ``b``; ``k``, ``kb``, ``kib``; ``m``, ``mb``,
+    ``mib``; ``g``, ``gb``, ``gib``; ``t``, ``tb``, ``tib``. Every unit is binary, as Spark and
+    the JVM read them: ``1KB`` = ``1KiB`` = 1024 bytes, ``128MB`` = ``128MiB`` = ``128m`` =
+    134217728 bytes (2^20 per MB, never 10^6). Fractions (``1.5GB``) are refused, as Spark
+    refuses them; so are 0 and sizes above a Java long.
+
+    >>> parse_bytes("134217728"), parse_bytes("128MB"), parse_bytes("64 MiB"), parse_bytes("1g")
+    (134217728, 134217728, 67108864, 1073741824)
+    >>> parse_bytes("512k"), parse_bytes("2 KB"), parse_bytes("3B")
+    (524288, 2048, 3)
+    >>> try:
+    ...     parse_bytes("four")
+    ... except Expected as error:
+    ...     print(error)
+    a positive whole number of bytes such as 134217728 or 128MB
+    """
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise Expected(BYTES)
+    unit = (match.group(2) or "").lower()
+    value = int(match.group(1)) * BYTE_UNITS[unit]
+    if not 0 < value <= LONG_MAX:
+        raise Expected(BYTES)
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A positive whole number: ``10``.
+
+    >>> parse_count("10")
+    10
+    >>> parse_count("0")
+    Traceback (most recent call last):
+    ...
+    sparkext.procedures.base.Expected: a positive whole number
+    """
+    match = _WHOLE.fullmatch(text)
+    if match is None or not 0 < int(match.group(1)) <= LONG_MAX:
+        raise Expected(COUNT)
+    return int(match.group(1))
+
+
+def parse_boolean(text: str) -> bool:
+    """``true`` or ``false``, in any case.
+
+    >>> parse_boolean("TRUE")
+    True
+    """
+    if text.strip().lower() not in ("true", "false"):
+        raise Expected(BOOLEAN)
+    return text.strip().lower() == "true"
+
+
+def or_empty(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """``parse``, except that an empty value is ``None`` (the option's computed default).
+
+    >>> or_empty(parse_bytes)(""), or_empty(parse_bytes)("1k")
+    (None, 1024)
+    """
+
+    def parse_or_empty(text: str) -> object:
+        return None if not text.strip() else parse(text)
+
+    return parse_or_empty
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """One of ``choices`` (case-insensitive; the empty text too when "" is a choice).
+
+    >>> one_of("file", "partition")("FILE")
+    'file'
+    >>> one_of("file", "partition")("rows")
+    Traceback (most recent call last):
+    ...
+    sparkext.procedures.base.Expected: one of file, partition
+    """
+
+    def parse_choice(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise Expected("one of " + ", ".join(c for c in choices if c))
+        return value
+
+    return parse_choice

@@ -12,7 +12,15 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import OptionError, ProcedureArgumentError, did_you_mean
-from sparkext.procedures.base import BoundArgs, Param, ParamType, Routine, describe, type_label
+from sparkext.procedures.base import (
+    BoundArgs,
+    Expected,
+    Param,
+    ParamType,
+    Routine,
+    describe,
+    type_label,
+)
 from sparkext.routing.invocations import RawArg
 
 if TYPE_CHECKING:
@@ -143,6 +151,10 @@ def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str,
             )
         try:
             result[key] = option.parse(raw)
+        except Expected as error:
+            raise OptionError(
+                f"Option '{key}' of {label(routine)} expects {error}, got {describe(raw)}."
+            ) from None
         except (TypeError, ValueError) as error:
             raise OptionError(
                 f"Option '{key}' of {label(routine)} has an invalid value '{raw}': {error}."

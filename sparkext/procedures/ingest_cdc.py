@@ -13,13 +13,16 @@ from typing import Any
 from sparkext.procedures.base import (
     BoundArgs,
     Context,
+    Expected,
     Option,
     OutputColumn,
     Param,
     ParamType,
     Routine,
+    one_of,
+    or_empty,
     parse_boolean,
-    parse_positive,
+    parse_count,
 )
 
 SOURCE_TABLE = "source-table"
@@ -48,16 +51,15 @@ VARIABLE_SCALE_DECIMAL = "variable-scale-decimal"
 VARIABLE_SCALE_DECIMAL_DEFAULT = "decimal(38,10)"
 
 
-def _input_format(text: str) -> str:
-    if text not in INPUT_FORMATS:
-        raise ValueError(f"expected one of {', '.join(INPUT_FORMATS)}")
-    return text
-
-
 def _partition_by(text: str):
     from sparkext.cdc.partitioning import parse_partition_by
 
-    return parse_partition_by(text)
+    try:
+        return parse_partition_by(text)
+    except ValueError:
+        raise Expected(
+            "partition fields such as id, bucket(16, id) or truncate(4, code), separated by commas"
+        ) from None
 
 
 def _variable_scale_decimal(text: str) -> str:
@@ -73,12 +75,8 @@ def _variable_scale_decimal(text: str) -> str:
         return compact
     match = re.fullmatch(r"decimal\((\d+),(\d+)\)", compact)
     if not match or not 0 < int(match.group(1)) <= 38 or int(match.group(2)) > int(match.group(1)):
-        raise ValueError("expected string or decimal(p,s) with p <= 38 and s <= p")
+        raise Expected("string or decimal(p,s) with 1 <= p <= 38 and s <= p")
     return f"decimal({int(match.group(1))},{int(match.group(2))})"
-
-
-def _positive_or_empty(text: str) -> int | None:
-    return parse_positive(text) if text else None
 
 
 def _absolute(path: str) -> str:
@@ -186,19 +184,19 @@ ROUTINE = Routine(
             MAX_FILES_PER_BATCH,
             MAX_FILES_PER_BATCH_DEFAULT,
             "input files per micro-batch (one commit each)",
-            parse_positive,
+            parse_count,
         ),
         Option(
             KEY_CACHE_BATCHES,
             KEY_CACHE_BATCHES_DEFAULT,
             "batches whose keys the key->version cache keeps",
-            parse_positive,
+            parse_count,
         ),
         Option(
             INPUT_FORMAT,
             INPUT_FORMAT_DEFAULT,
             "json-lines (one record per line) or json-files (each file one JSON document)",
-            _input_format,
+            one_of(*INPUT_FORMATS),
         ),
         Option(
             PARTITION_BY,
@@ -222,7 +220,7 @@ ROUTINE = Routine(
             MAX_OFFSETS_PER_TRIGGER,
             MAX_OFFSETS_PER_TRIGGER_DEFAULT,
             "Kafka sources: records per micro-batch (one commit each; default: all)",
-            _positive_or_empty,
+            or_empty(parse_count),
         ),
         Option(
             UNAVAILABLE_PLACEHOLDER,
@@ -243,7 +241,7 @@ ROUTINE = Routine(
             LOOKUP_IN_LIST_MAX_DEFAULT,
             "up to this many keys, a table lookup reads only their rows (an IN list that "
             "prunes files up to 200 keys, else a broadcast semi-join)",
-            parse_positive,
+            parse_count,
         ),
     ),
     output=(

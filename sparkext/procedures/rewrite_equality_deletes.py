@@ -20,8 +20,10 @@ from sparkext.procedures.base import (
     Param,
     ParamType,
     Routine,
+    one_of,
     parse_boolean,
-    parse_positive,
+    parse_bytes,
+    parse_count,
 )
 
 MIN_EQUALITY_DELETE_FILES = "min-equality-delete-files"
@@ -41,13 +43,6 @@ DELETE_GRANULARITY_DEFAULT = ""  # empty: the table's write.delete.granularity, 
 GRANULARITIES = ("file", "partition")
 MIN_POSITION_DELETE_FILES = "min-position-delete-files"
 MIN_POSITION_DELETE_FILES_DEFAULT = "2"
-
-
-def _granularity(text: str) -> str:
-    text = text.lower()
-    if text not in ("", *GRANULARITIES):
-        raise ValueError(f"expected one of {', '.join(GRANULARITIES)}")
-    return text
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
@@ -164,19 +159,19 @@ ROUTINE = Routine(
             MIN_EQUALITY_DELETE_FILES,
             MIN_EQUALITY_DELETE_FILES_DEFAULT,
             "a partition is converted once it has at least this many equality-delete files",
-            parse_positive,
+            parse_count,
         ),
         Option(
             TARGET_FILE_SIZE_BYTES,
             TARGET_FILE_SIZE_BYTES_DEFAULT,
-            "new position-delete / Puffin files roll over at this size",
-            parse_positive,
+            "new position-delete / Puffin files roll over at this size (bytes, or 64MB, 1GB)",
+            parse_bytes,
         ),
         Option(
             MAX_FILES_PER_COMMIT,
             MAX_FILES_PER_COMMIT_DEFAULT,
             "equality-delete files converted per commit (whole partitions, oldest first)",
-            parse_positive,
+            parse_count,
         ),
         Option(
             PARTIAL_PROGRESS_ENABLED,
@@ -188,7 +183,7 @@ ROUTINE = Routine(
             PARTIAL_PROGRESS_MAX_COMMITS,
             PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT,
             "with partial progress, stop after this many commits",
-            parse_positive,
+            parse_count,
         ),
         Option(
             MERGE_POSITION_DELETES,
@@ -201,14 +196,14 @@ ROUTINE = Routine(
             DELETE_GRANULARITY_DEFAULT,
             "v2 position-delete files per data file ('file') or per partition ('partition'); "
             "default: the table's write.delete.granularity, else file",
-            _granularity,
+            one_of("", *GRANULARITIES),
         ),
         Option(
             MIN_POSITION_DELETE_FILES,
             MIN_POSITION_DELETE_FILES_DEFAULT,
             "'partition' granularity: merge a partition without new deletes once it has this "
             "many position-delete files ('file': a data file with several is merged)",
-            parse_positive,
+            parse_count,
         ),
     ),
     output=(

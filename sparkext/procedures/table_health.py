@@ -25,19 +25,12 @@ from sparkext.procedures.base import (
     Param,
     ParamType,
     Routine,
+    or_empty,
+    parse_bytes,
 )
 
 SMALL_FILE_THRESHOLD_BYTES = "small-file-threshold-bytes"
 SMALL_FILE_THRESHOLD_BYTES_DEFAULT = ""  # empty: 75% of write.target-file-size-bytes
-
-
-def _positive_int_or_empty(text: str) -> int | None:
-    if text == "":
-        return None
-    value = int(text)
-    if value <= 0:
-        raise ValueError("expected a positive number of bytes")
-    return value
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
@@ -104,8 +97,9 @@ ROUTINE = Routine(
         Option(
             SMALL_FILE_THRESHOLD_BYTES,
             SMALL_FILE_THRESHOLD_BYTES_DEFAULT,
-            "data files below this size are small (default: 75% of write.target-file-size-bytes)",
-            _positive_int_or_empty,
+            "data files below this size are small (bytes, or 96MB; default: 75% of "
+            "write.target-file-size-bytes)",
+            or_empty(parse_bytes),
         ),
     ),
     output=(

@@ -94,8 +94,8 @@ CASES = [
         "CALL sparkext.table_health(table => '{t}', "
         "options => map('small-file-threshold-bytes', '-5'))",
         OptionError,
-        "Option 'small-file-threshold-bytes' of sparkext.table_health has an invalid value "
-        "'-5': expected a positive number of bytes.",
+        "Option 'small-file-threshold-bytes' of sparkext.table_health expects a positive whole "
+        "number of bytes such as 134217728 or 128MB, got '-5'.",
     ),
     (
         "CALL sparkext.table_health(table => '{t}', options => map('a'))",
