@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
 from sparkext.errors import OptionError, ProcedureArgumentError, did_you_mean
 from sparkext.procedures.base import (
     BoundArgs,
@@ -19,6 +21,7 @@ from sparkext.procedures.base import (
     ParamType,
     Routine,
     describe,
+    sql_string,
     type_label,
 )
 from sparkext.routing.invocations import RawArg
@@ -130,6 +133,65 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
     return value
 
 
+# How to write a valid value of a type, for a typed literal or CAST that came out NULL.
+_DATETIME_FORMS = {
+    "DATE": ("date", "yyyy-MM-dd"),
+    "TIMESTAMP": ("timestamp", "yyyy-MM-dd HH:mm:ss"),
+    "TIMESTAMP_LTZ": ("timestamp", "yyyy-MM-dd HH:mm:ss"),
+    "TIMESTAMP_NTZ": ("timestamp", "yyyy-MM-dd HH:mm:ss"),
+}
+_VALUE_HINTS = {
+    exp.DataType.Type.BOOLEAN: "write true or false",
+    **dict.fromkeys(exp.DataType.INTEGER_TYPES, "write a whole number such as 42"),
+    **dict.fromkeys(exp.DataType.REAL_TYPES, "write a number such as 1.5"),
+}
+
+
+def invalid_literal(cast: exp.Cast) -> str:
+    """Why a typed literal or a CAST of a string came out NULL (Spark's INVALID_TYPED_LITERAL,
+    which a CAST outside ANSI mode turns into a NULL), and how to write it.
+
+    >>> from sqlglot import parse_one
+    >>> print(invalid_literal(parse_one("DATE '2026-13-45'", read="spark")))
+    DATE '2026-13-45' is not a valid date; write it as DATE 'yyyy-MM-dd'
+    >>> invalid_literal(parse_one("CAST('x' AS INT)", read="spark"))
+    "CAST('x' AS INT) is NULL: 'x' is not a valid INT; write a whole number such as 42"
+    """
+    type_name = cast.to.sql("spark")
+    text = sql_string(cast.this.name)
+    if type_name in _DATETIME_FORMS:
+        noun, pattern = _DATETIME_FORMS[type_name]
+        return f"{type_name} {text} is not a valid {noun}; write it as {type_name} '{pattern}'"
+    hint = _VALUE_HINTS.get(cast.to.this, f"write a valid {type_name} value")
+    return f"{cast.sql('spark')} is NULL: {text} is not a valid {type_name}; {hint}"
+
+
+def _explain_null(
+    routine: Routine, param: Param, expression: exp.Expression, evaluate: Callable
+) -> None:
+    """Raise when ``expression`` names no NULL but evaluated to NULL: a typed literal or CAST
+    of a string that is no valid value (TIMESTAMP '2026-13-45 00:00:00'), or, for a required
+    parameter, any expression; a NULL the user wrote is left to :func:`_coerce`."""
+    if expression.find(exp.Null) is not None:
+        return
+    where = f"Parameter '{param.name}' of {label(routine)}"
+    casts = [
+        node
+        for node in expression.walk()
+        if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string
+    ]
+    if casts and (len(casts) > 1 or casts[0] is not expression):
+        # which one is NULL: one more query, on this error path only
+        casts = [c for c, v in zip(casts, evaluate(casts), strict=True) if v is None]
+    if casts:
+        raise ProcedureArgumentError(f"{where}: {invalid_literal(casts[0])}.")
+    if param.required:
+        raise ProcedureArgumentError(
+            f"{where} is required, but {expression.sql('spark')} evaluates to NULL; "
+            "check the values in it."
+        )
+
+
 def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str, Any]:
     """Validate ``options => map(...)`` keys against the routine's declared options."""
     declared = {o.key: o for o in routine.options}
@@ -180,6 +242,8 @@ def bind(
     for name, value in zip(names, values, strict=True):
         param = routine.param(name)
         assert param is not None
+        if value is None:
+            _explain_null(routine, param, matched[name].expression, evaluate)
         bound[name] = _coerce(routine, param, value)
     for param in routine.params:
         if param.type == ParamType.TABLE and bound[param.name] is not None:
