@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sparkext.errors import ProcedureArgumentError
 from sparkext.procedures.base import (
     BoundArgs,
     Context,
@@ -24,6 +25,7 @@ from sparkext.procedures.base import (
     parse_boolean,
     parse_bytes,
     parse_count,
+    sql_string,
 )
 
 MIN_EQUALITY_DELETE_FILES = "min-equality-delete-files"
@@ -45,6 +47,23 @@ MIN_POSITION_DELETE_FILES = "min-position-delete-files"
 MIN_POSITION_DELETE_FILES_DEFAULT = "2"
 
 
+def check_where(table: str, partitioned: bool, where: str | None) -> None:
+    """Refuse ``where`` on a table without partitions: it selects partitions, and there are none.
+
+    >>> try:
+    ...     check_where("lake.db.t", False, "day = DATE '2026-11-21'")
+    ... except ProcedureArgumentError as error:
+    ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
+    lake.db.t is unpartitioned, so where => "day = DATE '2026-11-21'" has no partition to
+    select; leave where out to convert all of its equality deletes.
+    """
+    if where is not None and not partitioned:
+        raise ProcedureArgumentError(
+            f"{table} is unpartitioned, so where => {sql_string(where)} has no partition to "
+            "select; leave where out to convert all of its equality deletes."
+        )
+
+
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     from sparkext.deletes.rewrite import run_round
     from sparkext.iceberg.delete_files import DeleteTable
@@ -52,8 +71,9 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
     started = time.monotonic()
     options = args.options
-    table = DeleteTable(context.spark, args.table())
     where = (args["where"] or "").strip() or None
+    check_where(args.table().name, args.table().partitioned, where)
+    table = DeleteTable(context.spark, args.table())
     granularity = (
         options[DELETE_GRANULARITY] or args.table().prop("write.delete.granularity", "file")
     ).lower()
