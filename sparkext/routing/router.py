@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _view_ids = itertools.count(1)
+# Spark's error for sparkext.f(...) used as a scalar function (its position as translated).
+_UNRESOLVED_OURS = re.compile(
+    r"^\[UNRESOLVED_ROUTINE\] Cannot resolve function `sparkext`\.`([^`]+)`"
+    r"(?:.*? \(line (\d+), column (\d+)\))?"
+)
 
 
 def _routine(invocation: Invocation, kind: Kind) -> Routine:
@@ -89,7 +95,41 @@ def execute(
         translated = translate(error, line_offset)
         if translated is None:
             raise
-        raise translated from error
+        raise (scalar_use(str(translated)) or translated) from error
+
+
+def scalar_use(message: str) -> UnknownRoutineError | None:
+    """The sentence for Spark's UNRESOLVED_ROUTINE on ``sparkext.f(...)`` written where a value
+    goes (a select list, a WHERE): sparkext's routines are tables or procedures, never scalars.
+
+    >>> spark_says = "[UNRESOLVED_ROUTINE] Cannot resolve function `sparkext`.`{}` on search "
+    >>> spark_says += "path [`system`.`builtin`] (line 2, column 8)."
+    >>> print(scalar_use(spark_says.format("table_health")))  # doctest: +ELLIPSIS
+    sparkext.table_health is a table function: use it in FROM (SELECT * FROM ...) or as CALL ...
+    >>> print(scalar_use(spark_says.format("tabel_health")))  # doctest: +ELLIPSIS
+    Unknown function 'sparkext.tabel_health' at line 2, column 8 (did you mean 'table_health'?); ...
+    """
+    found = _UNRESOLVED_OURS.match(message)
+    if found is None:
+        return None
+    name = found.group(1).lower()
+    routine = ROUTINES.get(name)
+    if routine is None:
+        where = f" at line {found.group(2)}, column {found.group(3)}" if found.group(2) else ""
+        return UnknownRoutineError(
+            f"Unknown function 'sparkext.{name}'{where}{did_you_mean(name, ROUTINES)}; "
+            "CALL sparkext.help() lists them."
+        )
+    call = f"CALL sparkext.{routine.name}(...)"
+    if Kind.FUNCTION not in routine.kind:
+        return UnknownRoutineError(
+            f"sparkext.{routine.name} is a procedure, not a function: run it as {call}."
+        )
+    also = f" or as {call}" if Kind.PROCEDURE in routine.kind else ""
+    return UnknownRoutineError(
+        f"sparkext.{routine.name} is a table function: use it in FROM "
+        f"(SELECT * FROM sparkext.{routine.name}(...)){also}."
+    )
 
 
 def _stored_query(statement: Statement) -> str | None:
