@@ -22,7 +22,8 @@ from datetime import timedelta
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
 
 from sparkext.errors import SqlParseError
 from sparkext.streaming.dialect import Streaming
@@ -288,13 +289,32 @@ def _creates_view(before: list[str]) -> bool:
     return bool(head) and head[-1] == "CREATE"
 
 
-def _refuse_unsupported(text: str) -> None:
-    from sqlglot.tokens import TokenType
+def _tokens(text: str) -> list[Token]:
+    """The job's tokens; an unterminated string, identifier or comment is a StreamingSqlError."""
+    tokenizer = Streaming().tokenizer()
+    try:
+        return tokenizer.tokenize(text)
+    except TokenError:
+        done = tokenizer.tokens
+        offset = done[-1].end + 1 if done else 0
+        while offset < len(text) and text[offset].isspace():
+            offset += 1
+        line = text.count("\n", 0, offset) + 1
+        col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        snippet = text[offset : offset + 20].splitlines()[0] if offset < len(text) else ""
+        raise StreamingSqlError(
+            f"line {line}, column {col}: an unterminated string, quoted identifier or comment "
+            f"starts at '{snippet}'; close it.",
+            line,
+            col,
+        ) from None
 
+
+def _refuse_unsupported(tokens: list[Token]) -> None:
     words: list[str] = []
     places: list[tuple[int, int]] = []
     previous = None
-    for token in Streaming().tokenize(text):
+    for token in tokens:
         if token.token_type != TokenType.STRING:
             words.append(token.text.upper())
             places.append((token.line, token.col))
@@ -311,17 +331,123 @@ def _refuse_unsupported(text: str) -> None:
             raise StreamingSqlError(f"line {line}, column {col}: {sentence}", line, col)
 
 
+# What may not follow a comma: Flink's grammar (Calcite's) has no trailing comma in any list
+# (SELECT, GROUP BY, ORDER BY, PARTITION BY, FROM, arguments, columns, WITH options) and no
+# empty item, while sqlglot's parser skips both silently.
+_NOT_AFTER_A_COMMA = {
+    TokenType.COMMA,
+    TokenType.R_PAREN,
+    TokenType.SEMICOLON,
+    TokenType.SELECT,
+    TokenType.FROM,
+    TokenType.WHERE,
+    TokenType.GROUP_BY,
+    TokenType.HAVING,
+    TokenType.WINDOW,
+    TokenType.QUALIFY,
+    TokenType.ORDER_BY,
+    TokenType.PARTITION_BY,
+    TokenType.DISTRIBUTE_BY,
+    TokenType.SORT_BY,
+    TokenType.CLUSTER_BY,
+    TokenType.LIMIT,
+    TokenType.UNION,
+    TokenType.INTERSECT,
+    TokenType.EXCEPT,
+    TokenType.JOIN,
+    TokenType.ON,
+    TokenType.USING,
+    TokenType.ROWS,
+    TokenType.RANGE,
+    TokenType.INTO,
+}
+# The list a comma belongs to, by the clause that opens it.
+_LISTS = {
+    TokenType.SELECT: "SELECT list",
+    TokenType.GROUP_BY: "GROUP BY list",
+    TokenType.ORDER_BY: "ORDER BY list",
+    TokenType.PARTITION_BY: "PARTITION BY list",
+    TokenType.FROM: "FROM list",
+    TokenType.WITH: "WITH list",
+    TokenType.VALUES: "VALUES list",
+}
+# The list in parentheses after a clause keyword: TABLE t PARTITION BY (a, b), WITH ('k'='v').
+_PARENTHESIZED = {TokenType.PARTITION_BY: "PARTITION BY list", TokenType.WITH: "WITH option list"}
+_CLAUSES = {*_LISTS, TokenType.WHERE, TokenType.HAVING, TokenType.ON, TokenType.SET}
+
+
+def _list_of(tokens: list[Token], comma: int) -> str:
+    """The name of the list the comma at ``comma`` separates ("GROUP BY list", …)."""
+    depth = 0
+    for index in range(comma - 1, -1, -1):
+        kind = tokens[index].token_type
+        if kind == TokenType.R_PAREN:
+            depth += 1
+        elif kind == TokenType.L_PAREN:
+            if depth == 0:  # the list is inside these parentheses
+                before = tokens[index - 1].token_type if index else None
+                return _PARENTHESIZED.get(before, "list in parentheses")
+            depth -= 1
+        elif depth == 0 and kind in _CLAUSES:
+            return _LISTS.get(kind, "list")
+    return "list"
+
+
+def _refuse_trailing_commas(tokens: list[Token]) -> None:
+    """Refuse what Flink refuses and sqlglot accepts: ``GROUP BY a, b,`` and ``a,, b``."""
+    for index, token in enumerate(tokens):
+        if token.token_type != TokenType.COMMA:
+            continue
+        after = tokens[index + 1] if index + 1 < len(tokens) else None
+        if after is not None and after.token_type not in _NOT_AFTER_A_COMMA:
+            continue
+        where = f"line {token.line}, column {token.col}"
+        if after is not None and after.token_type == TokenType.COMMA:
+            sentence = "two commas in a row; remove one (Flink SQL has no empty list item)."
+        else:
+            ahead = f"before '{after.text}'" if after is not None else "at the end of the job"
+            sentence = (
+                f"the {_list_of(tokens, index)} ends with a comma {ahead}; remove the trailing "
+                "comma (Flink SQL does not allow one)."
+            )
+        raise StreamingSqlError(f"{where}: {sentence}", token.line, token.col)
+
+
+def check_syntax(text: str) -> None:
+    """Check a job's text as far as it can be checked without Spark or a catalog, in well under
+    a second: syntax, constructs sparkext refuses, trailing commas, the statements a job may
+    hold, its CREATE TABLE declarations and its SET durations.
+
+    Raises the :class:`StreamingSqlError` (line and column in its message and attributes) that
+    :func:`parse_job`, and so ``run_stream``/``run_backfill``, would raise later; returns
+    ``None`` when the text passes. What needs the catalog (the tables a job reads without
+    declaring them, their columns and event times) is checked when the job is planned.
+
+    >>> check_syntax("INSERT INTO s SELECT a FROM t GROUP BY a,")
+    Traceback (most recent call last):
+    ...
+    sparkext.streaming.job.StreamingSqlError: line 1, column 41: the GROUP BY list ends with a \
+comma at the end of the job; remove the trailing comma (Flink SQL does not allow one).
+    """
+    parse_job(text)
+
+
 def parse_job(text: str) -> Job:
     """Parse a job file into a :class:`Job`; errors name line and column."""
-    _refuse_unsupported(text)
+    tokens = _tokens(text)
+    _refuse_unsupported(tokens)
+    _refuse_trailing_commas(tokens)
     try:
         statements = [s for s in sqlglot.parse(text, read=Streaming) if s is not None]
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
         line, col = first.get("line"), first.get("col")
-        reason = first.get("description", str(error))
+        reason = first.get("description", str(error)).rstrip(".")
+        near = first.get("highlight", "")
+        if "<class" in reason:  # sqlglot's internal wording: say where instead
+            reason = "syntax error"
         raise StreamingSqlError(
-            f"line {line}, column {col}: {reason} (near '{first.get('highlight', '')}').", line, col
+            f"line {line}, column {col}: {reason} (near '{near}').", line, col
         ) from None
     job = Job()
     for statement in statements:
@@ -342,7 +468,13 @@ def parse_job(text: str) -> Job:
                 assignment = item.this
                 if not isinstance(assignment, exp.EQ):
                     raise error_at(statement, "SET needs 'key' = 'value'.")
-                job.settings[assignment.this.name] = assignment.expression.name
+                key, value = assignment.this.name, assignment.expression.name
+                if key in (STATE_TTL_SETTING, SESSION_LOOKBACK_SETTING):
+                    try:
+                        parse_duration(value)
+                    except StreamingSqlError as bad:
+                        raise error_at(statement, f"SET '{key}': {bad}") from None
+                job.settings[key] = value
         elif isinstance(statement, exp.Insert | exp.Query):
             job.queries.append(statement)
         else:
