@@ -213,11 +213,15 @@ def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str,
             )
         try:
             result[key] = option.parse(raw)
-        except Expected as error:
-            raise OptionError(
-                f"Option '{key}' of {label(routine)} expects {error}, got {describe(raw)}."
-            ) from None
         except (TypeError, ValueError) as error:
+            # Expected, or a parser's own ValueError("expected ..."): the one sentence shape
+            expected = str(error) if isinstance(error, Expected) else ""
+            if not expected and str(error).startswith("expected "):
+                expected = str(error).removeprefix("expected ").rstrip(".")
+            if expected:
+                raise OptionError(
+                    f"Option '{key}' of {label(routine)} expects {expected}, got {describe(raw)}."
+                ) from None
             raise OptionError(
                 f"Option '{key}' of {label(routine)} has an invalid value '{raw}': {error}."
             ) from None
