@@ -1,5 +1,5 @@
 -- sparkext demo: a small merge-on-read table with a few commits, then its health.
--- Runs on the embedded default (local Spark, ./warehouse): sparkext-demo, or
+-- Runs on the embedded default (local Spark, warehouse ~/.sparkext/warehouse): sparkext-demo, or
 --   sparkext-sql --echo -f sql/demo.sql
 CREATE NAMESPACE IF NOT EXISTS lake.demo;
 DROP TABLE IF EXISTS lake.demo.orders PURGE;

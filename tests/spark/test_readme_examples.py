@@ -15,6 +15,9 @@ Here, on the one shared session:
 - The example directory ``/tmp/sparkext-examples`` is a temporary one: that path is replaced in
   the blocks, in their stated outputs and in the sql/examples/ scripts the commands run.
 
+To update a stated output, set ``SPARKEXT_README_PRINTED=DIR``: what each example printed is
+kept in DIR, one file per example (``README.md-<line>-<lang>.txt``).
+
 The namespaces the README writes (lake.db, lake.ods, lake.dw, lake.demo) are emptied first, as
 on a new warehouse, and again at the end. The examples depend on each other as the README's do:
 when one fails, the later ones may fail with it; read the first failure.
@@ -151,6 +154,10 @@ def walkthrough(spark, tmp_path_factory):
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.block.name for e in EXAMPLES])
 def test_readme_example(walkthrough, example):
     printed = walkthrough.run(example.block)
+    if os.environ.get("SPARKEXT_README_PRINTED"):
+        kept = Path(os.environ["SPARKEXT_README_PRINTED"]) / f"{example.block.name}.txt"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(printed, encoding="utf-8")
     if example.output is not None:
         stated = readme.relocate(example.output, walkthrough.data)
         gap = readme.missing(stated, printed)
