@@ -5,6 +5,9 @@ driver); the expression built here crosses py4j once as SQL text (0.3-0.6 s). Un
 semi-join, a literal IN list is pushed down to Iceberg, which skips files by their column
 bounds, but only for lists of up to ``IN_LIST_PRUNES_MAX`` values: above that Iceberg keeps
 every file, and a broadcast semi-join against a DataFrame of the values is as fast or faster.
+
+:func:`sql_string` writes a string as a literal a user can copy, for error messages that quote
+what was written (``where => "day = DATE '2026-11-21'"``, quotes not nested).
 """
 
 from __future__ import annotations
@@ -41,6 +44,20 @@ def literal(value: Any) -> exp.Expression | None:
     ):
         return exp.convert(value)
     return None
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal a user can copy: in single quotes, or in double
+    quotes when it holds single quotes (Spark reads both), else with ``\\'`` escapes.
+
+    >>> print(sql_string("a"), sql_string("it's"), sql_string('it\\'s "x"'))
+    'a' "it's" 'it\\'s "x"'
+    """
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def in_list_sql(column: str, values: Iterable[Any]) -> str | None:

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sparkext import times
+from sparkext.literals import sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -147,20 +148,6 @@ def describe(value: Any) -> str:
     if isinstance(value, list):
         return "array(" + ", ".join(describe(v) for v in value) + ")"
     return str(value)
-
-
-def sql_string(text: str) -> str:
-    """``text`` as a Spark SQL string literal a user can copy: in single quotes, or in double
-    quotes when it holds single quotes (Spark reads both), else with ``\\'`` escapes.
-
-    >>> print(sql_string("a"), sql_string("it's"), sql_string('it\\'s "x"'))
-    'a' "it's" 'it\\'s "x"'
-    """
-    if "'" not in text:
-        return f"'{text}'"
-    if '"' not in text and "\\" not in text:
-        return f'"{text}"'
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_label(value: Any) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from sparkext.errors import OptionError, ProcedureArgumentError, did_you_mean
+from sparkext.literals import sql_string
 from sparkext.procedures.base import (
     BoundArgs,
     Expected,
@@ -21,7 +22,6 @@ from sparkext.procedures.base import (
     ParamType,
     Routine,
     describe,
-    sql_string,
     type_label,
 )
 from sparkext.routing.invocations import RawArg

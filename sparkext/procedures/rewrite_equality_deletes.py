@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from sparkext.errors import ProcedureArgumentError
+from sparkext.literals import sql_string
 from sparkext.procedures.base import (
     BoundArgs,
     Context,
@@ -25,7 +26,6 @@ from sparkext.procedures.base import (
     parse_boolean,
     parse_bytes,
     parse_count,
-    sql_string,
 )
 
 MIN_EQUALITY_DELETE_FILES = "min-equality-delete-files"
