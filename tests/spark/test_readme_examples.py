@@ -141,14 +141,25 @@ def walkthrough(spark, tmp_path_factory):
     (base / "home").mkdir()
     (base / "scripts").mkdir()
     registry = dict(REGISTRY)  # the UDF example declares functions
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    catalog, database = spark.catalog.currentCatalog(), spark.catalog.currentDatabase()
     _empty(spark, NAMESPACES)
+    # what conf/spark-defaults.conf gives a new session, whatever earlier tests left behind
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    spark.catalog.setCurrentCatalog("lake")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HOME", str(base / "home"))
         patch.chdir(ROOT)
         yield Walkthrough(spark, base / "sparkext-examples", base / "scripts")
+    for query in spark.streams.active:  # left running by an example that failed
+        query.stop()
     REGISTRY.clear()
     REGISTRY.update(registry)
     _empty(spark, NAMESPACES)
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    spark.catalog.setCurrentCatalog(catalog)
+    if database:
+        spark.catalog.setCurrentDatabase(database)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.block.name for e in EXAMPLES])
