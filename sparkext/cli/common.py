@@ -24,13 +24,14 @@ def error_message(
     error: BaseException, verbose: bool, source: str | None = None, always: bool = False
 ) -> str:
     """One line for the user (``Error: [source: ]sentence``); the Python and Java stack traces
-    only with ``verbose``. ``source`` (a file name) prefixes a parse error, whose line and
-    column are in that file — or every error with ``always`` (an ``-i`` file runs unseen)."""
+    only with ``verbose``. ``source`` (a file name) prefixes a parse error that has a line
+    and column (they are in that file) — or every error with ``always`` (an ``-i`` file runs unseen)."""
     from sparkext.errors import SqlParseError
     from sparkext.iceberg.errors import translate
 
     translated = error if isinstance(error, SparkextError) else translate(error)
-    named = source and (always or isinstance(translated, SqlParseError))
+    in_file = isinstance(translated, SqlParseError) and translated.line is not None
+    named = source and (always or in_file)
     where = f"{source}: " if named else ""
     if translated is not None:
         text = f"Error: {where}{translated}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -186,14 +187,32 @@ def stream(job, confs, master, verbose, checkpoint, available_now, start_from, i
     except Exception as error:
         fail(error, verbose, job)
     click.echo(f"streaming; checkpoint {run.checkpoint}; Ctrl-C stops.", err=True)
+    # The wait runs on a thread of its own: a signal must not land inside a py4j call of this
+    # thread (PySpark's handler would call the JVM from inside it: "reentrant call").
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def wait() -> None:
+        try:
+            run.wait()
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=wait, name="sparkext-stream-wait", daemon=True).start()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        run.wait()
+        while not done.wait(0.5):
+            pass
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping: a second Ctrl-C waits too
         run.stop()
         click.echo(f"stopped; checkpoint intact in {run.checkpoint}.", err=True)
-    except Exception as error:
-        fail(error, verbose, job)
+        return
+    if failures:
+        fail(failures[0], verbose, job)
 
 
 COMMANDS = {"backfill": backfill, "stream": stream}

@@ -45,23 +45,30 @@ def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
     return tuple(str(parts.apply(i)) for i in range(parts.size()))
 
 
-def where(spark: SparkSession, parts: tuple[str, ...] = ()) -> str:
-    """`` in catalog lake (warehouse /home/u/.sparkext/warehouse)`` for the catalog a name
-    resolves in: a "does not exist" error then says which warehouse was searched (the same
-    command from another conf or directory may see another catalog). Empty when unknown."""
+def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
+    """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (the
+    default catalog for a name without one), or None when the conf does not say."""
     try:
         conf = spark.conf
-        catalog = parts[0] if len(parts) > 2 else conf.get("spark.sql.defaultCatalog", "")
-        if parts and len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
+        catalog = conf.get("spark.sql.defaultCatalog", "")
+        if len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
             catalog = parts[0]
         prefix = f"spark.sql.catalog.{catalog}"
-        location = conf.get(f"{prefix}.uri", None) or conf.get(f"{prefix}.warehouse", None)
+        uri = conf.get(f"{prefix}.uri", None)
+        warehouse = conf.get(f"{prefix}.warehouse", None)
     except Exception:
-        return ""
-    if not catalog or not location:
-        return ""
-    kind = "uri" if conf.get(f"{prefix}.uri", None) else "warehouse"
-    return f" in catalog {catalog} ({kind} {location})"
+        return None
+    if not catalog or not (uri or warehouse):
+        return None
+    return (catalog, "uri", uri) if uri else (catalog, "warehouse", warehouse)
+
+
+def where(spark: SparkSession, parts: tuple[str, ...] = ()) -> str:
+    """`` in catalog lake (warehouse /home/u/.sparkext/warehouse)``: a "does not exist" error
+    then says which warehouse was searched (the same command from another conf or directory
+    may see another catalog). Empty when unknown."""
+    found = location(spark, parts)
+    return f" in catalog {found[0]} ({found[1]} {found[2]})" if found else ""
 
 
 def metadata_name(spark: SparkSession, table: str, name: str) -> str:

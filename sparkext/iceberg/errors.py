@@ -250,10 +250,35 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
             )
         return SqlParseError(message)
     if "TABLE_OR_VIEW_NOT_FOUND" in message or java_name.endswith("NoSuchTableException"):
-        return TableNotFoundError(message)
+        return TableNotFoundError(_with_catalog(message))
     if java_name.endswith(("CommitFailedException", "ValidationException")):
         return CommitConflictError(message)
     return SparkError(message)
+
+
+_NOT_FOUND = re.compile(r"The table or view (\S+) cannot be found(?: \(line \d+, column \d+\))?")
+
+
+def _with_catalog(message: str) -> str:
+    """Spark's TABLE_OR_VIEW_NOT_FOUND as one sentence that says which catalog and warehouse
+    were searched (the same statement with another conf or warehouse sees another catalog)."""
+    from pyspark.sql import SparkSession
+
+    from sparkext.iceberg.catalog import location
+
+    spark = SparkSession.getActiveSession()
+    found = location(spark) if spark is not None else None
+    named = _NOT_FOUND.search(message)
+    if found is None or named is None:
+        return message
+    catalog, kind, where = found
+    parts = [p.strip("`") for p in named.group(1).split("`.`")]
+    namespace = ".".join(parts[:-1]) if len(parts) > 1 else "the current namespace"
+    head = message[: named.end()]
+    return (
+        f"{head}; the default catalog is {catalog} ({kind} {where}): check the name with "
+        f"SHOW TABLES IN {namespace}, or qualify it with its catalog."
+    )
 
 
 def java_exception_classes(error: BaseException) -> list[str]:

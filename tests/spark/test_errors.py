@@ -81,8 +81,8 @@ CASES = [
     (
         "CALL sparkext.table_health(table => 'lake.test.no_such_table')",
         TableNotFoundError,
-        "Table 'lake.test.no_such_table' does not exist; check the name with "
-        "SHOW TABLES IN lake.test.",
+        "Table 'lake.test.no_such_table' does not exist in catalog lake (warehouse {w}); "
+        "check the name with SHOW TABLES IN lake.test.",
     ),
     (
         "CALL sparkext.table_health(table => '{t}', options => map('small-files', '1'))",
@@ -119,10 +119,8 @@ CASES = [
         "SELECT * FROM lake.test.no_such_table",
         TableNotFoundError,
         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `lake`.`test`.`no_such_table` cannot be "
-        "found (line 1, column 15). Verify the spelling and correctness of the schema and "
-        "catalog. If you did not qualify the name with a schema, verify the current_schema() "
-        "output, or qualify the name with the correct schema and catalog. To tolerate the error "
-        "on drop use DROP VIEW IF EXISTS or DROP TABLE IF EXISTS.",
+        "found (line 1, column 15); the default catalog is lake (warehouse {w}): check the name "
+        "with SHOW TABLES IN lake.test, or qualify it with its catalog.",
     ),
     (
         "CALL sparkext.help(name => 'nope')",
@@ -138,12 +136,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(("template", "kind", "message"), CASES)
-def test_bad_input_gets_one_sentence_and_changes_nothing(spark, table, template, kind, message):
+def test_bad_input_gets_one_sentence_and_changes_nothing(
+    spark, warehouse, table, template, kind, message
+):
     before = state(spark, table)
     with pytest.raises(kind) as caught:
         sparkext.sql(template.format(t=table))
     text = str(caught.value)
-    assert text == message
+    assert text == message.replace("{w}", str(warehouse))
     assert "\n" not in text and "\tat " not in text and "java." not in text
     if "INSERT" not in template:
         assert state(spark, table) == before
