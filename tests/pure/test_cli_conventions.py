@@ -124,3 +124,29 @@ def test_verbose_hands_its_level_to_log4j_without_leaking(monkeypatch, tmp_path)
     assert options.endswith("-Dsparkext.log.level=warn")
     shipped = (Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties").read_text()
     assert "rootLogger.level = ${sys:sparkext.log.level:-error}" in shipped
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["backfill", "--from", "2026-11-20", "--to", "2026-11-21"], ["stream", "--checkpoint", "ck"]],
+)
+def test_a_job_syntax_error_is_reported_before_spark_starts(tmp_path, monkeypatch, command):
+    import sparkext.cli.common as common
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started for a job that does not parse")
+
+    monkeypatch.setattr(common, "start_session", no_spark)
+    monkeypatch.setattr("sparkext.cli.streaming.start_session", no_spark)
+    job = tmp_path / "job.sql"
+    job.write_text(
+        "CREATE TABLE s (user_id BIGINT, ts TIMESTAMP);\n"
+        "INSERT INTO t SELECT user_id, COUNT(*) FROM s\n"
+        "GROUP BY user_id,;\n"
+    )
+    name, *options = command
+    result = run(name, str(job), *options)
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert line.startswith(f"Error: {job}: line 3, column "), line
+    assert "trailing comma" in line
