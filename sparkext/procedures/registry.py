@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from sparkext.procedures import (
+    changelog,
+    create_changelog_view,
     help,
     ingest_cdc,
     rewrite_equality_deletes,
@@ -14,6 +16,8 @@ from sparkext.procedures.base import Routine
 ROUTINES: dict[str, Routine] = {
     r.name: r
     for r in (
+        changelog.ROUTINE,
+        create_changelog_view.ROUTINE,
         help.ROUTINE,
         ingest_cdc.ROUTINE,
         rewrite_equality_deletes.ROUTINE,

@@ -1,0 +1,298 @@
+"""The changelog of an Iceberg table between two snapshots, as ONE DataFrame (rows on executors).
+
+Deletes of every kind included (position deletes, deletion vectors, equality deletes), where
+Iceberg's own changelog scan refuses any table with delete files. The plan and its reads come from
+:mod:`sparkext.planning.changelog` and :mod:`sparkext.iceberg.changelog`; this module is the
+algebra on their rows:
+
+1. every row read (``ADDED``: as written; ``BEFORE``: live at the parent) is matched by
+   (snapshot, file, position) with the positions still live after the snapshot (``AFTER``): a
+   ``BEFORE`` row no longer live is a DELETE; an ``ADDED`` row is an INSERT, and also a DELETE
+   when it did not survive its own snapshot (a transient);
+2. carry-over rows (a row deleted and written again unchanged in one snapshot, as copy-on-write
+   rewrites do) are removed as Iceberg's ``RemoveCarryoverIterator`` does: per identical row and
+   snapshot, equal numbers of DELETEs and INSERTs cancel. Transients are real changes and stay;
+3. ``compute_updates`` pairs a DELETE and an INSERT of the same identifier in one snapshot into
+   UPDATE_BEFORE / UPDATE_AFTER (Iceberg's ``ComputeUpdateIterator``); ``net_changes`` collapses
+   the whole range per row (Iceberg's ``RemoveNetCarryoverIterator``), transients included.
+
+The driver only walks snapshots and plans file lists; joins and window functions do the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from sparkext.identifiers import col, cols, ddl_fields
+from sparkext.planning.changelog import (
+    ChangelogRange,
+    FileRead,
+    Lane,
+    RangeRequest,
+    ReadSet,
+    Role,
+    bounds,
+    change_options,
+    file_reads,
+    needs,
+    pack,
+    resolve_range,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+    from sparkext.iceberg.catalog import TableRef
+    from sparkext.iceberg.changelog import ChangelogTable
+
+CHANGE_TYPE = "_change_type"
+CHANGE_ORDINAL = "_change_ordinal"
+COMMIT_SNAPSHOT_ID = "_commit_snapshot_id"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (
+    (CHANGE_TYPE, "string"),
+    (CHANGE_ORDINAL, "int"),
+    (COMMIT_SNAPSHOT_ID, "bigint"),
+    (COMMIT_TIMESTAMP, "timestamp"),
+)
+DELETE, INSERT = "DELETE", "INSERT"
+UPDATE_BEFORE, UPDATE_AFTER = "UPDATE_BEFORE", "UPDATE_AFTER"
+CDC_POSITION = "_cdc_position"  # ingest_cdc's source position: orders changes in a snapshot
+
+# working columns, dropped before the result
+_SET, _FILE, _POS = "_sx_set", "_file", "_pos"
+_ROLE, _CHECKED, _LIVE, _TIMESTAMP_MS = "_sx_role", "_sx_checked", "_sx_live", "_sx_ts_ms"
+_TRANSIENT = "_sx_transient"
+_MANIFEST_DDL = ddl_fields(
+    [
+        (_SET, "int"),
+        (_FILE, "string"),
+        (_ROLE, "string"),
+        (CHANGE_ORDINAL, "int"),
+        (COMMIT_SNAPSHOT_ID, "bigint"),
+        (_TIMESTAMP_MS, "bigint"),
+        (_CHECKED, "boolean"),
+    ]
+)
+
+
+def changelog(
+    spark: SparkSession,
+    table: TableRef,
+    request: RangeRequest,
+    *,
+    compute_updates: bool | None = None,
+    identifier_columns: Sequence[str] | None = None,
+    net_changes: bool = False,
+    progress: Callable[[str], None] = lambda message: None,
+) -> DataFrame:
+    """The table's columns + ``_change_type``, ``_change_ordinal``, ``_commit_snapshot_id``,
+    ``_commit_timestamp``, for the snapshots in the range, ordered by ordinal, deletes before
+    inserts (then ``_cdc_position`` for ``ingest_cdc`` tables). Argument and range errors are
+    raised here, before any row is read; the rows are read when the DataFrame runs."""
+    from sparkext import times
+    from sparkext.iceberg.catalog import identifier_columns as table_identifiers
+    from sparkext.iceberg.changelog import ChangelogTable
+
+    user = spark.table(table.name).schema  # current schema: every change is read in it
+    names = user.fieldNames()
+    options = change_options(
+        table.name,
+        names,
+        table_identifiers(spark, table.name),
+        compute_updates,
+        identifier_columns,
+        net_changes,
+    )
+    source = ChangelogTable(spark, table)
+    history = source.history()
+    start, end = bounds(request, history.refs, times.session_zone(spark))
+    found = resolve_range(history, start, end)
+    progress(f"planning the changelog of {table.name}: {len(found.changes)} snapshot(s)")
+    changes = raw_changes(spark, source, found, user)
+    changes = remove_carryovers(changes, names, options.net_changes)
+    if options.compute_updates:
+        changes = updates(changes, options.identifier_columns, table.name)
+    elif options.net_changes:
+        changes = net(changes, names)
+    return ordered(changes.drop(_TRANSIENT), names)
+
+
+def raw_changes(
+    spark: SparkSession, source: ChangelogTable, found: ChangelogRange, user: StructType
+) -> DataFrame:
+    """Every INSERT and DELETE image of the range, carry-overs included, with ``_sx_transient``."""
+    from pyspark.sql import functions as F
+
+    reads: list[FileRead] = []
+    for change in found.changes:
+        need = needs(change)
+        reads += file_reads(change, source.snapshot_files(change, need), need.parent_deletes)
+    sets = pack(reads)
+    rows_sets = [s for s in sets if s.lane == Lane.ROWS]
+    if not rows_sets:
+        schema = ddl_fields(
+            [(f.name, f.dataType.simpleString()) for f in user.fields]
+            + [*CHANGE_COLUMNS, (_TRANSIENT, "boolean")]
+        )
+        return spark.createDataFrame([], schema)
+    manifest = _manifest(spark, sets)
+    rows = _union([_tagged(source.read(s), s) for s in rows_sets]).join(
+        F.broadcast(manifest), [_SET, _FILE]
+    )
+    position_sets = [s for s in sets if s.lane == Lane.POSITIONS]
+    added = F.col(_ROLE) == Role.ADDED.value
+    if position_sets:
+        positions = (
+            _union([_tagged(source.read(s), s) for s in position_sets])
+            .join(F.broadcast(manifest.select(_SET, _FILE, CHANGE_ORDINAL)), [_SET, _FILE])
+            .select(CHANGE_ORDINAL, _FILE, _POS, F.lit(True).alias(_LIVE))
+        )
+        rows = rows.join(positions, [CHANGE_ORDINAL, _FILE, _POS], "left")
+        survived = F.col(_LIVE).isNotNull()
+        live = F.when(added, ~F.col(_CHECKED) | survived).otherwise(survived)
+    else:
+        live = added
+    kinds = (
+        F.when(added & live, F.array(F.lit(INSERT)))
+        .when(added, F.array(F.lit(INSERT), F.lit(DELETE)))
+        .when(~live, F.array(F.lit(DELETE)))
+    )
+    return rows.select(
+        *cols(user.fieldNames()),
+        F.explode(kinds).alias(CHANGE_TYPE),  # no row for a BEFORE row still live
+        F.col(CHANGE_ORDINAL),
+        F.col(COMMIT_SNAPSHOT_ID),
+        F.timestamp_millis(F.col(_TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
+        (added & ~live).alias(_TRANSIENT),
+    )
+
+
+def _manifest(spark: SparkSession, sets: Sequence[ReadSet]) -> DataFrame:
+    """Which read of which file stands for which snapshot (one small row per file read)."""
+    return spark.createDataFrame(
+        [
+            (
+                s.index,
+                r.path,
+                r.role.value,
+                r.ordinal,
+                r.snapshot_id,
+                r.timestamp_ms,
+                r.checked,
+            )
+            for s in sets
+            for r in s.reads
+        ],
+        _MANIFEST_DDL,
+    )
+
+
+def _tagged(frame: DataFrame, read_set: ReadSet) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return frame.withColumn(_SET, F.lit(read_set.index))
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _groupable(frame: DataFrame, names: Sequence[str]) -> list[Column]:
+    """The columns as grouping keys: a map (not groupable in Spark) by its JSON text."""
+    from pyspark.sql import functions as F
+
+    types: dict[str, DataType] = {f.name: f.dataType for f in frame.schema.fields}
+    return [F.to_json(col(n)) if "map<" in types[n].simpleString() else col(n) for n in names]
+
+
+def remove_carryovers(changes: DataFrame, columns: Sequence[str], net: bool) -> DataFrame:
+    """Iceberg's carry-over removal: per identical row and snapshot, DELETEs and INSERTs cancel
+    pairwise. Transients keep both images. Under ``net`` the net-change step does it instead."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if net:
+        return changes
+    group = [*_groupable(changes, columns), F.col(CHANGE_ORDINAL), F.col(_TRANSIENT)]
+    is_delete = F.col(CHANGE_TYPE) == DELETE
+    whole = Window.partitionBy(*group)
+    deletes = F.sum(is_delete.cast("int")).over(whole)
+    inserts = F.sum((~is_delete).cast("int")).over(whole)
+    rank = F.row_number().over(Window.partitionBy(*group, F.col(CHANGE_TYPE)).orderBy(CHANGE_TYPE))
+    surplus = F.when(is_delete, deletes - inserts).otherwise(inserts - deletes)
+    marked = changes.withColumn("_sx_keep", F.col(_TRANSIENT) | (rank <= surplus))
+    return marked.where("_sx_keep").drop("_sx_keep")
+
+
+def updates(changes: DataFrame, identifiers: Sequence[str], table: str) -> DataFrame:
+    """Iceberg's update images: in one snapshot, the DELETE and an INSERT of the same identifier
+    become UPDATE_BEFORE and UPDATE_AFTER. Two DELETEs of one identifier in one snapshot are an
+    error, as in Iceberg. Transients (inserted and deleted within the snapshot) do not pair."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    group = [*_groupable(changes, identifiers), F.col(CHANGE_ORDINAL), F.col(_TRANSIENT)]
+    is_delete = F.col(CHANGE_TYPE) == DELETE
+    whole = Window.partitionBy(*group)
+    deletes = F.sum(is_delete.cast("int")).over(whole)
+    inserts = F.sum((~is_delete).cast("int")).over(whole)
+    first = F.row_number().over(Window.partitionBy(*group, F.col(CHANGE_TYPE)).orderBy(CHANGE_TYPE))
+    steady = ~F.col(_TRANSIENT)
+    message = F.concat(
+        F.lit(f"Cannot compute updates of {table}: snapshot "),
+        F.col(COMMIT_SNAPSHOT_ID).cast("string"),
+        F.lit(
+            f" deletes several rows with the same identifier ({', '.join(identifiers)}); give "
+            "identifier_columns that are unique, or compute_updates => false."
+        ),
+    )
+    change = (
+        F.when(steady & (deletes > 1), F.raise_error(message).cast("string"))
+        .when(steady & is_delete & (inserts >= 1), F.lit(UPDATE_BEFORE))
+        .when(steady & ~is_delete & (deletes == 1) & (first == 1), F.lit(UPDATE_AFTER))
+        .otherwise(F.col(CHANGE_TYPE))
+    )
+    return changes.withColumn(CHANGE_TYPE, change)
+
+
+def net(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Iceberg's net changes over the whole range: per identical row (ignoring snapshot, ordinal
+    and change type), INSERTs and DELETEs in ordinal order cancel; what remains is |net| copies
+    of the row that opened the last run that never returned to zero."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    group = _groupable(changes, columns)
+    sign = F.when(F.col(CHANGE_TYPE) == INSERT, 1).otherwise(-1)
+    ordered_rows = Window.partitionBy(*group).orderBy(CHANGE_ORDINAL, CHANGE_TYPE)
+    running = F.sum(sign).over(ordered_rows.rowsBetween(Window.unboundedPreceding, 0))
+    whole = Window.partitionBy(*group)
+    marked = changes.select(
+        "*",
+        F.row_number().over(ordered_rows).alias("_sx_rank"),
+        running.alias("_sx_running"),
+        F.sum(sign).over(whole).alias("_sx_net"),
+    )
+    last_zero = F.max(F.when(F.col("_sx_running") == 0, F.col("_sx_rank"))).over(whole)
+    kept = marked.withColumn("_sx_last_zero", F.coalesce(last_zero, F.lit(0))).where(
+        (F.col("_sx_rank") == F.col("_sx_last_zero") + 1) & (F.col("_sx_net") != 0)
+    )
+    copies = F.explode(F.sequence(F.lit(1), F.abs(F.col("_sx_net"))))
+    return kept.select(*cols(changes.columns), copies.alias("_sx_copy")).drop("_sx_copy")
+
+
+def ordered(changes: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """By change ordinal, deletes before inserts, then ingest_cdc's source position."""
+    from pyspark.sql import functions as F
+
+    later = F.col(CHANGE_TYPE).isin(INSERT, UPDATE_AFTER).cast("int")
+    keys = [F.col(CHANGE_ORDINAL), later]
+    if CDC_POSITION in columns:
+        keys.append(col(CDC_POSITION))
+    return changes.orderBy(*keys).select(*cols(columns), *(n for n, _ in CHANGE_COLUMNS))

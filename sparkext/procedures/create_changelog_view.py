@@ -1,0 +1,81 @@
+"""CALL sparkext.create_changelog_view(table => 'lake.db.t', ...): Iceberg's procedure, for every
+table.
+
+Iceberg's parameters, defaults and output (one column ``changelog_view``, the view's name):
+switching from ``CALL lake.system.create_changelog_view(...)`` is a change of catalog name, and
+it works on merge-on-read tables where Iceberg's view fails. The view is a session temp view of
+:func:`sparkext.history.changelog.changelog` (the rows are read when the view is queried; the
+range is resolved, and bad arguments refused, when the procedure runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Kind,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+)
+from sparkext.procedures.changelog import RANGE_OPTIONS, range_request
+
+
+def view_name(args: BoundArgs) -> str:
+    """The view's name: ``changelog_view``, else Iceberg's default ```<table>_changes```."""
+    given = args["changelog_view"]
+    if given is not None:
+        return given
+    table = args.table().parts[-1]
+    return "`" + f"{table}_changes".replace("`", "``") + "`"
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.history.changelog import changelog
+
+    frame = changelog(
+        context.spark,
+        args.table(),
+        range_request(args.options),
+        compute_updates=args["compute_updates"],
+        identifier_columns=args["identifier_columns"],
+        net_changes=bool(args["net_changes"]),
+        progress=context.progress,
+    )
+    name = view_name(args)
+    frame.createOrReplaceTempView(name)
+    return [(name,)]
+
+
+ROUTINE = Routine(
+    name="create_changelog_view",
+    doc="Iceberg's create_changelog_view for every table: a temp view of the changes.",
+    kind=Kind.PROCEDURE,
+    params=(
+        Param("table", ParamType.TABLE, "Iceberg table, e.g. 'lake.db.t'", True),
+        Param("changelog_view", ParamType.STRING, "view name (default: `<table>_changes`)"),
+        Param("options", ParamType.STRING_MAP, "Iceberg's range options, below", default={}),
+        Param(
+            "compute_updates",
+            ParamType.BOOLEAN,
+            "UPDATE_BEFORE/UPDATE_AFTER pairs (default: true when identifier_columns is given)",
+        ),
+        Param(
+            "identifier_columns",
+            ParamType.STRING_ARRAY,
+            "columns identifying a row (default: the table's identifier fields)",
+        ),
+        Param(
+            "net_changes",
+            ParamType.BOOLEAN,
+            "only the net change of each row over the range",
+            default=False,
+        ),
+    ),
+    options=RANGE_OPTIONS,
+    output=(OutputColumn("changelog_view", "string", "the temp view created"),),
+    run=run,
+)
