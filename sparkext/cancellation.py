@@ -85,27 +85,56 @@ def cancelled_sentence(commits: list[CommitMade], still_running: bool = False) -
 
 
 _lock = threading.Lock()
-_current: Statement | None = None
+_local = threading.local()  # the statement a thread works for (worker, foreachBatch threads)
+_running: Statement | None = None  # the statement the worker runs now (for observers)
 
 
 def current() -> Statement | None:
-    """The statement running in this process, if it runs under :func:`run_cancellable`."""
-    return _current
+    """The statement this thread works for: set on the worker thread while it runs one, and
+    on the threads a statement's streaming queries call back on (see :func:`bound`)."""
+    return getattr(_local, "statement", None)
+
+
+def running() -> Statement | None:
+    """The statement the shared worker runs now, whatever thread asks (progress, tests)."""
+    return _running
+
+
+@contextlib.contextmanager
+def bound(statement: Statement | None) -> Iterator[None]:
+    """Make ``statement`` this thread's current one for the block: a ``foreachBatch`` callback
+    runs on a py4j thread, and its commits belong to the statement that started the query."""
+    saved = getattr(_local, "statement", None)
+    _local.statement = statement
+    try:
+        yield
+    finally:
+        _local.statement = saved
 
 
 def raise_if_cancelled() -> None:
-    """Called by writers right before an irreversible step (the commit swap)."""
-    statement = _current
+    """Called by writers right before an irreversible step (the commit swap) and by progress
+    reports (cooperative cancel points between Spark jobs)."""
+    statement = current()
     if statement is not None and statement.cancelled.is_set():
         raise StatementCancelled(statement.commits)
 
 
 def record_commit(table: str, snapshot_id: int, what: str) -> None:
-    """Called by the commit layer after each successful swap."""
-    statement = _current
+    """Called by the commit layer (and by writers that commit through Spark) after a commit."""
+    statement = current()
     if statement is not None:
         with _lock:
             statement.commits.append(CommitMade(table, snapshot_id, what))
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    """A failure caused by the cancel (a cancelled job, an interrupted thread, a stopped
+    query), as opposed to one the cancel merely revealed (e.g. an unknown commit state)."""
+    if isinstance(error, StatementCancelled):
+        return True
+    text = f"{type(error).__name__}: {error}".lower()
+    return any(word in text for word in ("cancel", "interrupt", "stopped", "killed"))
 
 
 @contextlib.contextmanager
@@ -192,58 +221,80 @@ class Runner:
     ) -> T:
         """Return ``work()``; on Ctrl-C cancel it and raise :class:`StatementCancelled`.
 
-        ``on_cancel`` runs first thing after a Ctrl-C (e.g. stop a spinner, print
-        "cancelling…"). A second Ctrl-C while cancelling stops waiting for the worker.
+        ``on_cancel`` runs right after a Ctrl-C (e.g. stop a spinner). A second Ctrl-C while
+        cancelling stops waiting for the worker (``still_running``). A failure the cancel did
+        not cause (an unknown commit state, say) is raised as itself.
         """
         statement = statement or Statement()
         context = self.spark.sparkContext
-        queries_before = {q.id for q in self.spark.streams.active}
 
         def target() -> T:
-            global _current
-            with _lock:  # set and cleared by the worker: a statement abandoned by a second
-                _current = statement  # Ctrl-C stays marked cancelled until it really ends
+            global _running
+            if statement.cancelled.is_set():  # cancelled while queued behind another one
+                raise StatementCancelled([])
+            _local.statement = statement  # set and cleared by the worker: a statement left
+            _running = statement  # by a second Ctrl-C stays cancelled until it really ends
             context.setJobGroup(statement.group, description[:200], interruptOnCancel=True)
             try:
                 return work()
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)
                 context.setLocalProperty("spark.job.description", None)
-                with _lock:
-                    _current = None
+                _local.statement = None
+                _running = None
 
-        with _interruptible():
+        with _ignoring_interrupts():  # a py4j call must not be cut short by a signal
+            queries_before = {q.id for q in self.spark.streams.active}
             future = _the_worker().submit(target)
+        with _interruptible():
             try:
                 return _wait(future)
             except KeyboardInterrupt:
-                on_cancel()
-                statement.cancelled.set()
-                with _ignoring_interrupts():  # py4j calls must not be interrupted
-                    stopped = self._cancel(statement, queries_before)
+                with _ignoring_interrupts():  # nothing below may be cut short by a signal
+                    statement.cancelled.set()
+                    if future.cancel():  # still queued behind another statement: never runs
+                        raise StatementCancelled([]) from None
+                    on_cancel()
+                stopped: list[bool] = []
+                canceller = threading.Thread(
+                    target=self._cancel,
+                    args=(statement, queries_before, future, stopped),
+                    name="sparkext-cancel",
+                    daemon=True,
+                )
+                canceller.start()
                 try:
                     result = _wait(future)
                 except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for the worker
                     raise StatementCancelled(statement.commits, still_running=True) from None
-                except Exception:
-                    raise StatementCancelled(statement.commits) from None
+                except Exception as error:
+                    if _is_cancellation(error) or stopped:
+                        raise StatementCancelled(statement.commits) from None
+                    raise
+                canceller.join(timeout=5)
                 if stopped:  # a stopped query returns normally, but it did not finish
                     raise StatementCancelled(statement.commits) from None
                 return result  # it finished before the cancel reached it: a true result
 
-    def _cancel(self, statement: Statement, queries_before: set[str]) -> bool:
-        """Cancel the statement's jobs and stop its streaming queries; True if it had any."""
+    def _cancel(
+        self, statement: Statement, queries_before: set[str], future: Future, stopped: list[bool]
+    ) -> None:
+        """Cancel the statement's jobs, stop the streaming queries it started, and keep
+        cancelling until it ends: Spark cancels only the jobs running at the moment, and a
+        statement may start another one after (a procedure's next step)."""
         context = self.spark.sparkContext
-        context.cancelJobGroup(statement.group)
-        if self.owns_session:
-            context.cancelAllJobs()
-        stopped = False
         for query in self.spark.streams.active:
             if query.id not in queries_before:
-                stopped = True
+                stopped.append(True)
                 with contextlib.suppress(Exception):
                     query.stop()
-        return stopped
+        while not future.done():
+            with contextlib.suppress(Exception):
+                context.cancelJobGroup(statement.group)
+                if self.owns_session:  # jobs a foreachBatch starts run outside the group
+                    context.cancelAllJobs()
+            with contextlib.suppress(Exception):  # a timeout, or the statement's own error
+                future.result(timeout=0.25)
 
     def close(self) -> None:
         """Nothing to release: the worker thread is shared and a daemon (kept for callers)."""

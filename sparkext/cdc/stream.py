@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sparkext import cancellation
 from sparkext.cdc.decode import INPUT_REJECT
 from sparkext.cdc.ingest import Ingestor
 from sparkext.cdc.model import Metrics, Settings
@@ -200,8 +201,15 @@ class _Batches:
         self.file_source = file_source
         self.skip_missing = skip_missing
         self.spark_checkpoint = os.path.join(ingestor.settings.checkpoint, SPARK_CHECKPOINT)
+        # The statement that starts the query (None for a background stream): its Ctrl-C
+        # cancels the batches, which run on py4j threads, and their commits are told to it.
+        self.statement = cancellation.current()
 
     def __call__(self, lines: DataFrame, batch_id: int) -> None:
+        with cancellation.bound(self.statement):
+            self._batch(lines, batch_id)
+
+    def _batch(self, lines: DataFrame, batch_id: int) -> None:
         missing: list[str] = []
         if self.file_source:
             self.ingestor.progress(f"batch {batch_id}: checking its files")

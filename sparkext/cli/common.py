@@ -25,7 +25,8 @@ def error_message(
 ) -> str:
     """One line for the user (``Error: [source: ]sentence``); the Python and Java stack traces
     only with ``verbose``. ``source`` (a file name) prefixes a parse error that has a line
-    and column (they are in that file) — or every error with ``always`` (an ``-i`` file runs unseen)."""
+    and column (they are in that file) — or every error with ``always`` (an ``-i`` file runs
+    unseen)."""
     from sparkext.errors import SqlParseError
     from sparkext.iceberg.errors import translate
 

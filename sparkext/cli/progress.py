@@ -13,6 +13,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from sparkext import cancellation
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -26,19 +28,19 @@ def task_counts(spark: SparkSession, group: str | None) -> str:
     """``"stage 14: 3/8 tasks"`` for the running stages of ``group``'s jobs (all jobs when
     ``group`` is None), from Spark's status tracker: metadata only, no job is started."""
     tracker = spark.sparkContext.statusTracker()
+    active = sorted(tracker.getActiveStageIds())
+    if group is not None and active:
+        wanted: set[int] = set()
+        for job_id in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job_id)
+            if info is not None:
+                wanted.update(list(info.stageIds))
+        active = [stage_id for stage_id in active if stage_id in wanted]
     parts = []
-    for stage_id in sorted(tracker.getActiveStageIds()):
+    for stage_id in active:
         stage = tracker.getStageInfo(stage_id)
-        if stage is None:
-            continue
-        if group is not None:
-            jobs = set(tracker.getJobIdsForGroup(group))
-            if not any(
-                (info := tracker.getJobInfo(j)) is not None and stage_id in info.stageIds
-                for j in jobs
-            ):
-                continue
-        parts.append(f"stage {stage_id}: {stage.numCompletedTasks}/{stage.numTasks} tasks")
+        if stage is not None:
+            parts.append(f"stage {stage_id}: {stage.numCompletedTasks}/{stage.numTasks} tasks")
     return ", ".join(parts)
 
 
@@ -77,10 +79,20 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         """A procedure's stage message (``progress(...)`` in :class:`~sparkext.procedures.base.
-        Context`)."""
+        Context`); also a cancel point: after Ctrl-C the statement stops at its next stage."""
+        cancellation.raise_if_cancelled()
         with self._lock:
             self.message = message
         self._tick()
+
+    def permanent(self, message: str) -> None:
+        """A line that stays (a commit's result), printed above the spinner, or as is."""
+        with self._lock:
+            if self._status is not None and not self._done.is_set():
+                self._status.console.print(message, highlight=False, markup=False)
+            else:
+                self.err.write(message + "\n")
+                self.err.flush()
 
     def _tasks(self) -> str:
         if self.spark is None:
@@ -91,13 +103,17 @@ class Progress:
             return ""
 
     def _tick(self) -> None:
+        if self._done.is_set():
+            return
+        if self._status is None and time.monotonic() - self._started < self.quiet_for:
+            return
+        tasks = self._tasks()  # py4j calls, outside the lock the worker's reports need
         with self._lock:
             if self._done.is_set():
                 return
             elapsed = time.monotonic() - self._started
             message = self.message
             if self._status is not None:
-                tasks = self._tasks()
                 self._status.update(f"{message} ({tasks})" if tasks else message)
                 return
             if elapsed < self.quiet_for:
@@ -105,7 +121,6 @@ class Progress:
             changed = message != self._printed_message
             if not changed and time.monotonic() - self._printed_at < self.heartbeat:
                 return
-            tasks = self._tasks()
             if message == PLACEHOLDER and not tasks:
                 return  # nothing to say yet beyond "running"
             line = f"… {elapsed:.0f} s: {message}" + (f" ({tasks})" if tasks else "")

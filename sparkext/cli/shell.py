@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from sparkext import times
+from sparkext import cancellation, times
 from sparkext.cancellation import Runner, StatementCancelled
 from sparkext.cancellation import Statement as Running
 from sparkext.cli.common import error_message, fail, overrides_of, parse_conf, start_session
@@ -102,6 +104,7 @@ class Shell:
 
     def _show(self, frame, progress: Progress, quiet: bool, fmt: str) -> int:
         """Print ``frame``; the spinner is cleared first so it never shares a line with it."""
+        cancellation.raise_if_cancelled()  # e.g. a stopped ingest_cdc: its totals are partial
         columns = frame.columns
         if not columns or quiet:
             progress.stop()
@@ -124,7 +127,10 @@ class Shell:
             self.out.write(f"\n{statement.text};\n")
         started = time.perf_counter()
         running = Running()
-        progress = Progress(self.err, self.spark, running.group)
+        # A shell that owns its session shows every running stage: a streaming query's
+        # batches (ingest_cdc) run in the query's own job group, not the statement's.
+        group = None if self.runner.owns_session else running.group
+        progress = Progress(self.err, self.spark, group)
 
         def work() -> int:
             frame = execute(self.spark, statement, progress)
@@ -159,6 +165,11 @@ class Shell:
         except StatementCancelled as cancelled:
             self.cancelled = True
             self.err.write(f"{cancelled}\n")
+            self.err.flush()
+            return False
+        except KeyboardInterrupt:  # between two statements: the ones before it ran whole
+            self.cancelled = True
+            self.err.write("Cancelled; the statements before this point ran.\n")
             self.err.flush()
             return False
         except Exception as error:
@@ -319,14 +330,24 @@ def cli(
     overrides = overrides_of(confs, master)  # a malformed --conf is a usage error (status 2)
     try:
         spark = start_session(overrides, verbose, announce=interactive)
+    except KeyboardInterrupt:
+        click.echo("Cancelled while Spark was starting.", err=True)
+        sys.exit(EXIT_CANCELLED)
     except Exception as error:
         fail(error, verbose)
+    if owns_session and threading.current_thread() is threading.main_thread():
+        # From here on Ctrl-C is a KeyboardInterrupt wherever it lands; PySpark's handler
+        # would call the JVM from inside a py4j call of this thread ("reentrant call").
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     shell = Shell(spark, output_format, verbose=verbose, echo=echo, owns_session=owns_session)
     if init_text is not None and not shell.run_text(init_text, quiet=True, source=init, setup=True):
         sys.exit(EXIT_CANCELLED if shell.cancelled else 1)
     if database:
         try:
-            _use_database(spark, database)
+            shell.runner.run(lambda: _use_database(spark, database), f"USE {database}")
+        except StatementCancelled as cancelled:
+            click.echo(str(cancelled), err=True)
+            sys.exit(EXIT_CANCELLED)
         except Exception as error:
             fail(error, verbose)
     text = execute_text if execute_text is not None else script

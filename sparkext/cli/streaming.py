@@ -6,6 +6,7 @@ sparkext-sql stream job.sql --checkpoint DIR [--available-now]
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -49,6 +50,7 @@ def _session(overrides: dict[str, str], verbose: bool):
 
 
 EXIT_CANCELLED = 130
+_COMMITTED = re.compile(r"\(snapshot \d+\)|no commit")
 
 
 def _check(text: str, job: str, verbose: bool) -> None:
@@ -105,14 +107,28 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
         fail(error, verbose)
     from sparkext.streaming.backfill import run_backfill
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
     running = Statement()
-    progress = Progress(sys.stderr, spark, running.group)
+    progress = Progress(sys.stderr, spark, None)
+
+    def report(line: str) -> None:
+        if _COMMITTED.search(line):  # a sink's commit: a line that stays
+            progress.permanent(line)
+        else:
+            progress(line)
+
+    def work():
+        plan, results = run_backfill(spark, text, start, end, dry_run, lookup_as_of, report)
+        selected = [  # a bare SELECT runs here, where Ctrl-C can cancel it
+            (times.wall_clock_frame(r.frame).columns, times.wall_clock_frame(r.frame).collect())
+            for r in results
+            if r.frame is not None
+        ]
+        return plan, results, selected
+
     try:
-        plan, results = Runner(spark, owns_session=True).run(
-            lambda: run_backfill(spark, text, start, end, dry_run, lookup_as_of, progress),
-            f"sparkext-sql backfill {job}",
-            running,
-            on_cancel=progress.stop,
+        plan, results, selected = Runner(spark, owns_session=True).run(
+            work, f"sparkext-sql backfill {job}", running, on_cancel=progress.stop
         )
     except StatementCancelled as cancelled:
         progress.stop()
@@ -140,10 +156,8 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
             output_format,
             sys.stdout,
         )
-    for result in results:
-        if result.frame is not None:  # timestamps in the session zone, as the shell prints
-            frame = times.wall_clock_frame(result.frame)
-            write(frame.columns, frame.collect(), output_format, sys.stdout)
+    for columns, values in selected:  # timestamps in the session zone, as the shell prints
+        write(columns, values, output_format, sys.stdout)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

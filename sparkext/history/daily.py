@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext import cancellation
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -58,5 +60,6 @@ def write_partition(
     snapshot_id = snapshot_with_run_id(spark, target, run_id)
     if snapshot_id is None:
         return Written(0, None)
+    cancellation.record_commit(target, snapshot_id, f"{column} = {value}")  # told to a Ctrl-C
     summary = snapshot_facts(spark, target, snapshot_id).summary
     return Written(int(summary.get("added-records", 0)), snapshot_id)

@@ -46,13 +46,17 @@ def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
 
 
 def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
-    """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (the
-    default catalog for a name without one), or None when the conf does not say."""
+    """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (its own
+    catalog when it names a configured one, else the current catalog, as after ``USE``), or
+    None when the conf does not say (e.g. Spark's session catalog)."""
     try:
         conf = spark.conf
-        catalog = conf.get("spark.sql.defaultCatalog", "")
         if len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
             catalog = parts[0]
+        elif len(parts) > 2:  # catalog.namespace.table, a catalog sparkext cannot describe
+            return None
+        else:
+            catalog = spark.catalog.currentCatalog()
         prefix = f"spark.sql.catalog.{catalog}"
         uri = conf.get(f"{prefix}.uri", None)
         warehouse = conf.get(f"{prefix}.warehouse", None)
@@ -115,10 +119,9 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
             "write catalog.namespace.table, e.g. 'lake.db.orders'."
         ) from None
     if not spark.catalog.tableExists(name):
-        namespace = ".".join(parts[:-1]) or "the current namespace"
+        show = f"SHOW TABLES IN {'.'.join(parts[:-1])}" if len(parts) > 1 else "SHOW TABLES"
         raise TableNotFoundError(
-            f"Table '{name}' does not exist{where(spark, parts)}; check the name with "
-            f"SHOW TABLES IN {namespace}."
+            f"Table '{name}' does not exist{where(spark, parts)}; check the name with {show}."
         )
     try:
         table = _java_table(spark, name)

@@ -179,7 +179,11 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
         except Exception as error:
             raise _classified(error, request) from error
         staged = txn.currentMetadata()
-        cancellation.raise_if_cancelled()  # Ctrl-C: the last moment nothing has changed yet
+        try:
+            cancellation.raise_if_cancelled()  # Ctrl-C: the last moment nothing has changed
+        except cancellation.StatementCancelled:
+            _discard_staged(ops, base, staged)  # definitely not committed: nothing is left
+            raise
         try:
             _swap(ops, base, staged)
         except Exception as error:

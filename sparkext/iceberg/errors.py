@@ -267,17 +267,18 @@ def _with_catalog(message: str) -> str:
     from sparkext.iceberg.catalog import location
 
     spark = SparkSession.getActiveSession()
-    found = location(spark) if spark is not None else None
     named = _NOT_FOUND.search(message)
-    if found is None or named is None:
+    if spark is None or named is None:
+        return message
+    parts = tuple(p.strip("`") for p in named.group(1).split("`.`"))
+    found = location(spark, parts)
+    if found is None:
         return message
     catalog, kind, where = found
-    parts = [p.strip("`") for p in named.group(1).split("`.`")]
-    namespace = ".".join(parts[:-1]) if len(parts) > 1 else "the current namespace"
-    head = message[: named.end()]
+    show = f"SHOW TABLES IN {'.'.join(parts[:-1])}" if len(parts) > 1 else "SHOW TABLES"
     return (
-        f"{head}; the default catalog is {catalog} ({kind} {where}): check the name with "
-        f"SHOW TABLES IN {namespace}, or qualify it with its catalog."
+        f"{message[: named.end()]}; it was looked up in catalog {catalog} ({kind} {where}): "
+        f"check the name with {show}."
     )
 
 

@@ -119,8 +119,8 @@ CASES = [
         "SELECT * FROM lake.test.no_such_table",
         TableNotFoundError,
         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `lake`.`test`.`no_such_table` cannot be "
-        "found (line 1, column 15); the default catalog is lake (warehouse {w}): check the name "
-        "with SHOW TABLES IN lake.test, or qualify it with its catalog.",
+        "found (line 1, column 15); it was looked up in catalog lake (warehouse {w}): check the "
+        "name with SHOW TABLES IN lake.test.",
     ),
     (
         "CALL sparkext.help(name => 'nope')",

@@ -21,14 +21,15 @@ from tests.helpers.cdc_calls import events, land, table_rows
 FOREVER = "SELECT sum(hash(id)) AS s FROM range(0, 400000000000, 1, 2)"
 
 
-def _interrupt_when(predicate, timeout: float = 240.0) -> threading.Thread:
-    """Send SIGINT to the main thread once ``predicate()`` holds while a statement runs."""
+def _interrupt_when(predicate, timeout: float = 240.0, running: bool = True) -> threading.Thread:
+    """Send SIGINT to the main thread once ``predicate()`` holds (while a statement runs,
+    unless ``running`` is False)."""
     main = threading.main_thread().ident
 
     def loop() -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if cancellation.current() is not None and predicate():
+            if (cancellation.running() is not None or not running) and predicate():
                 signal.pthread_kill(main, signal.SIGINT)
                 return
             time.sleep(0.05)
@@ -82,7 +83,7 @@ def test_a_cancelled_ingest_says_exactly_which_batches_committed(spark, tmp_path
     shell = Shell(spark, out=out, err=err)
 
     def committed_once() -> bool:
-        statement = cancellation.current()
+        statement = cancellation.running()
         return statement is not None and len(statement.commits) >= 1
 
     _interrupt_when(committed_once)
@@ -141,7 +142,7 @@ def test_a_cancelled_backfill_names_the_sinks_it_committed(spark, tmp_path):
             assert statement is not None and statement.cancelled.wait(120)
 
     def committed_once() -> bool:
-        statement = cancellation.current()
+        statement = cancellation.running()
         return statement is not None and len(statement.commits) >= 1
 
     _interrupt_when(committed_once)
@@ -161,3 +162,42 @@ def test_a_cancelled_backfill_names_the_sinks_it_committed(spark, tmp_path):
         f"{first} snapshot {snapshot[0].snapshot_id} (backfill 1)."
     )
     assert spark.sql(f"SELECT * FROM {second}.snapshots").count() == 0
+
+
+def test_ctrl_c_between_two_statements_stops_the_text_with_one_line(spark, monkeypatch):
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(spark, out=out, err=err)
+    ran: list[str] = []
+    original = Shell.run_statement
+
+    def run_statement(self, statement, quiet=False, fmt=None):
+        if ran:
+            raise KeyboardInterrupt  # as a Ctrl-C landing after the first statement
+        ran.append(statement.text)
+        return original(self, statement, quiet, fmt)
+
+    monkeypatch.setattr(Shell, "run_statement", run_statement)
+    assert not shell.run_text("SELECT 1 AS a; SELECT 2 AS b")
+    assert shell.cancelled and ran == ["SELECT 1 AS a"]
+    assert err.getvalue().splitlines()[-1] == "Cancelled; the statements before this point ran."
+
+
+def test_a_statement_cancelled_while_queued_never_runs(spark):
+    """A statement waiting behind one that is still winding down is dropped on Ctrl-C."""
+    from sparkext.cancellation import Runner, StatementCancelled, _the_worker
+
+    gate = threading.Event()
+    _the_worker().submit(lambda: gate.wait(60))  # the worker is busy with something else
+    ran = threading.Event()
+    handler_installed = lambda: signal.getsignal(signal.SIGINT) is signal.default_int_handler  # noqa: E731
+    _interrupt_when(handler_installed, timeout=30, running=False)
+    try:
+        Runner(spark).run(ran.set)
+    except StatementCancelled as cancelled:
+        assert str(cancelled) == "Cancelled; nothing was committed."
+    else:
+        raise AssertionError("not cancelled")
+    finally:
+        gate.set()
+    time.sleep(0.5)
+    assert not ran.is_set()
