@@ -109,7 +109,19 @@ class CdcTable:
 
     # ---- reading ------------------------------------------------------------------------
     def refresh(self) -> None:
+        """Refresh the Java table and, when it is another object, the one Spark's catalog
+        caches: reads pinned to a snapshot this table knows must find it in Spark too.
+
+        Spark's catalog drops its cached table 30 s (by default) after its last use and loads
+        a new one on the next read; this object lives on beside it, and only a refresh tells the
+        new one about commits made since it was loaded (another process's, found by our refresh).
+        """
         self._table.refresh()
+        cached = self._spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self._spark._jsparkSession, self.name
+        )
+        if not cached.equals(self._table):
+            cached.refresh()  # after ours: Spark's table knows at least every snapshot ours does
 
     def columns(self) -> list[Column]:
         from pyspark.sql.types import StructType
@@ -260,23 +272,47 @@ class CdcTable:
         return json.loads(self.property(EVENT_LOGS) or "{}")
 
     def equality_delete_paths(self, snapshot_id: int | None) -> list[str]:
-        """Live equality-delete files as of ``snapshot_id``: Iceberg's ``delete_files``
-        metadata table read at that snapshot (file paths only reach the driver)."""
+        """Live equality-delete files as of ``snapshot_id``, sorted: the snapshot's delete
+        manifests read through the Java table (file paths only cross py4j).
+
+        Not through Spark's ``delete_files`` metadata table: Spark's catalog caches the table,
+        and a snapshot another process committed after that is unknown to the cached one.
+
+        Raises:
+            BatchOutdatedError: the table has no such snapshot, even after a refresh.
+        """
         if snapshot_id is None:
             return []
-        from pyspark.sql import functions as F
+        from sparkext.iceberg.commit import _iterate
 
-        from sparkext.iceberg.catalog import metadata_name
+        snapshot = self._snapshot(snapshot_id)
+        manifest_files = self._spark._jvm.org.apache.iceberg.ManifestFiles
+        io, specs = self._table.io(), self._table.specs()
+        paths: set[str] = set()
+        for manifest in _iterate(snapshot.deleteManifests(io)):
+            reader = manifest_files.readDeleteManifest(manifest, io, specs)
+            try:
+                for f in _iterate(reader):  # live entries only, as delete_files lists them
+                    if str(f.content().toString()) == "EQUALITY_DELETES":
+                        paths.add(str(f.location()))
+            finally:
+                reader.close()
+        return sorted(paths)
 
-        files = (
-            self._spark.read.option("snapshot-id", snapshot_id)
-            .table(metadata_name(self._spark, self.name, "delete_files"))
-            .where(F.col("content") == 2)
-            .select("file_path")
-            .distinct()
-            .collect()
-        )
-        return sorted(r.file_path for r in files)
+    def _snapshot(self, snapshot_id: int):
+        """The Java snapshot, refreshing the table once when it does not know it (yet)."""
+        snapshot = self._table.snapshot(snapshot_id)
+        if snapshot is None:
+            self.refresh()  # another process may have committed it since the load
+            snapshot = self._table.snapshot(snapshot_id)
+        if snapshot is None:
+            from sparkext.errors import BatchOutdatedError
+
+            raise BatchOutdatedError(
+                f"Snapshot {snapshot_id} is not in the history of {self.name} (another writer "
+                "may have expired it); nothing of this batch was committed: run ingest_cdc again."
+            )
+        return snapshot
 
     # ---- writing ------------------------------------------------------------------------
     def begin(self) -> CdcCommit:
