@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import copy
 import json
+import random
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +57,9 @@ TABLE_PROPERTIES = {
     "write.merge.mode": "merge-on-read",
     "sparkext.event-time-column": EVENT_TIME,
 }
-REPLANS = 4  # a batch whose keys another writer changed meanwhile is decided again
+REPLANS = 8  # a batch whose keys another writer changed meanwhile is decided again
+_BACKOFF_S = (0.2, 5.0)  # between plans, doubled each time, with jitter: two writers on the
+# same keys stop colliding in lockstep (a slow writer used to run out of plans under load)
 CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
 
 
@@ -184,6 +188,8 @@ class Ingestor:
                             "was committed: run ingest_cdc again."
                         ) from changed
                     self.progress(f"batch {batch_id}: {changed}; deciding again")
+                    low, high = _BACKOFF_S
+                    time.sleep(random.uniform(0.5, 1.0) * min(high, low * 2 ** (replan - 1)))
                     table.refresh()
         finally:
             decoded.unpersist()
