@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from sparkext.identifiers import col, cols, ddl_fields
 from sparkext.planning.changelog import (
     ChangelogRange,
@@ -65,16 +67,14 @@ CDC_POSITION = "_cdc_position"  # ingest_cdc's source position: orders changes i
 _SET, _FILE, _POS = "_sx_set", "_file", "_pos"
 _ROLE, _CHECKED, _LIVE, _TIMESTAMP_MS = "_sx_role", "_sx_checked", "_sx_live", "_sx_ts_ms"
 _TRANSIENT = "_sx_transient"
-_MANIFEST_DDL = ddl_fields(
-    [
-        (_SET, "int"),
-        (_FILE, "string"),
-        (_ROLE, "string"),
-        (CHANGE_ORDINAL, "int"),
-        (COMMIT_SNAPSHOT_ID, "bigint"),
-        (_TIMESTAMP_MS, "bigint"),
-        (_CHECKED, "boolean"),
-    ]
+_MANIFEST = (
+    (_SET, "int"),
+    (_FILE, "string"),
+    (_ROLE, "string"),
+    (CHANGE_ORDINAL, "int"),
+    (COMMIT_SNAPSHOT_ID, "bigint"),
+    (_TIMESTAMP_MS, "bigint"),
+    (_CHECKED, "boolean"),
 )
 
 
@@ -93,20 +93,19 @@ def changelog(
     inserts (then ``_cdc_position`` for ``ingest_cdc`` tables). Argument and range errors are
     raised here, before any row is read; the rows are read when the DataFrame runs."""
     from sparkext import times
-    from sparkext.iceberg.catalog import identifier_columns as table_identifiers
     from sparkext.iceberg.changelog import ChangelogTable
 
-    user = spark.table(table.name).schema  # current schema: every change is read in it
+    source = ChangelogTable(spark, table)
+    user = source.schema()  # current schema: every change is read in it
     names = user.fieldNames()
     options = change_options(
         table.name,
         names,
-        table_identifiers(spark, table.name),
+        source.identifier_columns(),
         compute_updates,
         identifier_columns,
         net_changes,
     )
-    source = ChangelogTable(spark, table)
     history = source.history()
     start, end = bounds(request, history.refs, times.session_zone(spark))
     found = resolve_range(history, start, end)
@@ -138,18 +137,18 @@ def raw_changes(
             + [*CHANGE_COLUMNS, (_TRANSIENT, "boolean")]
         )
         return spark.createDataFrame([], schema)
-    manifest = _manifest(spark, sets)
-    rows = _union([_tagged(source.read(s), s) for s in rows_sets]).join(
-        F.broadcast(manifest), [_SET, _FILE]
-    )
+    manifest = F.broadcast(_manifest(spark, sets))  # one local relation, broadcast once
+    rows = source.read(rows_sets, _SET).join(manifest, [_SET, _FILE])
     position_sets = [s for s in sets if s.lane == Lane.POSITIONS]
     added = F.col(_ROLE) == Role.ADDED.value
     if position_sets:
         positions = (
-            _union([_tagged(source.read(s), s) for s in position_sets])
-            .join(F.broadcast(manifest.select(_SET, _FILE, CHANGE_ORDINAL)), [_SET, _FILE])
+            source.read(position_sets, _SET)
+            .join(manifest, [_SET, _FILE])
             .select(CHANGE_ORDINAL, _FILE, _POS, F.lit(True).alias(_LIVE))
         )
+        if source.fits_broadcast([r for s in position_sets for r in s.reads]):
+            positions = F.broadcast(positions)
         rows = rows.join(positions, [CHANGE_ORDINAL, _FILE, _POS], "left")
         survived = F.col(_LIVE).isNotNull()
         live = F.when(added, ~F.col(_CHECKED) | survived).otherwise(survived)
@@ -171,36 +170,20 @@ def raw_changes(
 
 
 def _manifest(spark: SparkSession, sets: Sequence[ReadSet]) -> DataFrame:
-    """Which read of which file stands for which snapshot (one small row per file read)."""
-    return spark.createDataFrame(
-        [
-            (
-                s.index,
-                r.path,
-                r.role.value,
-                r.ordinal,
-                r.snapshot_id,
-                r.timestamp_ms,
-                r.checked,
-            )
-            for s in sets
-            for r in s.reads
-        ],
-        _MANIFEST_DDL,
-    )
-
-
-def _tagged(frame: DataFrame, read_set: ReadSet) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return frame.withColumn(_SET, F.lit(read_set.index))
-
-
-def _union(frames: Sequence[DataFrame]) -> DataFrame:
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
+    """Which read of which file stands for which snapshot (one small row per file read), as a
+    VALUES relation: a local relation, broadcast from the driver without a Spark job (a
+    DataFrame made from Python rows would start Python workers to be read)."""
+    rows = [
+        (s.index, r.path, r.role.value, r.ordinal, r.snapshot_id, r.timestamp_ms, r.checked)
+        for s in sets
+        for r in s.reads
+    ]
+    names = [name for name, _ in _MANIFEST]
+    values = exp.values([tuple(exp.convert(v) for v in row) for row in rows], "m", names)
+    query = exp.select(
+        *(exp.cast(exp.column(name, quoted=True), kind).as_(name) for name, kind in _MANIFEST)
+    ).from_(values)
+    return spark.sql(query.sql("spark"))
 
 
 def _groupable(frame: DataFrame, names: Sequence[str]) -> list[Column]:

@@ -7,21 +7,29 @@ Which deletes apply to which data file is Iceberg's planning, never ours: a snap
 equality deletes alike). A data file is affected by a snapshot when one of its delete files
 was added by that snapshot. Reads stage those ``FileScanTask`` objects in Iceberg's
 ``ScanTaskSetManager`` and read them with ``spark.read.option("scan-task-set-id", ...)``,
-selecting the ``_file`` and ``_pos`` metadata columns: deletes and
-schema evolution are applied by Iceberg's reader. Each read's physical plan is fixed (its tasks
-fetched) before the set is removed again, so the returned DataFrames outlive the staging.
+selecting the ``_file`` and ``_pos`` metadata columns: deletes and schema evolution are applied
+by Iceberg's reader. The physical plan of the reads is fixed (their tasks fetched) before the
+sets are removed again, so the returned DataFrames outlive the staging.
 
-Java objects never leave :class:`ChangelogTable`.
+Snapshots never change, so what was learnt about one (its files, the scan tasks of the files it
+reads) is kept, per table UUID, in a bounded cache: a changelog over a range that was read
+before (a stream's next batch, overlapping ranges) plans nothing again. Java objects never leave
+this module.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkext.planning.changelog import (
     Change,
+    FileRead,
     History,
     Lane,
     Needs,
@@ -33,10 +41,52 @@ from sparkext.planning.changelog import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from sparkext.iceberg.catalog import TableRef
 
 FILE, POS = "_file", "_pos"  # Iceberg's metadata columns: data file location, row position
+
+
+class _Lru:
+    """A small thread-safe LRU map."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What one snapshot's manifests said: its files, and the Java data files it may read as
+    written (added, removed, or affected by its deletes)."""
+
+    files: SnapshotFiles
+    data_files: dict[str, Any]
+    records: dict[str, int]  # rows of the files its new deletes reach (from planning)
+
+
+# (table uuid, snapshot id) -> _Known; (table uuid, snapshot id) -> {path: FileScanTask planned
+# at that snapshot} for the paths some read needed
+_SNAPSHOTS = _Lru(1024)
+_PLANNED = _Lru(1024)
+_AS_WRITTEN = _Lru(20000)  # (table uuid, path) -> FileScanTask without deletes
+_EVERYTHING = Needs(added=True, removed=True, deletes=True, parent_deletes=True)
 
 
 def _iterate(java_iterable: Any) -> Iterator[Any]:
@@ -45,14 +95,8 @@ def _iterate(java_iterable: Any) -> Iterator[Any]:
         yield iterator.next()
 
 
-def _delete_key(delete: Any) -> tuple[str, int]:
-    """A delete file's identity: its location, and its offset for a DV (many share a file)."""
-    offset = delete.contentOffset()
-    return str(delete.location()), -1 if offset is None else int(offset)
-
-
 class ChangelogTable:
-    """One table, read for one changelog. Planned scans and data files are kept by path."""
+    """One table, read for one changelog."""
 
     def __init__(self, spark: SparkSession, ref: TableRef):
         self._spark = spark
@@ -61,124 +105,223 @@ class ChangelogTable:
         self._table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, ref.name
         )
-        self._files: dict[str, Any] = {}  # path -> Java DataFile
-        self._planned: dict[int, dict[str, Any]] = {}  # snapshot id -> path -> FileScanTask
+        self._metadata = json.loads(
+            self._jvm.org.apache.iceberg.TableMetadataParser.toJson(
+                self._table.operations().current()
+            )
+        )
+        self._uuid = str(self._metadata["table-uuid"])
+        self._specs: dict[int, tuple[str, str]] = {}  # spec id -> (schema JSON, spec JSON)
+        self._no_deletes: Any = None
+        self._residual: Any = None
 
     # ---- metadata ----------------------------------------------------------------------
+    def schema(self) -> StructType:
+        """The current schema as Spark sees it: every change is read in it."""
+        from pyspark.sql.types import StructType
+
+        convert = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert
+        return StructType.fromJson(json.loads(convert(self._table.schema()).json()))
+
+    def identifier_columns(self) -> list[str]:
+        """The current schema's identifier fields (its primary key), in field-id order."""
+        schemas = {s["schema-id"]: s for s in self._metadata.get("schemas", [])}
+        current = schemas.get(self._metadata.get("current-schema-id"), {})
+        names = {f["id"]: f["name"] for f in current.get("fields", [])}
+        return [names[i] for i in sorted(current.get("identifier-field-ids", [])) if i in names]
+
     def history(self) -> History:
         """Every retained snapshot, the refs (tags and branches) and the current snapshot."""
         snapshots = {}
-        for s in _iterate(self._table.snapshots()):
-            parent = s.parentId()
-            snapshots[int(s.snapshotId())] = SnapshotMeta(
-                snapshot_id=int(s.snapshotId()),
-                parent_id=int(parent) if parent is not None else None,
-                timestamp_ms=int(s.timestampMillis()),
-                operation=str(s.operation()) if s.operation() is not None else None,
-                summary={str(k): str(v) for k, v in (s.summary() or {}).items()},
+        for s in self._metadata.get("snapshots", []):
+            summary = {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
+            snapshots[int(s["snapshot-id"])] = SnapshotMeta(
+                snapshot_id=int(s["snapshot-id"]),
+                parent_id=s.get("parent-snapshot-id"),
+                timestamp_ms=int(s["timestamp-ms"]),
+                operation=summary.get("operation"),
+                summary=summary,
             )
         refs = {
-            str(name): Ref(str(name), int(ref.snapshotId()), bool(ref.isBranch()))
-            for name, ref in self._table.refs().items()
+            name: Ref(name, int(ref["snapshot-id"]), ref.get("type") == "branch")
+            for name, ref in (self._metadata.get("refs") or {}).items()
         }
-        current = self._table.currentSnapshot()
+        current = self._metadata.get("current-snapshot-id")
         return History(
             table=self.ref.name,
             snapshots=snapshots,
             refs=refs,
-            current_snapshot_id=int(current.snapshotId()) if current is not None else None,
+            current_snapshot_id=int(current) if current is not None and current != -1 else None,
         )
 
     def snapshot_files(self, change: Change, needs: Needs) -> SnapshotFiles:
         """The data files a snapshot added and removed, and the ones its new deletes reach."""
-        snapshot = self._table.snapshot(change.snapshot.snapshot_id)
+        return self._learn(change.snapshot.snapshot_id, needs).files
+
+    def _learn(self, sid: int, needs: Needs) -> _Known:
+        known = _SNAPSHOTS.get((self._uuid, sid))
+        if known is not None:
+            return known
+        snapshot = self._table.snapshot(sid)
         io = self._table.io()
-        added = self._remember(snapshot.addedDataFiles(io)) if needs.added else []
-        removed = self._remember(snapshot.removedDataFiles(io)) if needs.removed else []
+        data_files: dict[str, Any] = {}
+        added = self._remember(snapshot.addedDataFiles(io), data_files) if needs.added else []
+        removed = self._remember(snapshot.removedDataFiles(io), data_files) if needs.removed else []
         affected: list[str] = []
         added_with_deletes: list[str] = []
+        planned: dict[str, Any] = {}
+        records: dict[str, int] = {}
         if needs.deletes:
             new = {_delete_key(d) for d in _iterate(snapshot.addedDeleteFiles(io))}
             if new:
                 fresh = set(added)
-                for path, task in self._plan(change.snapshot.snapshot_id).items():
-                    if any(_delete_key(d) in new for d in task.deletes()):
+                for path, task, deletes, count in self._plan(sid):
+                    if new.intersection(deletes):
                         (added_with_deletes if path in fresh else affected).append(path)
-        return SnapshotFiles(
+                        planned[path] = task
+                        records[path] = count
+                        data_files.setdefault(path, task.file())
+        files = SnapshotFiles(
             added=tuple(added),
             removed=tuple(removed),
             affected=tuple(sorted(affected)),
             added_with_deletes=tuple(sorted(added_with_deletes)),
         )
+        known = _Known(files, data_files, records)
+        _SNAPSHOTS.put((self._uuid, sid), known)
+        if planned:
+            _PLANNED.put((self._uuid, sid), {**(_PLANNED.get((self._uuid, sid)) or {}), **planned})
+        return known
 
-    def _remember(self, data_files: Any) -> list[str]:
+    @staticmethod
+    def _remember(java_files: Any, into: dict[str, Any]) -> list[str]:
         paths = []
-        for f in _iterate(data_files):
+        for f in _iterate(java_files):
             path = str(f.location())
-            self._files[path] = f
+            into[path] = f
             paths.append(path)
         return paths
 
-    def _plan(self, snapshot_id: int) -> dict[str, Any]:
-        """Iceberg's planning of the whole table at a snapshot: data file -> its scan task."""
-        if snapshot_id not in self._planned:
-            tasks = self._table.newScan().useSnapshot(snapshot_id).planFiles()
-            planned = {}
-            try:
-                for task in _iterate(tasks):
-                    path = str(task.file().location())
-                    planned[path] = task
-                    self._files.setdefault(path, task.file())
-            finally:
-                tasks.close()
-            self._planned[snapshot_id] = planned
-        return self._planned[snapshot_id]
+    def _plan(self, snapshot_id: int) -> Iterator[tuple[str, Any, set[tuple[str, int]], int]]:
+        """Iceberg's planning of the whole table at a snapshot: (data file, task, its deletes,
+        its rows)."""
+        parser = self._jvm.org.apache.iceberg.ScanTaskParser
+        tasks = self._table.newScan().useSnapshot(snapshot_id).planFiles()
+        try:
+            for task in _iterate(tasks):
+                described = json.loads(parser.toJson(task))  # one call, not one per field
+                deletes = {
+                    (d["file-path"], int(d.get("content-offset", -1)))
+                    for d in described.get("delete-files", [])
+                }
+                data_file = described["data-file"]
+                yield data_file["file-path"], task, deletes, int(data_file["record-count"])
+        finally:
+            tasks.close()
 
     # ---- reads --------------------------------------------------------------------------
-    def read(self, read_set: ReadSet) -> DataFrame:
-        """One scan over the set's files: every column (rows lane) or only positions, plus
-        ``_file`` and ``_pos``. Rows of a file read "as written" ignore every delete file."""
+    def read(self, read_sets: Sequence[ReadSet], set_column: str) -> DataFrame:
+        """One scan per read set, unioned, with the set's index in ``set_column``: every column
+        (rows lane) or none (positions lane), plus ``_file`` and ``_pos``. A file read "as
+        written" ignores every delete file; otherwise it gets the deletes Iceberg plans at
+        ``deletes_at``."""
         from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
 
-        tasks = self._jvm.java.util.ArrayList()
-        for item in read_set.reads:
-            if item.deletes_at is None:
-                tasks.add(self._as_written(item.path))
-            else:
-                tasks.add(self._plan(item.deletes_at)[item.path])
+        self._plan_missing([r for s in read_sets for r in s.reads])
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
-        set_id = f"sparkext-changelog-{uuid.uuid4()}"
-        manager.stageTasks(self._table, set_id, tasks)
+        staged: list[str] = []
         try:
-            # the catalog's table with the option (not format("iceberg").load, which gives the
-            # "rewrite" table: on v3 tables its row-lineage columns hide _file and _pos)
-            staged = self._spark.read.option("scan-task-set-id", set_id).table(self.ref.name)
-            columns = [FILE, POS]
-            if read_set.lane == Lane.ROWS:
-                columns = [*staged.columns, *columns]
-            frame = staged.select(*columns)
-            # Fix the physical plan now: its scan fetches the staged tasks once, here, and the
-            # frame below reads that plan's RDD, so the set can go (no shuffle: nothing runs).
-            java = frame._jdf
+            frames = []
+            for read_set in read_sets:
+                tasks = self._jvm.java.util.ArrayList()
+                for item in read_set.reads:
+                    tasks.add(self._task(item))
+                set_id = f"sparkext-changelog-{uuid.uuid4()}"
+                manager.stageTasks(self._table, set_id, tasks)
+                staged.append(set_id)
+                # the catalog's table with the option (format("iceberg").load gives the
+                # "rewrite" table: on v3 tables its row-lineage columns hide _file and _pos)
+                frame = self._spark.read.option("scan-task-set-id", set_id).table(self.ref.name)
+                columns = [FILE, POS]
+                if read_set.lane == Lane.ROWS:
+                    columns = [*frame.columns, *columns]
+                frames.append(frame.select(*columns, F.lit(read_set.index).alias(set_column)))
+            union = frames[0]
+            for frame in frames[1:]:
+                union = union.unionByName(frame)
+            # Fix the physical plan now: its scans fetch the staged tasks once, here, and the
+            # frame below reads that plan's RDD, so the sets can go (no shuffle: nothing runs).
+            java = union._jdf
             fixed = self._spark._jsparkSession.internalCreateDataFrame(
                 java.queryExecution().toRdd(), java.schema(), False
             )
             return DataFrame(fixed, self._spark)
         finally:
-            manager.removeTasks(self._table, set_id)
+            for set_id in staged:
+                manager.removeTasks(self._table, set_id)
 
-    def _as_written(self, path: str) -> Any:
+    def _plan_missing(self, reads: Sequence[FileRead]) -> None:
+        """Plan each snapshot whose tasks some read needs and the cache does not have."""
+        missing: dict[int, set[str]] = {}
+        for item in reads:
+            at = item.deletes_at
+            if at is not None and item.path not in (_PLANNED.get((self._uuid, at)) or {}):
+                missing.setdefault(at, set()).add(item.path)
+        for at, paths in missing.items():
+            found = {path: task for path, task, _, _ in self._plan(at) if path in paths}
+            _PLANNED.put((self._uuid, at), {**(_PLANNED.get((self._uuid, at)) or {}), **found})
+
+    def _task(self, item: FileRead) -> Any:
+        if item.deletes_at is not None:
+            return _PLANNED.get((self._uuid, item.deletes_at))[item.path]
+        return self._as_written(item)
+
+    def _as_written(self, item: FileRead) -> Any:
         """A scan task of the data file with no delete file: its rows as written."""
+        task = _AS_WRITTEN.get((self._uuid, item.path))
+        if task is not None:
+            return task
+        data_file = self._learn(item.snapshot_id, _EVERYTHING).data_files.get(item.path)
+        if data_file is None:  # learnt from the summary alone: look at everything once more
+            _SNAPSHOTS.put((self._uuid, item.snapshot_id), None)
+            data_file = self._learn(item.snapshot_id, _EVERYTHING).data_files[item.path]
         iceberg = self._jvm.org.apache.iceberg
-        data_file = self._files[path]
-        spec = self._table.specs().get(data_file.specId())
-        no_deletes = self._spark.sparkContext._gateway.new_array(iceberg.DeleteFile, 0)
-        return iceberg.BaseFileScanTask(
-            data_file,
-            no_deletes,
-            iceberg.SchemaParser.toJson(spec.schema()),
-            iceberg.PartitionSpecParser.toJson(spec),
-            iceberg.expressions.ResidualEvaluator.unpartitioned(
+        spec_id = int(data_file.specId())
+        if spec_id not in self._specs:
+            spec = self._table.specs().get(spec_id)
+            self._specs[spec_id] = (
+                iceberg.SchemaParser.toJson(spec.schema()),
+                iceberg.PartitionSpecParser.toJson(spec),
+            )
+        schema_json, spec_json = self._specs[spec_id]
+        if self._no_deletes is None:
+            self._no_deletes = self._spark.sparkContext._gateway.new_array(iceberg.DeleteFile, 0)
+            self._residual = iceberg.expressions.ResidualEvaluator.unpartitioned(
                 iceberg.expressions.Expressions.alwaysTrue()
-            ),
+            )
+        task = iceberg.BaseFileScanTask(
+            data_file, self._no_deletes, schema_json, spec_json, self._residual
         )
+        _AS_WRITTEN.put((self._uuid, item.path), task)
+        return task
+
+    def fits_broadcast(self, reads: Sequence[FileRead]) -> bool:
+        """Whether the positions of these reads (rows from the manifests, times a path and a
+        position) fit Spark's broadcast-join threshold: then they are joined without a shuffle.
+        Read from the manifests because the fixed reads carry no statistics Spark could use."""
+        limit = int(self._spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+        total = 0
+        for item in reads:
+            known = _SNAPSHOTS.get((self._uuid, item.snapshot_id))
+            count = known.records.get(item.path) if known is not None else None
+            if count is None:
+                return False
+            total += count * (len(item.path) + 16)
+        return total <= limit
+
+
+def _delete_key(delete: Any) -> tuple[str, int]:
+    """A delete file's identity: its location, and its offset for a DV (many share a file)."""
+    offset = delete.contentOffset()
+    return str(delete.location()), -1 if offset is None else int(offset)
