@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from sparkext.identifiers import col, cols, ddl_fields
+from sparkext.identifiers import col, cols
 from sparkext.planning.changelog import (
     ChangelogRange,
     FileRead,
@@ -124,6 +124,15 @@ def raw_changes(
 ) -> DataFrame:
     """Every INSERT and DELETE image of the range, carry-overs included, with ``_sx_transient``."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        BooleanType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
     reads: list[FileRead] = []
     for change in found.changes:
@@ -131,12 +140,15 @@ def raw_changes(
         reads += file_reads(change, source.snapshot_files(change, need), need.parent_deletes)
     sets = pack(reads)
     rows_sets = [s for s in sets if s.lane == Lane.ROWS]
-    if not rows_sets:
-        schema = ddl_fields(
-            [(f.name, f.dataType.simpleString()) for f in user.fields]
-            + [*CHANGE_COLUMNS, (_TRANSIENT, "boolean")]
-        )
-        return spark.createDataFrame([], schema)
+    if not rows_sets:  # nothing changed in the range
+        extra = [
+            StructField(CHANGE_TYPE, StringType()),
+            StructField(CHANGE_ORDINAL, IntegerType()),
+            StructField(COMMIT_SNAPSHOT_ID, LongType()),
+            StructField(COMMIT_TIMESTAMP, TimestampType()),
+            StructField(_TRANSIENT, BooleanType()),
+        ]
+        return spark.createDataFrame([], StructType([*user.fields, *extra]))
     manifest = F.broadcast(_manifest(spark, sets))  # one local relation, broadcast once
     rows = source.read(rows_sets, _SET).join(manifest, [_SET, _FILE])
     position_sets = [s for s in sets if s.lane == Lane.POSITIONS]

@@ -13,6 +13,7 @@ import pytest
 
 import sparkext
 from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError
+from sparkext.history.changelog import CHANGE_COLUMNS
 from tests.helpers.cdc_calls import events, ingest, land
 from tests.helpers.iceberg import flink_commit, java_table
 
@@ -449,3 +450,33 @@ def test_a_bad_option_value(small):
             f"SELECT * FROM sparkext.changelog(table => '{small}', "
             "options => map('start-snapshot-id', 'first'))"
         )
+
+
+def test_the_default_view_name_and_an_empty_range_are_icebergs(spark, small):
+    returned = sparkext.sql(f"CALL sparkext.create_changelog_view(table => '{small}')").collect()
+    view_name = small.rsplit(".", 1)[1] + "_changes"
+    assert [tuple(r) for r in returned] == [(f"`{view_name}`",)]  # as Iceberg: in backticks
+    assert spark.table(view_name).count() == 3
+    end = snapshots(spark, small)[-1]
+    empty = sparkext.sql(f"SELECT * FROM sparkext.changelog('{small}', '{end}')")
+    assert empty.columns == ["id", "v", *(n for n, _ in CHANGE_COLUMNS)]
+    assert empty.collect() == []
+
+
+def test_two_deletes_of_one_identifier_cannot_pair(spark, table_name):
+    create(spark, table_name)
+    spark.sql(f"INSERT INTO {table_name} VALUES (3, 'c'), (3, 'c2')")
+    spark.sql(f"DELETE FROM {table_name} WHERE id = 3")
+    deleted = snapshots(spark, table_name)[-1]
+    found = sparkext.sql(
+        f"SELECT * FROM sparkext.changelog(table => '{table_name}', "
+        "options => map('identifier-columns', 'id'))"
+    )
+    with pytest.raises(Exception) as caught:  # raised by the task that finds it
+        found.collect()
+    assert (
+        f"Cannot compute updates of {table_name}: snapshot {deleted} deletes several rows with "
+        "the same identifier (id); give identifier_columns that are unique, or "
+        "compute_updates => false."
+    ) in str(caught.value)
+    assert len(ours(table_name)) == 4  # without update images: two inserts, two deletes
