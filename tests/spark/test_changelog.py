@@ -297,6 +297,20 @@ def test_an_ingest_cdc_table(spark, tmp_path, table_name):
         (2, "b", "DELETE"),
         (3, "c", "INSERT"),
     ]
+    # rewrite_equality_deletes is a REPLACE: no change; the next batch's deletes find their
+    # rows through the position deletes it wrote
+    sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table_name}')").collect()
+    land(landing, "3.json", events(("u", 3, 30, "c2")))
+    ingest(table_name, landing, checkpoint)
+    converted, last = snapshots(spark, table_name)[-2:]
+    operation = f"SELECT operation FROM {table_name}.snapshots WHERE snapshot_id = {converted}"
+    assert spark.sql(operation).first()[0] == "replace"
+    second = snapshots(spark, table_name)[-3]
+    later = sparkext.sql(f"SELECT * FROM sparkext.changelog('{table_name}', '{second}')")
+    assert [tuple(r) for r in later.select(*CDC_COLUMNS, "_commit_snapshot_id").collect()] == [
+        (3, "c", "c", "DELETE", 0, last),
+        (3, "c2", "u", "INSERT", 0, last),
+    ]
 
 
 def test_ingest_cdc_delete_files_are_not_before_images(spark, tmp_path, table_name):
