@@ -12,8 +12,8 @@ does. See :mod:`sparkext.history.changelog` for how, and
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from sparkext.procedures.base import (
     BoundArgs,
@@ -25,6 +25,11 @@ from sparkext.procedures.base import (
     Routine,
     parse_boolean,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sparkext.planning.changelog import RangeRequest
 
 # Iceberg's read options for changelogs (SparkReadOptions), with Iceberg's meaning: snapshot
 # ids, or epoch milliseconds for the snapshot current at that time.
@@ -108,7 +113,9 @@ RANGE_OPTIONS = (
 )
 
 
-def range_request(options: dict, start: str | None = None, end: str | None = None):
+def range_request(
+    options: Mapping[str, Any], start: str | None = None, end: str | None = None
+) -> RangeRequest:
     """The range of a call: ``start``/``end`` arguments and Iceberg's read options."""
     from sparkext.planning.changelog import RangeRequest
 
@@ -122,7 +129,7 @@ def range_request(options: dict, start: str | None = None, end: str | None = Non
     )
 
 
-def run(context: Context, args: BoundArgs):
+def run(context: Context, args: BoundArgs) -> DataFrame:
     from sparkext.history.changelog import changelog
 
     options = args.options
