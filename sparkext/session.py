@@ -192,9 +192,17 @@ def describe(conf: Mapping[str, str]) -> str:
 
 
 def active_session() -> SparkSession | None:
+    """The session this process already runs, or None (no SparkContext yet).
+
+    ``SparkSession.getActiveSession()`` alone is per thread on the JVM side and can say None
+    while a session exists (a test suite's shared session seen from a CLI run in-process).
+    """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession()
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparkext.cli.shell import Shell, cli
+from tests.helpers.shell_lines import said
 from tests.helpers.zones import host_zone, session_zone
 
 
@@ -50,7 +51,7 @@ def test_help_lists_table_health_as_an_aligned_table(spark):
 def test_bad_input_exits_1_with_one_sentence(spark, sql, message):
     result = run("-e", sql)
     assert result.exit_code == 1
-    errors = [line for line in result.stderr.splitlines() if not line.startswith("Time taken")]
+    errors = said(result.stderr).splitlines()
     assert len(errors) == 1 and errors[0].startswith("Error: ") and message in errors[0]
     assert "Traceback" not in result.stderr and "\tat " not in result.stderr
 
@@ -59,7 +60,7 @@ def test_unknown_option_key_lists_valid_keys(spark, table_name):
     spark.sql(f"CREATE TABLE {table_name} (id BIGINT) USING iceberg")
     result = run("-e", f"CALL sparkext.table_health('{table_name}', map('bogus', '1'))")
     assert result.exit_code == 1
-    assert result.stderr.strip() == (
+    assert said(result.stderr) == (
         "Error: Unknown option 'bogus' for sparkext.table_health; "
         "valid options: small-file-threshold-bytes."
     )
@@ -137,12 +138,12 @@ def test_real_process_end_to_end(tmp_path):
     )
     assert ok.returncode == 0, ok.stderr
     assert "table_health" in ok.stdout
-    assert [line for line in ok.stderr.splitlines() if not line.startswith("Time taken")] == []
+    assert said(ok.stderr) == ""
     bad = subprocess.run(
         [exe, "-e", "CALL sparkext.nope()"], capture_output=True, text=True, env=env, timeout=300
     )
     assert bad.returncode == 1
-    assert bad.stderr.strip() == (
+    assert said(bad.stderr) == (
         "Error: Unknown procedure 'sparkext.nope' at line 1, column 6; "
         "CALL sparkext.help() lists them."
     )
@@ -183,7 +184,7 @@ def test_timestamps_print_as_spark_sql_prints_them_whatever_the_host_zone(spark,
 def test_a_java_failure_on_an_executor_is_one_sentence(spark):
     result = run("-e", "SELECT assert_true(id < 0, 'id must be negative') FROM range(1)")
     assert result.exit_code == 1
-    assert result.stderr.strip() == "Error: id must be negative"
+    assert said(result.stderr) == "Error: id must be negative"
 
 
 EXECUTOR_FAILURE = """
@@ -216,7 +217,7 @@ def test_a_python_failure_on_an_executor_is_one_sentence_unless_verbose(tmp_path
         timeout=300,
     )
     assert quiet.returncode == 1
-    assert quiet.stderr.strip() == "Error: ValueError: bad value 0"
+    assert said(quiet.stderr) == "Error: ValueError: bad value 0"
     verbose = subprocess.run(
         [sys.executable, "-c", EXECUTOR_FAILURE, "--verbose", "-e", sql],
         capture_output=True,
@@ -226,4 +227,4 @@ def test_a_python_failure_on_an_executor_is_one_sentence_unless_verbose(tmp_path
     )
     assert verbose.returncode == 1
     assert "Traceback" in verbose.stderr and "\tat org.apache.spark" in verbose.stderr
-    assert verbose.stderr.rstrip().endswith("Error: ValueError: bad value 0")
+    assert said(verbose.stderr).endswith("Error: ValueError: bad value 0")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.shell_lines import said
+
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "sql" / "jobs" / "clicks_per_minute.sql"
 EXE = os.path.join(os.path.dirname(sys.executable), "sparkext-sql")
@@ -107,7 +109,7 @@ def test_stream_then_backfill_the_same_file(tmp_path):
         timeout=600,
     )
     assert bad.returncode == 1
-    assert bad.stderr.strip() == (
+    assert said(bad.stderr) == (
         "Error: start 'yesterday' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
     )
 
