@@ -24,6 +24,11 @@ the delete files Iceberg's planning gives it, or "as written" with none):
 
 Reads of the same kind over different files share one scan (:func:`pack`), so a range of many
 snapshots costs a few scans, not three per snapshot.
+
+Assumed, as Iceberg's writers do: a commit that replaces a data file's delete files (a v3
+deletion vector merged with the new positions, v2 file-scoped position deletes rewritten) keeps
+every position they deleted. A commit that dropped deletes to bring rows back would not show
+those rows as INSERTs.
 """
 
 from __future__ import annotations
