@@ -196,15 +196,13 @@ def test_the_history_has_every_kind_of_commit(spark, history):
     assert content == {1, 2}  # position and equality deletes
 
 
-def pair_changes(spark, name: str, start: int | None, end: int) -> tuple[list, list]:
-    """changelog(start, end): every change, and the net changes (rows + change type)."""
+def pair_changes(spark, name: str, start: int | None, end: int, net: bool) -> list[tuple]:
+    """Rows and change types of changelog(start, end), or of its net changes."""
     args = f"table => '{name}', end => '{end}'" + (f", start => '{start}'" if start else "")
-    columns = ("id", "v", "w", "_change_type")
-    every = sparkext.sql(f"SELECT * FROM sparkext.changelog({args})", spark)
-    net = sparkext.sql(
-        f"SELECT * FROM sparkext.changelog({args}, options => map('net-changes', 'true'))", spark
-    )
-    return rows(every, columns), rows(net, columns)
+    if net:
+        args += ", options => map('net-changes', 'true')"
+    found = sparkext.sql(f"SELECT * FROM sparkext.changelog({args})", spark)
+    return rows(found, ("id", "v", "w", "_change_type"))
 
 
 def test_every_pair_replays_and_nets_to_the_state_difference(spark, history):
@@ -213,9 +211,12 @@ def test_every_pair_replays_and_nets_to_the_state_difference(spark, history):
     pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
     # a few pairs at a time: Spark runs a query's stages one after another; concurrent queries
     # keep both cores busy (the assertions below run on the main thread)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda pair: pair_changes(spark, name, *pair), pairs))
-    for (start, end), (every, net) in zip(pairs, results, strict=True):
+    calls = [(*pair, net) for pair in pairs for net in (False, True)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda call: pair_changes(spark, name, *call), calls))
+    found = dict(zip(calls, results, strict=True))
+    for start, end in pairs:
+        every, net = found[start, end, False], found[start, end, True]
         replayed = Counter(states[start])
         for *row, change in every:
             replayed[tuple(row)] += 1 if change == "INSERT" else -1
