@@ -138,29 +138,27 @@ def _is_cancellation(error: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _interruptible() -> Iterator[None]:
+def _sigint(handler) -> Iterator[None]:
+    """Use ``handler`` for SIGINT in the block (main thread only; others cannot set it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interruptible():
     """Ctrl-C raises KeyboardInterrupt in the main thread while a statement runs (instead of
     PySpark's handler, which calls into the JVM from inside a py4j call)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return _sigint(signal.default_int_handler)
 
 
-@contextlib.contextmanager
-def _ignoring_interrupts() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def _ignoring_interrupts():
+    """No signal may cut a py4j call of this thread short."""
+    return _sigint(signal.SIG_IGN)
 
 
 class _Worker:

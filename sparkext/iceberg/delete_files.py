@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
+from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ class DeleteTable:
             if message is None:
                 raise
             raise ProcedureArgumentError(
-                f"Cannot use where => '{where}' on {self.ref.name} ({message}); write a "
+                f"Cannot use where => {sql_string(where)} on {self.ref.name} ({message}); write a "
                 "predicate on partition columns, e.g. where => \"day = DATE '2026-11-21'\"."
             ) from None
         self._check_partition_columns(expression, where)
@@ -265,7 +266,8 @@ class DeleteTable:
         others = sorted(str(schema.findColumnName(i)) for i in ids if int(i) not in sources)
         if others:
             raise ProcedureArgumentError(
-                f"where => '{where}' uses column {', '.join(repr(o) for o in others)}, but only "
+                f"where => {sql_string(where)} uses column "
+                f"{', '.join(repr(o) for o in others)}, but only "
                 f"partition source columns of {self.ref.name} may be used: equality deletes "
                 "are converted per partition."
             )

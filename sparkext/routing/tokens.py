@@ -49,18 +49,28 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     return line, column
 
 
+def unterminated_at(text: str, done: list[Token]) -> tuple[int, int, str]:
+    """Where a tokenizer that stopped after ``done`` met an unterminated string, identifier or
+    comment: its line, column and the first characters there.
+
+    >>> unterminated_at("SELECT 'x", [])
+    (1, 1, "SELECT 'x")
+    """
+    offset = done[-1].end + 1 if done else 0
+    while offset < len(text) and text[offset].isspace():
+        offset += 1
+    line, column = line_col(text, offset)
+    snippet = text[offset : offset + 20].splitlines()[0] if offset < len(text) else ""
+    return line, column, snippet
+
+
 def tokenize(text: str) -> list[Token]:
     """Tokenize ``text``; an unterminated string, identifier or comment raises SqlParseError."""
     tokenizer = _Tokenizer()
     try:
         return tokenizer.tokenize(text)
     except TokenError:
-        done = tokenizer.tokens
-        offset = done[-1].end + 1 if done else 0
-        while offset < len(text) and text[offset].isspace():
-            offset += 1
-        line, column = line_col(text, offset)
-        snippet = text[offset : offset + 20].splitlines()[0] if offset < len(text) else ""
+        line, column, snippet = unterminated_at(text, tokenizer.tokens)
         raise SqlParseError(
             f"Cannot parse the SQL at line {line}, column {column}: an unterminated string, "
             f"quoted identifier or comment starts at '{snippet}'; close it.",

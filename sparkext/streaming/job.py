@@ -295,13 +295,9 @@ def _tokens(text: str) -> list[Token]:
     try:
         return tokenizer.tokenize(text)
     except TokenError:
-        done = tokenizer.tokens
-        offset = done[-1].end + 1 if done else 0
-        while offset < len(text) and text[offset].isspace():
-            offset += 1
-        line = text.count("\n", 0, offset) + 1
-        col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-        snippet = text[offset : offset + 20].splitlines()[0] if offset < len(text) else ""
+        from sparkext.routing.tokens import unterminated_at
+
+        line, col, snippet = unterminated_at(text, tokenizer.tokens)
         raise StreamingSqlError(
             f"line {line}, column {col}: an unterminated string, quoted identifier or comment "
             f"starts at '{snippet}'; close it.",
