@@ -244,35 +244,37 @@ class Runner:
         with _ignoring_interrupts():  # a py4j call must not be cut short by a signal
             queries_before = {q.id for q in self.spark.streams.active}
             future = _the_worker().submit(target)
-        with _interruptible():
-            try:
+        try:  # around the handler's installation too: a Ctrl-C may land as it is installed
+            with _interruptible():
                 return _wait(future)
-            except KeyboardInterrupt:
-                with _ignoring_interrupts():  # nothing below may be cut short by a signal
-                    statement.cancelled.set()
-                    if future.cancel():  # still queued behind another statement: never runs
-                        raise StatementCancelled([]) from None
-                    on_cancel()
-                stopped: list[bool] = []
-                canceller = threading.Thread(
-                    target=self._cancel,
-                    args=(statement, queries_before, future, stopped),
-                    name="sparkext-cancel",
-                    daemon=True,
-                )
-                canceller.start()
-                try:
-                    result = _wait(future)
-                except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for the worker
-                    raise StatementCancelled(statement.commits, still_running=True) from None
-                except Exception as error:
-                    if _is_cancellation(error) or stopped:
-                        raise StatementCancelled(statement.commits) from None
-                    raise
-                canceller.join(timeout=5)
-                if stopped:  # a stopped query returns normally, but it did not finish
-                    raise StatementCancelled(statement.commits) from None
-                return result  # it finished before the cancel reached it: a true result
+        except KeyboardInterrupt:
+            pass
+        with _ignoring_interrupts():  # nothing below may be cut short by a signal
+            statement.cancelled.set()
+            if future.cancel():  # still queued behind another statement: never runs
+                raise StatementCancelled([]) from None
+            on_cancel()
+        stopped: list[bool] = []
+        canceller = threading.Thread(
+            target=self._cancel,
+            args=(statement, queries_before, future, stopped),
+            name="sparkext-cancel",
+            daemon=True,
+        )
+        canceller.start()
+        try:
+            with _interruptible():
+                result = _wait(future)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for the worker
+            raise StatementCancelled(statement.commits, still_running=True) from None
+        except Exception as error:
+            if _is_cancellation(error) or stopped:
+                raise StatementCancelled(statement.commits) from None
+            raise
+        canceller.join(timeout=5)
+        if stopped:  # a stopped query returns normally, but it did not finish
+            raise StatementCancelled(statement.commits) from None
+        return result  # it finished before the cancel reached it: a true result
 
     def _cancel(
         self, statement: Statement, queries_before: set[str], future: Future, stopped: list[bool]

@@ -13,6 +13,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from sparkext import cancellation
 from sparkext.cli.progress import Progress
 from sparkext.cli.shell import Shell
@@ -22,18 +24,31 @@ from tests.helpers.shell_lines import said
 FOREVER = "SELECT sum(hash(id)) AS s FROM range(0, 400000000000, 1, 2)"
 
 
+_pending: list[threading.Event] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_interrupt_outlives_its_test():
+    """A test whose interrupt never fired must not fire it into a later test's statement."""
+    yield
+    while _pending:
+        _pending.pop().set()
+
+
 def _interrupt_when(predicate, timeout: float = 240.0, running: bool = True) -> threading.Thread:
     """Send SIGINT to the main thread once ``predicate()`` holds (while a statement runs,
-    unless ``running`` is False)."""
+    unless ``running`` is False); never after the test ends."""
     main = threading.main_thread().ident
+    over = threading.Event()
+    _pending.append(over)
 
     def loop() -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not over.is_set():
             if (cancellation.running() is not None or not running) and predicate():
                 signal.pthread_kill(main, signal.SIGINT)
                 return
-            time.sleep(0.05)
+            over.wait(0.05)
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
@@ -191,6 +206,9 @@ def test_a_statement_cancelled_while_queued_never_runs(spark):
     gate = threading.Event()
     _the_worker().submit(lambda: gate.wait(60))  # the worker is busy with something else
     ran = threading.Event()
+    # Whatever handler was in place, make sure "the Runner's is installed" can only mean that
+    # Runner.run is waiting (Python's own default is the very handler the Runner installs).
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
     handler_installed = lambda: signal.getsignal(signal.SIGINT) is signal.default_int_handler  # noqa: E731
     _interrupt_when(handler_installed, timeout=30, running=False)
     try:
@@ -201,5 +219,6 @@ def test_a_statement_cancelled_while_queued_never_runs(spark):
         raise AssertionError("not cancelled")
     finally:
         gate.set()
+        signal.signal(signal.SIGINT, previous)
     time.sleep(0.5)
     assert not ran.is_set()
