@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkext.errors import SparkextError
@@ -16,8 +17,20 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from sparkext.history.changelog_stream import ChangelogStream
+    from sparkext.planning.changelog_stream import ConsumerReport
+
 __version__ = "0.1.0"
-__all__ = ["SparkextError", "__version__", "ingest_cdc_stream", "session", "sql"]
+__all__ = [
+    "SparkextError",
+    "__version__",
+    "changelog_consumers",
+    "changelog_stream",
+    "ingest_cdc_stream",
+    "session",
+    "sql",
+    "unregister_changelog_consumer",
+]
 
 
 def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
@@ -67,3 +80,74 @@ def ingest_cdc_stream(
     settings = settings_from(BoundArgs(values, bind_options(ROUTINE, options or {})))
     max_files = bind_options(ROUTINE, options or {})["max-files-per-batch"]
     return start(spark, settings, source_location(source), interval=interval, max_files=max_files)
+
+
+def changelog_stream(
+    table: str,
+    checkpoint: str,
+    options: dict[str, str] | None = None,
+    spark: SparkSession | None = None,
+    progress: Callable[[str], None] = lambda message: None,
+) -> ChangelogStream:
+    """The changelog of ``table`` as micro-batches for a ``foreachBatch``-style consumer.
+
+    Each batch is ``sparkext.changelog`` of (last consumed snapshot, head] — the table's
+    columns plus ``_change_type``, ``_change_ordinal``, ``_commit_snapshot_id`` and
+    ``_commit_timestamp`` — handed to the consumer as a DataFrame with its batch id. Progress
+    is kept in ``checkpoint`` (a path or any URI pyarrow reaches); a batch interrupted before
+    the consumer returned is delivered again with the same id and range after a restart.
+
+    Args:
+        table: an Iceberg table, e.g. ``'lake.db.orders'``.
+        checkpoint: the stream's own directory; reuse it to resume.
+        options: ``starting`` (``earliest``, default, or ``latest``) or ``start-snapshot-id``
+            for a new checkpoint; ``branch``; ``max-snapshots-per-batch``; ``compute-updates``,
+            ``identifier-columns``, ``net-changes`` (per batch) as ``sparkext.changelog``;
+            ``consumer-name`` (register for maintenance) and ``consumer-ttl`` (default
+            ``7 days``).
+        spark: the session (default: the active one).
+        progress: called with one line per batch (``print`` will do).
+
+    Returns:
+        A :class:`~sparkext.history.changelog_stream.ChangelogStream`: set the consumer with
+        ``foreach_batch(fn)``, then ``process_available()`` (what is there now) or
+        ``start(interval)`` / ``stop()`` / ``await_termination()``.
+
+    Raises:
+        ChangelogRangeLostError: snapshots the next batch needs have expired (one sentence
+            naming the range), when a batch is run.
+        OptionError: an unknown option or a bad value; a checkpoint of another table.
+
+    Example::
+
+        stream = sparkext.changelog_stream("lake.db.orders", "/ck/orders-to-es")
+        stream.foreach_batch(lambda frame, batch_id: frame.write.mode("append").parquet(out))
+        stream.process_available()
+    """
+    from pyspark.sql import SparkSession
+
+    from sparkext.history.changelog_stream import ChangelogStream
+
+    spark = spark or SparkSession.getActiveSession() or session()
+    return ChangelogStream(spark, table, checkpoint, options, progress)
+
+
+def changelog_consumers(table: str, spark: SparkSession | None = None) -> ConsumerReport:
+    """The changelog consumers registered on ``table`` (``consumers``: each registration and
+    whether it is stale) and ``needed``: the oldest snapshot they still need."""
+    from pyspark.sql import SparkSession
+
+    from sparkext.history.changelog_stream import changelog_consumers as report
+
+    spark = spark or SparkSession.getActiveSession() or session()
+    return report(spark, table)
+
+
+def unregister_changelog_consumer(table: str, name: str, spark: SparkSession | None = None) -> bool:
+    """Remove consumer ``name``'s registration from ``table`` (True when it was there)."""
+    from pyspark.sql import SparkSession
+
+    from sparkext.history.changelog_stream import unregister_changelog_consumer as remove
+
+    spark = spark or SparkSession.getActiveSession() or session()
+    return remove(spark, table, name)

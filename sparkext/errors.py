@@ -93,3 +93,8 @@ class EventTimeError(SparkextError, ValueError):
 
 class SnapshotExpiredError(EventTimeError):
     """The base snapshot an event-time state needs is no longer retained."""
+
+
+class ChangelogRangeLostError(SparkextError, LookupError):
+    """A changelog stream's next range includes snapshots that are no longer retained (or no
+    longer on the history it follows): those changes cannot be delivered."""
