@@ -186,6 +186,7 @@ def start_position(
     >>> start_position(h, None, "earliest", None), start_position(h, None, "latest", None)
     (None, 1)
     """
+    head = head_id(history, branch)  # a branch that is none is refused whatever the start
     if start_snapshot_id is not None:
         if start_snapshot_id not in history.snapshots:
             raise OptionError(
@@ -193,9 +194,7 @@ def start_position(
                 f"{history.table}; choose one of SELECT snapshot_id FROM {history.table}.snapshots."
             )
         return start_snapshot_id
-    if starting == LATEST:
-        return head_id(history, branch)
-    return None
+    return head if starting == LATEST else None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ def one_call(name: str, start: int | None, end: int) -> list[tuple]:
     if start is not None:
         options += f", 'start-snapshot-id', '{start}'"
     return rows(
-        sparkext.sql(f"SELECT * FROM sparkext.changelog('{name}', options => map({options}))")
+        sparkext.sql(
+            f"SELECT * FROM sparkext.changelog(table => '{name}', options => map({options}))"
+        )
     )
 
 
@@ -98,8 +100,10 @@ def history(spark, name: str) -> None:
         "map('rewrite-all', 'true', 'delete-file-threshold', '1'))"
     )  # REPLACE
     spark.sql(f"DELETE FROM {name} WHERE id = 1")
-    spark.sql(f"MERGE INTO {name} t USING (SELECT 3 AS id, 'cc' AS v UNION ALL SELECT 5, 'e') s "
-              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")  # fmt: skip
+    spark.sql(
+        f"MERGE INTO {name} t USING (SELECT 3 AS id, 'cc' AS v UNION ALL SELECT 5, 'e') s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
+    )
 
 
 def test_batches_equal_one_changelog_and_a_failed_consumer_gets_its_batch_again(
@@ -191,7 +195,7 @@ def test_starting_latest_a_start_snapshot_and_a_branch(spark, table_name, tmp_pa
     assert "branch='audit'" in repr(branch)
     with pytest.raises(OptionError, match=r"belongs to the changelog stream of .* branch audit"):
         sparkext.changelog_stream(table_name, str(tmp_path / "b"))
-    with pytest.raises(OptionError, match=r"'nope' is not a branch of .*its branches: audit"):
+    with pytest.raises(OptionError, match=r"'nope' is not a branch of .*its branches: audit, main"):
         sparkext.changelog_stream(table_name, str(tmp_path / "n"), {"branch": "nope"})
     with pytest.raises(OptionError, match=r"Unknown option 'start-snapshot' .*did you mean"):
         sparkext.changelog_stream(table_name, str(tmp_path / "x"), {"start-snapshot": "1"})
