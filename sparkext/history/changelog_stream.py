@@ -181,9 +181,12 @@ class ChangelogStream:
             done.append(info)
         return done
 
-    def start(self, interval: str = INTERVAL_DEFAULT) -> ChangelogStream:
+    def start(
+        self, interval: str = INTERVAL_DEFAULT, available_now: bool = False
+    ) -> ChangelogStream:
         """Poll the table every ``interval`` (e.g. ``'30 seconds'``) on a background thread
-        and deliver each new range; ``stop()`` ends it, ``await_termination()`` waits for it."""
+        and deliver each new range; ``stop()`` ends it, ``await_termination()`` waits for it.
+        ``available_now``: deliver what is there now (:meth:`process_available`), then end."""
         self._need_consumer()
         if self.is_active:
             raise SparkextError(f"{self!r} is already started; stop() it first.")
@@ -199,10 +202,13 @@ class ChangelogStream:
             with cancellation.bound(statement):
                 try:
                     while not self._stopping.is_set():
+                        until = None
                         while not self._stopping.is_set():
-                            info, _ = self._run_once(None)
+                            info, until = self._run_once(until if available_now else None)
                             if info is None:
                                 break
+                        if available_now:
+                            return
                         self._idle_heartbeat()
                         self._wait(every)
                 except BaseException as error:

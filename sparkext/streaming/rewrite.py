@@ -290,7 +290,10 @@ def plan_batch(
     catalog: Catalog | None = None,
     lookup_as_of: str = "end",
 ) -> BatchPlan:
+    from sparkext.streaming.changelog_source import refuse_in_batch
+
     job = sql if isinstance(sql, Job) else parse_job(sql)
+    refuse_in_batch(job)
     time_zone = getattr(catalog, "time_zone", "UTC")
     begin, finish = parse_time(start, "start", time_zone), parse_time(end, "end", time_zone)
     if finish is None:

@@ -320,6 +320,12 @@ def run_stream(
         run.wait()
     """
     job = parse_job(text)
+    from sparkext.streaming.changelog_source import changelog_tables, run_changelog_job
+
+    if changelog_tables(job):  # FROM t /*+ OPTIONS('changelog'='true') */: its own runner
+        return run_changelog_job(
+            spark, job, checkpoint, available_now, interval, progress, start_from
+        )
     location = Location.of(checkpoint)
     checkpoint = location.uri
     catalog = SparkCatalog(spark, job.names)

@@ -356,3 +356,71 @@ def test_a_process_killed_between_delivery_and_commit_misses_and_repeats_nothing
     for k in range(len(ids)):  # and batch by batch, every intermediate state
         got = sorted(tuple(r) for b in range(k + 1) for r in delivered[b])
         assert replay(Counter(), got) == state(spark, table_name, ids[k])
+
+
+def test_a_streaming_sql_job_reads_the_changelog_hint_exactly_once(spark, table_name, tmp_path):
+    from sparkext.streaming import run_stream
+
+    create(spark, table_name)
+    sink = f"{table_name}_out"
+    job = f"""
+    CREATE TABLE {sink} (id INT, v STRING, change STRING, snapshot_id BIGINT);
+    INSERT INTO {sink}
+    SELECT id, UPPER(v) AS v, _change_type AS change, _commit_snapshot_id AS snapshot_id
+    FROM {table_name} /*+ OPTIONS('changelog'='true', 'max-snapshots-per-batch'='1') */ AS o
+    WHERE o.id <> 2;
+    """
+    checkpoint = tmp_path / "ck"
+    lines: list[str] = []
+
+    def run() -> None:
+        stream = run_stream(spark, job, str(checkpoint), available_now=True, progress=lines.append)
+        assert stream.sinks == [sink]
+        stream.wait()
+        assert stream.state == "stopped"
+
+    def held() -> list[tuple]:
+        return sorted(tuple(r) for r in spark.table(sink).collect())
+
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    run()
+    (s1,) = snapshots(spark, table_name)
+    assert held() == [(1, "A", "INSERT", s1), (3, "C", "INSERT", s1)]
+    spark.sql(f"UPDATE {table_name} SET v = 'bb' WHERE id = 2")  # filtered out by the job
+    spark.sql(f"DELETE FROM {table_name} WHERE id = 1")
+    run()
+    s2, s3 = snapshots(spark, table_name)[1:]
+    expected = [(1, "A", "DELETE", s3), (1, "A", "INSERT", s1), (3, "C", "INSERT", s1)]
+    assert held() == expected
+    # a crash after the sink's commit and before the checkpoint's: the batch comes again and
+    # the sink, which holds its mark, appends nothing twice
+    progress = checkpoint / "changelog" / "changelog-stream.json"
+    state_now = json.loads(progress.read_text())
+    assert state_now["committed"] == {"batch-id": 2, "start": s2, "end": s3}
+    state_now["committed"] = {"batch-id": 1, "start": s1, "end": s2}
+    progress.write_text(json.dumps(state_now))
+    run()
+    assert held() == expected
+    assert any("already holds it" in line for line in lines)
+    assert json.loads(progress.read_text())["committed"]["batch-id"] == 2
+
+
+def test_a_changelog_hint_refuses_state_a_primary_key_sink_and_backfills(spark, table_name):
+    from sparkext.streaming import run_backfill, run_stream
+    from sparkext.streaming.job import StreamingSqlError
+
+    create(spark, table_name)
+    hint = "/*+ OPTIONS('changelog'='true') */"
+    counting = (
+        f"INSERT INTO {table_name}_n SELECT v, count(*) AS n FROM {table_name} {hint} GROUP BY v"
+    )
+    with pytest.raises(StreamingSqlError, match=r"the aggregate COUNT\(\*\) keeps state across"):
+        run_stream(spark, counting, "/tmp/unused-sparkext-ck")
+    keyed = (
+        f"CREATE TABLE {table_name}_k (id INT, v STRING, PRIMARY KEY (id) NOT ENFORCED);"
+        f"INSERT INTO {table_name}_k SELECT id, v FROM {table_name} {hint}"
+    )
+    with pytest.raises(StreamingSqlError, match="has a primary key, and a changelog source's rows"):
+        run_stream(spark, keyed, "/tmp/unused-sparkext-ck")
+    with pytest.raises(StreamingSqlError, match="which only stream mode does"):
+        run_backfill(spark, keyed, "2024-01-01", "2024-01-02")
