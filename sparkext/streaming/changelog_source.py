@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from sparkext.fs import Location
-from sparkext.streaming.job import Job, StreamingSqlError, error_at, table_key, table_name
+from sparkext.streaming.job import (
+    Job,
+    StreamingSqlError,
+    error_at,
+    position,
+    table_key,
+    table_name,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -129,7 +136,7 @@ def plan_changelog_job(job: Job) -> tuple[str, dict[str, str], list[exp.Insert]]
         if found is not None:
             node, what = found
             raise error_at(
-                node,
+                node if position(node)[0] is not None else query,  # DISTINCT has no place
                 f"{what} keeps state across the batches of a changelog source, which sparkext "
                 "does not run; read the table without 'changelog'='true' in an updating query "
                 "into a primary-key sink (it converges to the same rows), or keep the changes "
