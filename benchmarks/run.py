@@ -3,6 +3,7 @@
 python3 -m benchmarks.run                                # all
 python3 -m benchmarks.run routing_overhead               # some
 python3 -m benchmarks.run stream_backfill --out f.json   # results to f.json
+python3 -m benchmarks.run changelog --rows 1000000       # a benchmark's table size
 
 A run writes its JSON to ``benchmarks/results/local/<names>-<UTC time>.json``, a directory git
 ignores, so running a benchmark never changes a tracked file. The files directly in
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
+import inspect
 import json
 import platform
 from pathlib import Path
@@ -29,6 +31,7 @@ BENCHMARKS = (
     "rewrite_equality_deletes",
     "snapshot_as_of_event_time",
     "stream_backfill",
+    "changelog",
 )
 RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
 LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)
@@ -52,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="FILE",
         help="write the results' JSON to FILE (default: a new file in benchmarks/results/local/)",
     )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        help="table size for the benchmarks that take one (changelog); default: theirs",
+    )
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = default_out(args.names, dt.datetime.now(dt.timezone.utc))
@@ -67,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for name in args.names or BENCHMARKS:
         module = importlib.import_module(f"benchmarks.{name}")
-        results.extend(module.run(spark))
+        takes_rows = "rows" in inspect.signature(module.run).parameters
+        results.extend(module.run(spark, rows=args.rows) if takes_rows else module.run(spark))
     rows = [
         [
             r.benchmark,
