@@ -29,16 +29,16 @@ from sqlglot import exp
 from sparkext.identifiers import col, cols
 from sparkext.planning.changelog import (
     ChangelogRange,
-    FileRead,
+    KeyDelete,
     Lane,
     RangeRequest,
     ReadSet,
     Role,
     bounds,
     change_options,
-    file_reads,
     needs,
     pack,
+    plan_reads,
     resolve_range,
 )
 
@@ -67,6 +67,7 @@ CDC_POSITION = "_cdc_position"  # ingest_cdc's source position: orders changes i
 _SET, _FILE, _POS = "_sx_set", "_file", "_pos"
 _ROLE, _CHECKED, _LIVE, _TIMESTAMP_MS = "_sx_role", "_sx_checked", "_sx_live", "_sx_ts_ms"
 _TRANSIENT = "_sx_transient"
+_REACHED = "_sx_reached"  # the numbers of the equality deletes that reach the read's file
 _MANIFEST = (
     (_SET, "int"),
     (_FILE, "string"),
@@ -75,7 +76,9 @@ _MANIFEST = (
     (COMMIT_SNAPSHOT_ID, "bigint"),
     (_TIMESTAMP_MS, "bigint"),
     (_CHECKED, "boolean"),
+    (_REACHED, "array<int>"),
 )
+_NUMBER, _DELETED_BY = "_sx_number", "_sx_deleted_by"
 
 
 def changelog(
@@ -134,11 +137,13 @@ def raw_changes(
         TimestampType,
     )
 
-    reads: list[FileRead] = []
+    files, parent_deletes = {}, {}
     for change in found.changes:
         need = needs(change)
-        reads += file_reads(change, source.snapshot_files(change, need), need.parent_deletes)
-    sets = pack(reads)
+        files[change.ordinal] = source.snapshot_files(change, need)
+        parent_deletes[change.ordinal] = need.parent_deletes
+    plan = plan_reads(found.changes, files, parent_deletes)
+    sets = pack(plan.reads)
     rows_sets = [s for s in sets if s.lane == Lane.ROWS]
     if not rows_sets:  # nothing changed in the range
         extra = [
@@ -153,6 +158,7 @@ def raw_changes(
     rows = source.read(rows_sets, _SET).join(manifest, [_SET, _FILE])
     position_sets = [s for s in sets if s.lane == Lane.POSITIONS]
     added = F.col(_ROLE) == Role.ADDED.value
+    candidate = F.col(_ROLE) == Role.CANDIDATE.value
     if position_sets:
         positions = (
             source.read(position_sets, _SET)
@@ -166,19 +172,107 @@ def raw_changes(
         live = F.when(added, ~F.col(_CHECKED) | survived).otherwise(survived)
     else:
         live = added
+
+    def images(kind: str, ordinal: Column, snapshot: Column, ms: Column, transient: Column):
+        return F.struct(
+            F.lit(kind).alias(CHANGE_TYPE),
+            ordinal.alias(CHANGE_ORDINAL),
+            snapshot.alias(COMMIT_SNAPSHOT_ID),
+            ms.alias(_TIMESTAMP_MS),
+            transient.alias(_TRANSIENT),
+        )
+
+    own = (F.col(CHANGE_ORDINAL), F.col(COMMIT_SNAPSHOT_ID), F.col(_TIMESTAMP_MS))
+    transient = added & ~live
     kinds = (
-        F.when(added & live, F.array(F.lit(INSERT)))
-        .when(added, F.array(F.lit(INSERT), F.lit(DELETE)))
-        .when(~live, F.array(F.lit(DELETE)))
+        F.when(candidate, F.array())  # deleted, if at all, by an equality run (below)
+        .when(added & live, F.array(images(INSERT, *own, transient)))
+        .when(added, F.array(images(INSERT, *own, transient), images(DELETE, *own, transient)))
+        .when(~live, F.array(images(DELETE, *own, transient)))
+        .otherwise(F.array())  # a BEFORE row still live: no change
     )
-    return rows.select(
+    if plan.key_deletes:
+        rows = _match_key_deletes(spark, source, rows, plan.key_deletes)
+        by = F.col(_DELETED_BY)
+        at = (col(_DELETED_BY, "o"), col(_DELETED_BY, "s"), col(_DELETED_BY, "t"))
+        kinds = F.when(
+            by.isNotNull(), F.concat(kinds, F.array(images(DELETE, *at, F.lit(False))))
+        ).otherwise(kinds)
+    change = F.explode(kinds).alias("_sx_change")
+    return rows.select(*cols(user.fieldNames()), change).select(
         *cols(user.fieldNames()),
-        F.explode(kinds).alias(CHANGE_TYPE),  # no row for a BEFORE row still live
-        F.col(CHANGE_ORDINAL),
-        F.col(COMMIT_SNAPSHOT_ID),
-        F.timestamp_millis(F.col(_TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
-        (added & ~live).alias(_TRANSIENT),
+        col("_sx_change", CHANGE_TYPE).alias(CHANGE_TYPE),
+        col("_sx_change", CHANGE_ORDINAL).alias(CHANGE_ORDINAL),
+        col("_sx_change", COMMIT_SNAPSHOT_ID).alias(COMMIT_SNAPSHOT_ID),
+        F.timestamp_millis(col("_sx_change", _TIMESTAMP_MS)).alias(COMMIT_TIMESTAMP),
+        col("_sx_change", _TRANSIENT).alias(_TRANSIENT),
     )
+
+
+def _match_key_deletes(
+    spark: SparkSession, source: ChangelogTable, rows: DataFrame, deletes: Sequence[KeyDelete]
+) -> DataFrame:
+    """``rows`` with ``_sx_deleted_by``: for a candidate (a CANDIDATE row, or an ADDED row of an
+    equality run) the first equality-delete file reaching its file that holds its key, as
+    ``struct(o: ordinal, s: snapshot id, t: commit ms)``; NULL for every other row.
+
+    Each set of delete rows is grouped by key (one row per key: the numbers of the files that
+    hold it) and joined to every row read, broadcast when it fits, so the rows are read once and
+    never shuffled."""
+    from pyspark.sql import functions as F
+
+    firsts: list[Column] = []
+    for index, (columns, keys) in enumerate(source.read_key_deletes(deletes, _NUMBER)):
+        renamed = [f"_sx_key{index}_{i}" for i in range(len(columns))]
+        holders = f"_sx_holders{index}"
+        grouped = keys.groupBy(*(col(c).alias(r) for c, r in zip(columns, renamed, strict=True)))
+        grouped = grouped.agg(F.array_sort(F.collect_set(_NUMBER)).alias(holders))
+        if source.keys_fit_broadcast([d for d in deletes if d.columns == columns]):
+            grouped = F.broadcast(grouped)
+        condition = None
+        for c, r in zip(columns, renamed, strict=True):
+            term = rows[c].eqNullSafe(grouped[r])
+            condition = term if condition is None else condition & term
+        rows = rows.join(grouped, condition, "left").drop(*renamed)
+        reaching = F.filter(
+            F.coalesce(F.col(holders), F.array().cast("array<int>")),
+            lambda number: F.array_contains(F.col(_REACHED), number),
+        )
+        firsts.append(F.array_min(reaching))
+        rows = rows.withColumn(f"_sx_first{index}", firsts[-1]).drop(holders)
+    first = (
+        F.least(*(F.col(f"_sx_first{i}") for i in range(len(firsts))))
+        if len(firsts) > 1
+        else (F.col("_sx_first0"))
+    )
+    table = F.broadcast(_key_delete_table(spark, deletes))
+    rows = rows.withColumn(_NUMBER, first).join(table, _NUMBER, "left")
+    return rows.drop(_NUMBER, *(f"_sx_first{i}" for i in range(len(firsts))))
+
+
+def _key_delete_table(spark: SparkSession, deletes: Sequence[KeyDelete]) -> DataFrame:
+    """number -> struct(ordinal, snapshot, commit ms) of the run's delete files, as VALUES."""
+    values = exp.values(
+        [
+            tuple(exp.convert(v) for v in (d.number, d.ordinal, d.snapshot_id, d.timestamp_ms))
+            for d in deletes
+        ],
+        "k",
+        ["n", "o", "s", "t"],
+    )
+    by = exp.func(
+        "named_struct",
+        exp.Literal.string("o"),
+        exp.cast(exp.column("o"), "int"),
+        exp.Literal.string("s"),
+        exp.cast(exp.column("s"), "bigint"),
+        exp.Literal.string("t"),
+        exp.cast(exp.column("t"), "bigint"),
+    )
+    query = exp.select(
+        exp.cast(exp.column("n"), "int").as_(_NUMBER), exp.alias_(by, _DELETED_BY)
+    ).from_(values)
+    return spark.sql(query.sql("spark"))
 
 
 def _manifest(spark: SparkSession, sets: Sequence[ReadSet]) -> DataFrame:
@@ -186,12 +280,26 @@ def _manifest(spark: SparkSession, sets: Sequence[ReadSet]) -> DataFrame:
     VALUES relation: a local relation, broadcast from the driver without a Spark job (a
     DataFrame made from Python rows would start Python workers to be read)."""
     rows = [
-        (s.index, r.path, r.role.value, r.ordinal, r.snapshot_id, r.timestamp_ms, r.checked)
+        (
+            *(
+                exp.convert(v)
+                for v in (
+                    s.index,
+                    r.path,
+                    r.role.value,
+                    r.ordinal,
+                    r.snapshot_id,
+                    r.timestamp_ms,
+                    r.checked,
+                )
+            ),
+            exp.Array(expressions=[exp.convert(n) for n in r.reached_by]),
+        )
         for s in sets
         for r in s.reads
     ]
     names = [name for name, _ in _MANIFEST]
-    values = exp.values([tuple(exp.convert(v) for v in row) for row in rows], "m", names)
+    values = exp.values(rows, "m", names)
     query = exp.select(
         *(exp.cast(exp.column(name, quoted=True), kind).as_(name) for name, kind in _MANIFEST)
     ).from_(values)

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.planning.changelog import (
     Change,
+    EqualityDelete,
     FileRead,
     History,
+    KeyDelete,
     Lane,
     Needs,
     ReadSet,
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
     from sparkext.iceberg.catalog import TableRef
 
 FILE, POS = "_file", "_pos"  # Iceberg's metadata columns: data file location, row position
+# Equality columns matched by name on rows Spark reads from the delete files: top-level types
+# whose Parquet form Spark reads as Iceberg's reader does (not timestamps, floats, uuid, nested).
+_MATCHABLE_TYPES = frozenset({"boolean", "int", "long", "string", "date", "binary"})
 
 
 class _Lru:
@@ -79,6 +84,7 @@ class _Known:
     files: SnapshotFiles
     data_files: dict[str, Any]
     records: dict[str, int]  # rows of the files its new deletes reach (from planning)
+    equality_files: dict[str, Any]  # its new equality-delete files, by location
 
 
 # (table uuid, snapshot id) -> _Known; (table uuid, snapshot id) -> {path: FileScanTask planned
@@ -171,27 +177,68 @@ class ChangelogTable:
         added_with_deletes: list[str] = []
         planned: dict[str, Any] = {}
         records: dict[str, int] = {}
+        equality: list[EqualityDelete] = []
+        equality_files: dict[str, Any] = {}
+        reached_by: list[tuple[str, tuple[str, ...]]] = []
         if needs.deletes:
-            new = {_delete_key(d) for d in _iterate(snapshot.addedDeleteFiles(io))}
+            new_files = list(_iterate(snapshot.addedDeleteFiles(io)))
+            new = {_delete_key(d) for d in new_files}
+            if all(str(d.content()) == "EQUALITY_DELETES" for d in new_files):
+                for d in new_files:
+                    path = str(d.location())
+                    equality_files[path] = d
+                    columns = self._equality_columns(d.equalityFieldIds())
+                    equality.append(EqualityDelete(path, columns))
             if new:
                 fresh = set(added)
                 for path, task, deletes, count in self._plan(sid):
-                    if new.intersection(deletes):
+                    reaching = new.intersection(deletes)
+                    if reaching:
                         (added_with_deletes if path in fresh else affected).append(path)
                         planned[path] = task
                         records[path] = count
                         data_files.setdefault(path, task.file())
+                        reached_by.append((path, tuple(sorted(p for p, _ in reaching))))
         files = SnapshotFiles(
             added=tuple(added),
             removed=tuple(removed),
             affected=tuple(sorted(affected)),
             added_with_deletes=tuple(sorted(added_with_deletes)),
+            equality_deletes=tuple(equality),
+            reached_by=tuple(sorted(reached_by)),
         )
-        known = _Known(files, data_files, records)
+        known = _Known(files, data_files, records, equality_files)
         _SNAPSHOTS.put((self._uuid, sid), known)
         if planned:
             _PLANNED.put((self._uuid, sid), {**(_PLANNED.get((self._uuid, sid)) or {}), **planned})
         return known
+
+    def _equality_columns(self, field_ids: Any) -> tuple[str, ...] | None:
+        """The current names of these equality fields, when each kept its name and type in
+        every schema of the table and is of a type Spark reads from Parquet exactly as
+        Iceberg's reader does; else ``None``."""
+        schemas = self._metadata.get("schemas", [])
+        current = self._metadata.get("current-schema-id")
+        names: list[str] = []
+        for field_id in (int(i) for i in _iterate(field_ids)):
+            seen = {
+                (f["name"], json.dumps(f["type"]))
+                for schema in schemas
+                for f in schema.get("fields", [])
+                if f["id"] == field_id
+            }
+            now = [
+                f
+                for schema in schemas
+                if schema.get("schema-id") == current
+                for f in schema.get("fields", [])
+                if f["id"] == field_id
+            ]
+            kind = str(now[0]["type"]) if now else ""
+            if len(seen) != 1 or not (kind in _MATCHABLE_TYPES or kind.startswith("decimal(")):
+                return None
+            names.append(now[0]["name"])
+        return tuple(names) or None
 
     @staticmethod
     def _remember(java_files: Any, into: dict[str, Any]) -> list[str]:
@@ -261,6 +308,62 @@ class ChangelogTable:
             for set_id in staged:
                 manager.removeTasks(self._table, set_id)
 
+    def read_key_deletes(
+        self, deletes: Sequence[KeyDelete], number_column: str
+    ) -> list[tuple[tuple[str, ...], DataFrame]]:
+        """The rows of these equality-delete files, read through Iceberg's reader as if they
+        were data files (by field id, with the table's file IO), one frame per set of equality
+        columns: those columns under their current names, and the file's number."""
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+        groups: dict[tuple[str, ...], list[KeyDelete]] = {}
+        for delete in deletes:
+            groups.setdefault(delete.columns, []).append(delete)
+        result = []
+        for columns, members in groups.items():
+            staged: list[str] = []
+            try:
+                frames = []
+                for delete in members:  # one scan per file: a row's number is the scan's
+                    tasks = self._jvm.java.util.ArrayList()
+                    tasks.add(self._delete_task(delete))
+                    set_id = f"sparkext-changelog-{uuid.uuid4()}"
+                    manager.stageTasks(self._table, set_id, tasks)
+                    staged.append(set_id)
+                    frame = self._spark.read.option("scan-task-set-id", set_id).table(self.ref.name)
+                    frames.append(frame.select(*columns, F.lit(delete.number).alias(number_column)))
+                union = frames[0]
+                for frame in frames[1:]:
+                    union = union.unionByName(frame)
+                java = union._jdf
+                fixed = self._spark._jsparkSession.internalCreateDataFrame(
+                    java.queryExecution().toRdd(), java.schema(), False
+                )
+                result.append((columns, DataFrame(fixed, self._spark)))
+            finally:
+                for set_id in staged:
+                    manager.removeTasks(self._table, set_id)
+        return result
+
+    def _delete_task(self, delete: KeyDelete) -> Any:
+        """A scan task reading an equality-delete file as a data file (no deletes of its own)."""
+        known = self._learn(delete.snapshot_id, _EVERYTHING)
+        java = known.equality_files[delete.path]
+        iceberg = self._jvm.org.apache.iceberg
+        spec = self._table.specs().get(int(java.specId()))
+        data_file = (
+            iceberg.DataFiles.builder(spec)
+            .withPath(str(java.location()))
+            .withFileSizeInBytes(java.fileSizeInBytes())
+            .withRecordCount(java.recordCount())
+            .withFormat(java.format())
+            .withPartition(java.partition())
+            .build()
+        )
+        return self._task_without_deletes(data_file)
+
     def _plan_missing(self, reads: Sequence[FileRead]) -> None:
         """Plan each snapshot whose tasks some read needs and the cache does not have."""
         missing: dict[int, set[str]] = {}
@@ -286,6 +389,11 @@ class ChangelogTable:
         if data_file is None:  # learnt from the summary alone: look at everything once more
             _SNAPSHOTS.put((self._uuid, item.snapshot_id), None)
             data_file = self._learn(item.snapshot_id, _EVERYTHING).data_files[item.path]
+        task = self._task_without_deletes(data_file)
+        _AS_WRITTEN.put((self._uuid, item.path), task)
+        return task
+
+    def _task_without_deletes(self, data_file: Any) -> Any:
         iceberg = self._jvm.org.apache.iceberg
         spec_id = int(data_file.specId())
         if spec_id not in self._specs:
@@ -300,11 +408,21 @@ class ChangelogTable:
             self._residual = iceberg.expressions.ResidualEvaluator.unpartitioned(
                 iceberg.expressions.Expressions.alwaysTrue()
             )
-        task = iceberg.BaseFileScanTask(
+        return iceberg.BaseFileScanTask(
             data_file, self._no_deletes, schema_json, spec_json, self._residual
         )
-        _AS_WRITTEN.put((self._uuid, item.path), task)
-        return task
+
+    def keys_fit_broadcast(self, deletes: Sequence[KeyDelete]) -> bool:
+        """Whether the rows of these equality-delete files, grouped by key, are small enough to
+        send to every executor: their record counts (manifests) times a generous key width,
+        against four times Spark's broadcast-join threshold (the alternative shuffles every row
+        read)."""
+        limit = int(self._spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+        total = 0
+        for delete in deletes:
+            java = self._learn(delete.snapshot_id, _EVERYTHING).equality_files[delete.path]
+            total += int(java.recordCount()) * (48 + 16 * len(delete.columns))
+        return limit > 0 and total <= 4 * limit
 
     def fits_broadcast(self, reads: Sequence[FileRead]) -> bool:
         """Whether the positions of these reads (rows from the manifests, times a path and a

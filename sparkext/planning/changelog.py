@@ -25,6 +25,21 @@ the delete files Iceberg's planning gives it, or "as written" with none):
 Reads of the same kind over different files share one scan (:func:`pack`), so a range of many
 snapshots costs a few scans, not three per snapshot.
 
+**Equality runs** (:func:`plan_reads`). A snapshot whose only deletes are equality deletes, that
+removes no data file and whose deletes reach none of its own files (``ingest_cdc`` batches, Flink
+upserts) deletes exactly the rows live at its parent whose equality columns match a row of one of
+its delete files that Iceberg's planning applies to the row's file. For a run of consecutive such
+snapshots, each data file they reach is read ONCE (``CANDIDATE``: its rows live at the parent of
+the first snapshot of the run that reaches it) instead of twice per snapshot, and files added
+inside the run are not read again at all: their ``ADDED`` rows are candidates too. A candidate is
+deleted by the first of the run's delete files that Iceberg's planning applies to its file
+(:attr:`FileRead.reached_by`, numbered in commit order) and that holds a row matching it
+(:class:`KeyDelete`); nothing else in a run can delete it, and REPLACE snapshots between change no
+row (a file they remove is no longer reached by later deletes; its rows' new file is read instead).
+Delete files are read through Iceberg's reader (by field id) and matched on the current names of
+their equality columns, so a file is used this way only when those columns kept their names and
+types since it was written (else the snapshot takes the general reads).
+
 Assumed, as Iceberg's writers do: a commit that replaces a data file's delete files (a v3
 deletion vector merged with the new positions, v2 file-scoped position deletes rewritten) keeps
 every position they deleted. A commit that dropped deletes to bring rows back would not show
@@ -371,6 +386,7 @@ class Role(enum.Enum):
     ADDED = "added"  # rows as written: INSERTs
     BEFORE = "before"  # rows live at the parent: DELETE candidates
     AFTER = "after"  # positions live at the snapshot
+    CANDIDATE = "candidate"  # rows live at the parent, matched with an equality run's deletes
 
 
 @dataclass(frozen=True)
@@ -408,6 +424,19 @@ class SnapshotFiles:
     removed: tuple[str, ...] = ()
     affected: tuple[str, ...] = ()  # live at the parent; a delete added here applies to them
     added_with_deletes: tuple[str, ...] = ()  # added here; a delete added here applies to them
+    # the delete files added here, when every one is an equality delete (else empty)
+    equality_deletes: tuple[EqualityDelete, ...] = ()
+    # data file -> the delete files added here that Iceberg's planning applies to it
+    reached_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class EqualityDelete:
+    """An equality-delete file and the current names of its equality columns (``None`` when
+    one was renamed or retyped since it was written: it cannot be matched by name)."""
+
+    path: str
+    columns: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -421,6 +450,9 @@ class FileRead:
     timestamp_ms: int
     deletes_at: int | None  # apply the deletes Iceberg plans at this snapshot; None: as written
     checked: bool = False  # ADDED: an AFTER read says which of its rows survive the snapshot
+    # CANDIDATE, or ADDED in an equality run: the numbers of the run's equality deletes that
+    # Iceberg's planning applies to this file (its rows are matched with theirs)
+    reached_by: tuple[int, ...] = ()
 
 
 def file_reads(change: Change, files: SnapshotFiles, parent_deletes: bool) -> list[FileRead]:
@@ -451,6 +483,139 @@ def file_reads(change: Change, files: SnapshotFiles, parent_deletes: bool) -> li
 
 def _unique(paths: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(paths))
+
+
+@dataclass(frozen=True)
+class KeyDelete:
+    """An equality-delete file of an equality run, numbered in commit order: its rows delete
+    the matching candidate rows of the data files it reaches (:attr:`FileRead.reached_by`)."""
+
+    number: int
+    path: str
+    columns: tuple[str, ...]
+    ordinal: int
+    snapshot_id: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    reads: tuple[FileRead, ...]
+    key_deletes: tuple[KeyDelete, ...] = ()
+
+
+def equality_only(files: SnapshotFiles) -> bool:
+    """Whether a snapshot's deletes can be matched by key (see "Equality runs" above).
+
+    >>> files = SnapshotFiles(added=("n",), affected=("f",),
+    ...                       equality_deletes=(EqualityDelete("d", ("id",)),))
+    >>> equality_only(files), equality_only(SnapshotFiles(affected=("f",)))
+    (True, False)
+    """
+    return (
+        bool(files.equality_deletes)
+        and all(d.columns for d in files.equality_deletes)
+        and not files.removed
+        and not files.added_with_deletes
+    )
+
+
+def plan_reads(
+    changes: Sequence[Change],
+    files: Mapping[int, SnapshotFiles],
+    parent_deletes: Mapping[int, bool],
+) -> ReadPlan:
+    """The reads (and numbered equality deletes) for a range: equality runs read each file they
+    reach once, every other snapshot gets :func:`file_reads`. ``files`` and ``parent_deletes``
+    are by change ordinal.
+
+    >>> snap = {o: SnapshotMeta(o + 10, o + 9, o, "overwrite") for o in range(3)}
+    >>> eq = lambda name, *reached: SnapshotFiles(
+    ...     added=(f"n{name}",), affected=reached,
+    ...     equality_deletes=(EqualityDelete(f"d{name}", ("id",)),),
+    ...     reached_by=tuple((r, (f"d{name}",)) for r in reached))
+    >>> plan = plan_reads([Change(o, snap[o], snap[o]) for o in range(3)],
+    ...                   {0: eq(0, "base"), 1: eq(1, "base", "n0"), 2: eq(2, "base", "n1")},
+    ...                   {0: False, 1: False, 2: False})
+    >>> [(r.path, r.role.value, r.ordinal, r.reached_by) for r in plan.reads]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('n0', 'added', 0, (1,)), ('base', 'candidate', 0, (0, 1, 2)),
+     ('n1', 'added', 1, (2,)), ('n2', 'added', 2, ())]
+    >>> [(d.number, d.path, d.ordinal) for d in plan.key_deletes]
+    [(0, 'd0', 0), (1, 'd1', 1), (2, 'd2', 2)]
+    """
+    eligible = {c.ordinal for c in changes if equality_only(files[c.ordinal])}
+    numbers: dict[str, int] = {}
+    key_deletes: list[KeyDelete] = []
+    for change in changes:
+        if change.ordinal not in eligible:
+            continue
+        for delete in files[change.ordinal].equality_deletes:
+            if delete.path in numbers:  # one file committed twice: not ours to reason about
+                return ReadPlan(tuple(_general_reads(changes, files, parent_deletes)))
+            assert delete.columns is not None
+            numbers[delete.path] = len(key_deletes)
+            snapshot = change.snapshot
+            key_deletes.append(
+                KeyDelete(
+                    len(key_deletes),
+                    delete.path,
+                    delete.columns,
+                    change.ordinal,
+                    snapshot.snapshot_id,
+                    snapshot.timestamp_ms,
+                )
+            )
+    # Per run: which files are read (and how), and which of the run's deletes reach each.
+    slots: list[FileRead | tuple[str, int, Change, bool]] = []
+    reached: dict[tuple[int, str], list[int]] = {}  # (run start, path) -> delete numbers
+    run = -1
+    in_run: set[str] = set()  # files the run reads already: added in it, or candidates
+    for change in changes:
+        o = change.ordinal
+        if o not in eligible:
+            slots += file_reads(change, files[o], parent_deletes[o])
+            continue
+        if o == 0 or o - 1 not in eligible:
+            run, in_run = o, set()
+        these = files[o]
+        for path in these.added:
+            slots.append((path, run, change, False))
+        for path, delete_paths in these.reached_by:
+            reached.setdefault((run, path), []).extend(numbers[d] for d in delete_paths)
+            if path not in in_run:
+                slots.append((path, run, change, True))
+                in_run.add(path)
+        in_run.update(these.added)
+    reads: list[FileRead] = []
+    for slot in slots:
+        if isinstance(slot, FileRead):
+            reads.append(slot)
+            continue
+        path, run, change, candidate = slot
+        snapshot = change.snapshot
+        parent_id = change.parent.snapshot_id if change.parent is not None else None
+        at = parent_id if candidate and parent_deletes[change.ordinal] else None
+        reads.append(
+            FileRead(
+                path,
+                Role.CANDIDATE if candidate else Role.ADDED,
+                change.ordinal,
+                snapshot.snapshot_id,
+                snapshot.timestamp_ms,
+                at,
+                reached_by=tuple(sorted(reached.get((run, path), ()))),
+            )
+        )
+    return ReadPlan(tuple(reads), tuple(key_deletes))
+
+
+def _general_reads(
+    changes: Sequence[Change],
+    files: Mapping[int, SnapshotFiles],
+    parent_deletes: Mapping[int, bool],
+) -> list[FileRead]:
+    return [r for c in changes for r in file_reads(c, files[c.ordinal], parent_deletes[c.ordinal])]
 
 
 class Lane(enum.Enum):

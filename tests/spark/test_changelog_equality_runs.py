@@ -1,0 +1,186 @@
+"""Equality runs: consecutive snapshots whose only deletes are equality deletes (Flink upserts,
+ingest_cdc batches) are read with each reached data file ONCE, and still replay exactly.
+
+For every pair of snapshots S1 < S2 of each history: replaying changelog(S1, S2) onto the table
+read at S1 gives the table read at S2 (stock Iceberg time travel), and the net changes are the
+multiset differences of the two states. The histories put REPLACE snapshots (compaction,
+rewrite_equality_deletes) inside runs, break runs with position deletes, update one key in every
+commit of a run, and scope equality deletes to partitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import pytest
+
+import sparkext
+from sparkext.history.changelog import changelog
+from sparkext.iceberg.catalog import resolve_table
+from sparkext.iceberg.changelog import ChangelogTable
+from sparkext.planning.changelog import RangeRequest, Role, needs, plan_reads, resolve_range
+from tests.helpers.cdc_calls import events, ingest, land
+from tests.helpers.iceberg import flink_commit
+
+MOR = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+
+def _create(spark, name: str, columns: str, partitioned_by: str = "") -> None:
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in MOR.items())
+    spark.sql(
+        f"CREATE TABLE {name} ({columns}) USING iceberg {partitioned_by} TBLPROPERTIES ({props})"
+    )
+
+
+def _ids(spark, name: str) -> list[int]:
+    return [
+        r.snapshot_id
+        for r in spark.sql(
+            f"SELECT snapshot_id FROM {name}.history WHERE is_current_ancestor "
+            "ORDER BY made_current_at"
+        ).collect()
+    ]
+
+
+def _state(spark, name: str, sid: int | None, columns: list[str]) -> Counter:
+    if sid is None:
+        return Counter()
+    frame = spark.sql(f"SELECT * FROM {name} VERSION AS OF {sid}")  # in that snapshot's schema
+    assert len(frame.columns) == len(columns)
+    return Counter(tuple(r) for r in frame.collect())
+
+
+def _changes(name: str, start: int | None, end: int, net: bool, columns: list[str]) -> list:
+    args = f"table => '{name}', end => '{end}'" + (f", start => '{start}'" if start else "")
+    if net:
+        args += ", options => map('net-changes', 'true')"
+    found = sparkext.sql(f"SELECT * FROM sparkext.changelog({args})")
+    return [tuple(r) for r in found.select(*columns, "_change_type").collect()]
+
+
+def _every_pair_replays(spark, name: str, columns: list[str]) -> int:
+    ids = [None, *_ids(spark, name)]
+    states = {sid: _state(spark, name, sid, columns) for sid in ids}
+    pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
+    for start, end in pairs:
+        every = _changes(name, start, end, False, columns)
+        replayed = Counter(states[start])
+        for *row, change in every:
+            replayed[tuple(row)] += 1 if change == "INSERT" else -1
+        assert +replayed == states[end] and -replayed == Counter(), (start, end, every)
+        net = _changes(name, start, end, True, columns)
+        inserted = Counter(tuple(r) for *r, c in net if c == "INSERT")
+        deleted = Counter(tuple(r) for *r, c in net if c == "DELETE")
+        assert inserted == states[end] - states[start], (start, end)
+        assert deleted == states[start] - states[end], (start, end)
+    return len(pairs)
+
+
+def _plan(spark, name: str):
+    source = ChangelogTable(spark, resolve_table(spark, name))
+    found = resolve_range(source.history(), None, None)
+    files = {c.ordinal: source.snapshot_files(c, needs(c)) for c in found.changes}
+    parents = {c.ordinal: needs(c).parent_deletes for c in found.changes}
+    return plan_reads(found.changes, files, parents)
+
+
+@pytest.fixture
+def name():
+    return f"lake.test.eqrun_{uuid.uuid4().hex[:8]}"
+
+
+def test_flink_runs_with_a_compaction_inside_and_a_position_delete_between(spark, name):
+    _create(spark, name, "id INT, v STRING")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')")
+
+    def upsert(*rows, gone=()):
+        flink_commit(
+            spark,
+            name,
+            ["id"],
+            [{"id": i, "v": v} for i, v in rows],
+            [{"id": i} for i, _ in rows] + [{"id": i} for i in gone],
+        )
+
+    upsert((1, "a1"), (6, "f"))  # run 1
+    upsert((1, "a2"), (2, "b1"), gone=[3])
+    spark.sql(
+        f"CALL lake.system.rewrite_data_files(table => '{name.removeprefix('lake.')}', "
+        "options => map('min-input-files', '1', 'delete-file-threshold', '1'))"
+    )  # REPLACE inside the run: later deletes reach the compacted file instead
+    upsert((1, "a3"), gone=[6, 42])  # 42 was never there
+    spark.sql(f"DELETE FROM {name} WHERE id = 4")  # position deletes: the run ends
+    upsert((1, "a4"), (4, "d-again"))  # run 2
+    upsert((2, "b2"), gone=[5])
+    plan = _plan(spark, name)
+    roles = Counter(r.role for r in plan.reads)
+    assert roles[Role.CANDIDATE] >= 2 and len(plan.key_deletes) == 5
+    # each file is a candidate at most once per run
+    candidates = [(r.path, r.ordinal) for r in plan.reads if r.role == Role.CANDIDATE]
+    runs = {1: (1, 2, 3), 2: (5, 6)}
+    for ordinals in runs.values():
+        paths = [p for p, o in candidates if o in ordinals]
+        assert len(paths) == len(set(paths))
+    assert _every_pair_replays(spark, name, ["id", "v"]) == 36
+
+
+def test_ingest_cdc_batches_updating_the_same_keys(spark, tmp_path, name):
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    batches = [
+        [("c", 1, 10, "a"), ("c", 2, 11, "b"), ("c", 3, 12, "c")],
+        [("u", 1, 20, "a2"), ("d", 2, 21, None), ("c", 4, 22, "d")],
+        [("u", 1, 30, "a3"), ("u", 4, 31, "d2"), ("c", 2, 32, "b-again")],
+        [("u", 1, 40, "a4"), ("d", 3, 41, None), ("u", 1, 42, "a5")],
+    ]
+    for number, batch in enumerate(batches):
+        land(landing, f"{number}.json", events(*batch))
+        ingest(name, landing, checkpoint)
+        if number == 1:  # a REPLACE between two batches of the run
+            sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{name}')").collect()
+    plan = _plan(spark, name)
+    # one run from the first batch: every file is read once, as written, and matched by key
+    assert {r.role for r in plan.reads} == {Role.ADDED}
+    assert len({r.path for r in plan.reads}) == len(plan.reads)
+    assert any(r.reached_by for r in plan.reads)
+    columns = [c for c in spark.table(name).columns]
+    assert _every_pair_replays(spark, name, columns) == 15
+    # the last batch changed key 1 twice: its DELETE is the row batch 3 wrote
+    last = _ids(spark, name)[-2]
+    found = changelog(spark, resolve_table(spark, name), RangeRequest(start=str(last)))
+    deleted = [r.name for r in found.where("id = 1 AND _change_type = 'DELETE'").collect()]
+    assert deleted == ["a3"]
+
+
+def test_partition_scoped_equality_deletes_match_only_their_partition(spark, name):
+    _create(spark, name, "id INT, p STRING, v STRING", "PARTITIONED BY (p)")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'x', 'old-x'), (1, 'y', 'old-y'), (2, 'y', 'b')")
+    flink_commit(spark, name, ["id"], [{"id": 1, "p": "x", "v": "new-x"}], [{"id": 1, "p": "x"}])
+    flink_commit(spark, name, ["id"], [], [{"id": 2, "p": "x"}])  # no id 2 in partition x
+    flink_commit(spark, name, ["id"], [], [{"id": 2, "p": "y"}])
+    plan = _plan(spark, name)
+    assert len(plan.key_deletes) == 3
+    first = _ids(spark, name)[0]
+    found = changelog(spark, resolve_table(spark, name), RangeRequest(start=str(first)))
+    assert sorted((r.id, r.p, r.v, r._change_type) for r in found.collect()) == [
+        (1, "x", "new-x", "INSERT"),
+        (1, "x", "old-x", "DELETE"),
+        (2, "y", "b", "DELETE"),
+    ]
+    assert _every_pair_replays(spark, name, ["id", "p", "v"]) == 10
+
+
+def test_a_renamed_equality_column_takes_the_general_reads(spark, name):
+    _create(spark, name, "id INT, v STRING")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+    flink_commit(spark, name, ["id"], [{"id": 1, "v": "a1"}], [{"id": 1}])
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN id TO key")
+    flink_commit(spark, name, ["key"], [{"key": 2, "v": "b1"}], [{"key": 2}])
+    plan = _plan(spark, name)
+    assert plan.key_deletes == () and not any(r.role == Role.CANDIDATE for r in plan.reads)
+    assert _every_pair_replays(spark, name, ["key", "v"]) == 6
