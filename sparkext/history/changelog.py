@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from sparkext.identifiers import col, cols
 from sparkext.planning.changelog import (
+    DELETED_DATA_FILES,
     ChangelogRange,
     KeyDelete,
     Lane,
@@ -67,7 +68,9 @@ CDC_POSITION = "_cdc_position"  # ingest_cdc's source position: orders changes i
 _SET, _FILE, _POS = "_sx_set", "_file", "_pos"
 _ROLE, _CHECKED, _LIVE, _TIMESTAMP_MS = "_sx_role", "_sx_checked", "_sx_live", "_sx_ts_ms"
 _TRANSIENT = "_sx_transient"
-_REACHED = "_sx_reached"  # the numbers of the equality deletes that reach the read's file
+# keyed reads: the numbers of the equality deletes that may delete their rows, and the
+# partition label of their file (which of those deletes apply)
+_LO, _HI, _LABEL = "_sx_lo", "_sx_hi", "_sx_label"
 _MANIFEST = (
     (_SET, "int"),
     (_FILE, "string"),
@@ -76,7 +79,9 @@ _MANIFEST = (
     (COMMIT_SNAPSHOT_ID, "bigint"),
     (_TIMESTAMP_MS, "bigint"),
     (_CHECKED, "boolean"),
-    (_REACHED, "array<int>"),
+    (_LO, "int"),
+    (_HI, "int"),
+    (_LABEL, "string"),
 )
 _NUMBER, _DELETED_BY = "_sx_number", "_sx_deleted_by"
 
@@ -142,10 +147,16 @@ def raw_changes(
         need = needs(change)
         files[change.ordinal] = source.snapshot_files(change, need)
         parent_deletes[change.ordinal] = need.parent_deletes
-    plan = plan_reads(found.changes, files, parent_deletes)
-    sets = pack(plan.reads)
-    rows_sets = [s for s in sets if s.lane == Lane.ROWS]
-    if not rows_sets:  # nothing changed in the range
+    plan = plan_reads(found.changes, files, parent_deletes, _removed_after(source, found))
+    # reads whose rows may be deleted by an equality run's keys get scans of their own: only
+    # they are joined with the keys (a join that shuffles when the keys cannot be broadcast)
+    general = pack([r for r in plan.reads if r.reach is None])
+    keyed = tuple(
+        ReadSet(s.lane, s.index + len(general), s.reads)
+        for s in pack([r for r in plan.reads if r.reach is not None])
+    )
+    sets = (*general, *keyed)
+    if not any(s.lane == Lane.ROWS for s in sets):  # nothing changed in the range
         extra = [
             StructField(CHANGE_TYPE, StringType()),
             StructField(CHANGE_ORDINAL, IntegerType()),
@@ -154,53 +165,89 @@ def raw_changes(
             StructField(_TRANSIENT, BooleanType()),
         ]
         return spark.createDataFrame([], StructType([*user.fields, *extra]))
-    manifest = F.broadcast(_manifest(spark, sets))  # one local relation, broadcast once
-    rows = source.read(rows_sets, _SET).join(manifest, [_SET, _FILE])
-    position_sets = [s for s in sets if s.lane == Lane.POSITIONS]
-    added = F.col(_ROLE) == Role.ADDED.value
-    candidate = F.col(_ROLE) == Role.CANDIDATE.value
-    if position_sets:
-        positions = (
-            source.read(position_sets, _SET)
-            .join(manifest, [_SET, _FILE])
-            .select(CHANGE_ORDINAL, _FILE, _POS, F.lit(True).alias(_LIVE))
+    manifest = F.broadcast(_manifest(spark, source, sets))  # one local relation
+    names = user.fieldNames()
+    frames = []
+    general_rows = [s for s in general if s.lane == Lane.ROWS]
+    if general_rows:
+        rows = source.read(general_rows, _SET).join(manifest, [_SET, _FILE])
+        position_sets = [s for s in general if s.lane == Lane.POSITIONS]
+        added = F.col(_ROLE) == Role.ADDED.value
+        if position_sets:
+            positions = (
+                source.read(position_sets, _SET)
+                .join(manifest, [_SET, _FILE])
+                .select(CHANGE_ORDINAL, _FILE, _POS, F.lit(True).alias(_LIVE))
+            )
+            if source.fits_broadcast([r for s in position_sets for r in s.reads]):
+                positions = F.broadcast(positions)
+            rows = rows.join(positions, [CHANGE_ORDINAL, _FILE, _POS], "left")
+            survived = F.col(_LIVE).isNotNull()
+            live = F.when(added, ~F.col(_CHECKED) | survived).otherwise(survived)
+        else:
+            live = added
+        own = (F.col(CHANGE_ORDINAL), F.col(COMMIT_SNAPSHOT_ID), F.col(_TIMESTAMP_MS))
+        transient = added & ~live
+        kinds = (
+            F.when(added & live, F.array(_image(INSERT, *own, transient)))
+            .when(added, F.array(_image(INSERT, *own, transient), _image(DELETE, *own, transient)))
+            .when(~live, F.array(_image(DELETE, *own, transient)))
+            .otherwise(F.array())  # a BEFORE row still live: no change
         )
-        if source.fits_broadcast([r for s in position_sets for r in s.reads]):
-            positions = F.broadcast(positions)
-        rows = rows.join(positions, [CHANGE_ORDINAL, _FILE, _POS], "left")
-        survived = F.col(_LIVE).isNotNull()
-        live = F.when(added, ~F.col(_CHECKED) | survived).otherwise(survived)
-    else:
-        live = added
-
-    def images(kind: str, ordinal: Column, snapshot: Column, ms: Column, transient: Column):
-        return F.struct(
-            F.lit(kind).alias(CHANGE_TYPE),
-            ordinal.alias(CHANGE_ORDINAL),
-            snapshot.alias(COMMIT_SNAPSHOT_ID),
-            ms.alias(_TIMESTAMP_MS),
-            transient.alias(_TRANSIENT),
-        )
-
-    own = (F.col(CHANGE_ORDINAL), F.col(COMMIT_SNAPSHOT_ID), F.col(_TIMESTAMP_MS))
-    transient = added & ~live
-    kinds = (
-        F.when(candidate, F.array())  # deleted, if at all, by an equality run (below)
-        .when(added & live, F.array(images(INSERT, *own, transient)))
-        .when(added, F.array(images(INSERT, *own, transient), images(DELETE, *own, transient)))
-        .when(~live, F.array(images(DELETE, *own, transient)))
-        .otherwise(F.array())  # a BEFORE row still live: no change
-    )
-    if plan.key_deletes:
-        rows = _match_key_deletes(spark, source, rows, plan.key_deletes)
-        by = F.col(_DELETED_BY)
+        frames.append(_changes_of(rows, names, kinds))
+    if keyed:
+        rows = source.read(keyed, _SET).join(manifest, [_SET, _FILE])
+        rows = _match_key_deletes(source, rows, plan.key_deletes)
+        own = (F.col(CHANGE_ORDINAL), F.col(COMMIT_SNAPSHOT_ID), F.col(_TIMESTAMP_MS))
+        inserted = F.when(
+            F.col(_ROLE) == Role.ADDED.value, F.array(_image(INSERT, *own, F.lit(False)))
+        ).otherwise(F.array())  # a CANDIDATE row: deleted, if at all, by a key
         at = (col(_DELETED_BY, "o"), col(_DELETED_BY, "s"), col(_DELETED_BY, "t"))
         kinds = F.when(
-            by.isNotNull(), F.concat(kinds, F.array(images(DELETE, *at, F.lit(False))))
-        ).otherwise(kinds)
+            F.col(_DELETED_BY).isNotNull(),
+            F.concat(inserted, F.array(_image(DELETE, *at, F.lit(False)))),
+        ).otherwise(inserted)
+        frames.append(_changes_of(rows, names, kinds))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _removed_after(source: ChangelogTable, found: ChangelogRange) -> dict[int, frozenset[str]]:
+    """The data files REPLACE snapshots removed, by the ordinal of the change before them."""
+    removed: dict[int, frozenset[str]] = {}
+    last = -1
+    by_id = {c.snapshot.snapshot_id: c.ordinal for c in found.changes}
+    for snapshot in found.snapshots:
+        if snapshot.snapshot_id in by_id:
+            last = by_id[snapshot.snapshot_id]
+        elif snapshot.may(DELETED_DATA_FILES):
+            removed[last] = removed.get(last, frozenset()) | source.removed_files(
+                snapshot.snapshot_id
+            )
+    return removed
+
+
+def _image(kind: str, ordinal: Column, snapshot: Column, ms: Column, transient: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.lit(kind).alias(CHANGE_TYPE),
+        ordinal.alias(CHANGE_ORDINAL),
+        snapshot.alias(COMMIT_SNAPSHOT_ID),
+        ms.alias(_TIMESTAMP_MS),
+        transient.alias(_TRANSIENT),
+    )
+
+
+def _changes_of(rows: DataFrame, names: Sequence[str], kinds: Column) -> DataFrame:
+    """One output row per image in ``kinds`` (an array of :func:`_image` structs)."""
+    from pyspark.sql import functions as F
+
     change = F.explode(kinds).alias("_sx_change")
-    return rows.select(*cols(user.fieldNames()), change).select(
-        *cols(user.fieldNames()),
+    return rows.select(*cols(names), change).select(
+        *cols(names),
         col("_sx_change", CHANGE_TYPE).alias(CHANGE_TYPE),
         col("_sx_change", CHANGE_ORDINAL).alias(CHANGE_ORDINAL),
         col("_sx_change", COMMIT_SNAPSHOT_ID).alias(COMMIT_SNAPSHOT_ID),
@@ -210,44 +257,50 @@ def raw_changes(
 
 
 def _match_key_deletes(
-    spark: SparkSession, source: ChangelogTable, rows: DataFrame, deletes: Sequence[KeyDelete]
+    source: ChangelogTable, rows: DataFrame, deletes: Sequence[KeyDelete]
 ) -> DataFrame:
-    """``rows`` with ``_sx_deleted_by``: for a candidate (a CANDIDATE row, or an ADDED row of an
-    equality run) the first equality-delete file reaching its file that holds its key, as
-    ``struct(o: ordinal, s: snapshot id, t: commit ms)``; NULL for every other row.
+    """``rows`` with ``_sx_deleted_by``: the first of the run's equality-delete files within the
+    row's reach (``_sx_lo`` .. ``_sx_hi``) whose partition label is the row's file's (or ``*``)
+    and that holds the row's key, as ``struct(o: ordinal, s: snapshot id, t: commit ms)``; NULL
+    when none does.
 
-    Each set of delete rows is grouped by key (one row per key: the numbers of the files that
-    hold it) and joined to every row read, broadcast when it fits, so the rows are read once and
-    never shuffled."""
+    Each set of delete rows is grouped by key (one row per key: the files holding it) and
+    joined to the rows, broadcast when it fits: the rows are read once and not shuffled."""
     from pyspark.sql import functions as F
 
-    firsts: list[Column] = []
-    for index, (columns, keys) in enumerate(source.read_key_deletes(deletes, _NUMBER)):
-        renamed = [f"_sx_key{index}_{i}" for i in range(len(columns))]
+    firsts: list[str] = []
+    spark = rows.sparkSession
+    for index, (columns, keys) in enumerate(source.read_key_deletes(deletes, _NUMBER, _LABEL)):
+        renamed = [f"_sx_key{i}" for i in range(len(columns))]
         holders = f"_sx_holders{index}"
-        grouped = keys.groupBy(*(col(c).alias(r) for c, r in zip(columns, renamed, strict=True)))
-        grouped = grouped.agg(F.array_sort(F.collect_set(_NUMBER)).alias(holders))
+        grouped = keys.groupBy(*renamed).agg(
+            F.array_sort(F.collect_set(F.struct(F.col(_NUMBER), F.col(_LABEL)))).alias(holders)
+        )
         if source.keys_fit_broadcast([d for d in deletes if d.columns == columns]):
             grouped = F.broadcast(grouped)
         condition = None
-        for c, r in zip(columns, renamed, strict=True):
-            term = rows[c].eqNullSafe(grouped[r])
+        for name, key in zip(columns, renamed, strict=True):
+            term = col(name).eqNullSafe(grouped[key])
             condition = term if condition is None else condition & term
-        rows = rows.join(grouped, condition, "left").drop(*renamed)
-        reaching = F.filter(
-            F.coalesce(F.col(holders), F.array().cast("array<int>")),
-            lambda number: F.array_contains(F.col(_REACHED), number),
+        within = F.filter(  # NULL for a row whose key no delete file holds
+            F.col(holders),
+            lambda h: (
+                (h[_NUMBER] >= F.col(_LO))
+                & (h[_NUMBER] <= F.col(_HI))
+                & ((h[_LABEL] == F.lit("*")) | (h[_LABEL] == F.col(_LABEL)))
+            ),
         )
-        firsts.append(F.array_min(reaching))
-        rows = rows.withColumn(f"_sx_first{index}", firsts[-1]).drop(holders)
-    first = (
-        F.least(*(F.col(f"_sx_first{i}") for i in range(len(firsts))))
-        if len(firsts) > 1
-        else (F.col("_sx_first0"))
-    )
+        first = f"_sx_first{index}"
+        rows = (
+            rows.join(grouped, condition, "left")
+            .withColumn(first, F.array_min(F.transform(within, lambda h: h[_NUMBER])))
+            .drop(holders, *renamed)
+        )
+        firsts.append(first)
+    number = F.least(*(F.col(f) for f in firsts)) if len(firsts) > 1 else F.col(firsts[0])
     table = F.broadcast(_key_delete_table(spark, deletes))
-    rows = rows.withColumn(_NUMBER, first).join(table, _NUMBER, "left")
-    return rows.drop(_NUMBER, *(f"_sx_first{i}" for i in range(len(firsts))))
+    rows = rows.withColumn(_NUMBER, number).join(table, _NUMBER, "left")
+    return rows.drop(_NUMBER, *firsts)
 
 
 def _key_delete_table(spark: SparkSession, deletes: Sequence[KeyDelete]) -> DataFrame:
@@ -275,29 +328,17 @@ def _key_delete_table(spark: SparkSession, deletes: Sequence[KeyDelete]) -> Data
     return spark.sql(query.sql("spark"))
 
 
-def _manifest(spark: SparkSession, sets: Sequence[ReadSet]) -> DataFrame:
+def _manifest(spark: SparkSession, source: ChangelogTable, sets: Sequence[ReadSet]) -> DataFrame:
     """Which read of which file stands for which snapshot (one small row per file read), as a
     VALUES relation: a local relation, broadcast from the driver without a Spark job (a
     DataFrame made from Python rows would start Python workers to be read)."""
-    rows = [
-        (
-            *(
-                exp.convert(v)
-                for v in (
-                    s.index,
-                    r.path,
-                    r.role.value,
-                    r.ordinal,
-                    r.snapshot_id,
-                    r.timestamp_ms,
-                    r.checked,
-                )
-            ),
-            exp.Array(expressions=[exp.convert(n) for n in r.reached_by]),
-        )
-        for s in sets
-        for r in s.reads
-    ]
+    rows = []
+    for s in sets:
+        for r in s.reads:
+            lo, hi = r.reach if r.reach is not None else (None, None)
+            label = source.partition_label(r.snapshot_id, r.path) if r.reach else None
+            facts = (s.index, r.path, r.role.value, r.ordinal, r.snapshot_id, r.timestamp_ms)
+            rows.append(tuple(exp.convert(v) for v in (*facts, r.checked, lo, hi, label)))
     names = [name for name, _ in _MANIFEST]
     values = exp.values(rows, "m", names)
     query = exp.select(

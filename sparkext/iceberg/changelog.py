@@ -19,6 +19,7 @@ this module.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -85,6 +86,8 @@ class _Known:
     data_files: dict[str, Any]
     records: dict[str, int]  # rows of the files its new deletes reach (from planning)
     equality_files: dict[str, Any]  # its new equality-delete files, by location
+    # their equality field ids, in order (names are the CURRENT schema's: looked up per read)
+    equality_ids: dict[str, tuple[int, ...]]
 
 
 # (table uuid, snapshot id) -> _Known; (table uuid, snapshot id) -> {path: FileScanTask planned
@@ -92,6 +95,7 @@ class _Known:
 _SNAPSHOTS = _Lru(1024)
 _PLANNED = _Lru(1024)
 _AS_WRITTEN = _Lru(20000)  # (table uuid, path) -> FileScanTask without deletes
+_REMOVED = _Lru(1024)  # (table uuid, snapshot id) -> the data files it removed
 _EVERYTHING = Needs(added=True, removed=True, deletes=True, parent_deletes=True)
 
 
@@ -162,7 +166,48 @@ class ChangelogTable:
 
     def snapshot_files(self, change: Change, needs: Needs) -> SnapshotFiles:
         """The data files a snapshot added and removed, and the ones its new deletes reach."""
-        return self._learn(change.snapshot.snapshot_id, needs).files
+        known = self._learn(change.snapshot.snapshot_id, needs)
+        if not known.equality_ids:
+            return known.files
+        equality = tuple(
+            EqualityDelete(path, self._equality_columns(ids))
+            for path, ids in known.equality_ids.items()
+        )
+        return dataclasses.replace(known.files, equality_deletes=equality)
+
+    def removed_files(self, snapshot_id: int) -> frozenset[str]:
+        """The data files a snapshot removed (for REPLACE snapshots inside a range)."""
+        key = (self._uuid, snapshot_id)
+        found = _REMOVED.get(key)
+        if found is None:
+            snapshot = self._table.snapshot(snapshot_id)
+            found = frozenset(
+                str(f.location()) for f in _iterate(snapshot.removedDataFiles(self._table.io()))
+            )
+            _REMOVED.put(key, found)
+        return found
+
+    def partition_label(self, snapshot_id: int, path: str) -> str:
+        """Which equality deletes may apply to a data file, as Iceberg decides it: its spec id
+        and partition values (a delete applies when its label is equal, or ``*``)."""
+        return self._label(self._data_file(snapshot_id, path), False)
+
+    def _data_file(self, snapshot_id: int, path: str) -> Any:
+        """The Java data file ``path`` a snapshot added, removed or reached."""
+        data_file = self._learn(snapshot_id, _EVERYTHING).data_files.get(path)
+        if data_file is None:  # learnt from the summary alone: look at everything once more
+            _SNAPSHOTS.put((self._uuid, snapshot_id), None)
+            data_file = self._learn(snapshot_id, _EVERYTHING).data_files[path]
+        return data_file
+
+    def _label(self, content_file: Any, is_delete: bool) -> str:
+        spec_id = int(content_file.specId())
+        spec = self._table.specs().get(spec_id)
+        if spec.isUnpartitioned():
+            return "*" if is_delete else json.dumps([spec_id])
+        partition = content_file.partition()
+        values = [partition.get(i) for i in range(int(partition.size()))]
+        return json.dumps([spec_id, values], default=str)
 
     def _learn(self, sid: int, needs: Needs) -> _Known:
         known = _SNAPSHOTS.get((self._uuid, sid))
@@ -177,9 +222,8 @@ class ChangelogTable:
         added_with_deletes: list[str] = []
         planned: dict[str, Any] = {}
         records: dict[str, int] = {}
-        equality: list[EqualityDelete] = []
         equality_files: dict[str, Any] = {}
-        reached_by: list[tuple[str, tuple[str, ...]]] = []
+        equality_ids: dict[str, tuple[int, ...]] = {}
         if needs.deletes:
             new_files = list(_iterate(snapshot.addedDeleteFiles(io)))
             new = {_delete_key(d) for d in new_files}
@@ -187,40 +231,37 @@ class ChangelogTable:
                 for d in new_files:
                     path = str(d.location())
                     equality_files[path] = d
-                    columns = self._equality_columns(d.equalityFieldIds())
-                    equality.append(EqualityDelete(path, columns))
+                    ids = tuple(int(i) for i in _iterate(d.equalityFieldIds()))
+                    # a format Spark's staged scan may not read like Parquet: no key matching
+                    equality_ids[path] = ids if str(d.format()) == "PARQUET" else ()
             if new:
                 fresh = set(added)
                 for path, task, deletes, count in self._plan(sid):
-                    reaching = new.intersection(deletes)
-                    if reaching:
+                    if new.intersection(deletes):
                         (added_with_deletes if path in fresh else affected).append(path)
                         planned[path] = task
                         records[path] = count
                         data_files.setdefault(path, task.file())
-                        reached_by.append((path, tuple(sorted(p for p, _ in reaching))))
         files = SnapshotFiles(
             added=tuple(added),
             removed=tuple(removed),
             affected=tuple(sorted(affected)),
             added_with_deletes=tuple(sorted(added_with_deletes)),
-            equality_deletes=tuple(equality),
-            reached_by=tuple(sorted(reached_by)),
         )
-        known = _Known(files, data_files, records, equality_files)
+        known = _Known(files, data_files, records, equality_files, equality_ids)
         _SNAPSHOTS.put((self._uuid, sid), known)
         if planned:
             _PLANNED.put((self._uuid, sid), {**(_PLANNED.get((self._uuid, sid)) or {}), **planned})
         return known
 
-    def _equality_columns(self, field_ids: Any) -> tuple[str, ...] | None:
+    def _equality_columns(self, field_ids: tuple[int, ...]) -> tuple[str, ...] | None:
         """The current names of these equality fields, when each kept its name and type in
-        every schema of the table and is of a type Spark reads from Parquet exactly as
-        Iceberg's reader does; else ``None``."""
+        every schema of the table and is a top-level column of a type matched exactly by
+        Spark's equality; else ``None`` (the snapshot takes the general reads)."""
         schemas = self._metadata.get("schemas", [])
         current = self._metadata.get("current-schema-id")
         names: list[str] = []
-        for field_id in (int(i) for i in _iterate(field_ids)):
+        for field_id in field_ids:
             seen = {
                 (f["name"], json.dumps(f["type"]))
                 for schema in schemas
@@ -256,7 +297,15 @@ class ChangelogTable:
         tasks = self._table.newScan().useSnapshot(snapshot_id).planFiles()
         try:
             for task in _iterate(tasks):
-                described = json.loads(parser.toJson(task))  # one call, not one per field
+                try:
+                    described = json.loads(parser.toJson(task))  # one call, not one per field
+                except Exception:
+                    # equality delete after a partition change) fails the parser (PySpark
+                    # raises it as its IllegalArgumentException): ask field by field
+                    data = task.file()
+                    deletes = {_delete_key(d) for d in _iterate(task.deletes())}
+                    yield str(data.location()), task, deletes, int(data.recordCount())
+                    continue
                 deletes = {
                     (d["file-path"], int(d.get("content-offset", -1)))
                     for d in described.get("delete-files", [])
@@ -274,6 +323,8 @@ class ChangelogTable:
         ``deletes_at``."""
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
+
+        from sparkext.identifiers import cols
 
         self._plan_missing([r for s in read_sets for r in s.reads])
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
@@ -293,7 +344,7 @@ class ChangelogTable:
                 columns = [FILE, POS]
                 if read_set.lane == Lane.ROWS:
                     columns = [*frame.columns, *columns]
-                frames.append(frame.select(*columns, F.lit(read_set.index).alias(set_column)))
+                frames.append(frame.select(*cols(columns), F.lit(read_set.index).alias(set_column)))
             union = frames[0]
             for frame in frames[1:]:
                 union = union.unionByName(frame)
@@ -309,13 +360,17 @@ class ChangelogTable:
                 manager.removeTasks(self._table, set_id)
 
     def read_key_deletes(
-        self, deletes: Sequence[KeyDelete], number_column: str
+        self, deletes: Sequence[KeyDelete], number: str, label: str
     ) -> list[tuple[tuple[str, ...], DataFrame]]:
         """The rows of these equality-delete files, read through Iceberg's reader as if they
-        were data files (by field id, with the table's file IO), one frame per set of equality
-        columns: those columns under their current names, and the file's number."""
+        were data files (by field id, with the table's file IO; one scan per set of equality
+        columns): those columns under their current names (``_sx_key<i>``), the file's
+        ``number`` and its partition ``label`` (``*``: a global delete)."""
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
+        from sqlglot import exp
+
+        from sparkext.identifiers import col
 
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
         groups: dict[tuple[str, ...], list[KeyDelete]] = {}
@@ -323,32 +378,40 @@ class ChangelogTable:
             groups.setdefault(delete.columns, []).append(delete)
         result = []
         for columns, members in groups.items():
-            staged: list[str] = []
+            tasks = self._jvm.java.util.ArrayList()
+            labels = []
+            for delete in members:
+                task, java = self._delete_task(delete)
+                tasks.add(task)
+                labels.append((delete.path, delete.number, self._label(java, True)))
+            set_id = f"sparkext-changelog-{uuid.uuid4()}"
+            manager.stageTasks(self._table, set_id, tasks)
             try:
-                frames = []
-                for delete in members:  # one scan per file: a row's number is the scan's
-                    tasks = self._jvm.java.util.ArrayList()
-                    tasks.add(self._delete_task(delete))
-                    set_id = f"sparkext-changelog-{uuid.uuid4()}"
-                    manager.stageTasks(self._table, set_id, tasks)
-                    staged.append(set_id)
-                    frame = self._spark.read.option("scan-task-set-id", set_id).table(self.ref.name)
-                    frames.append(frame.select(*columns, F.lit(delete.number).alias(number_column)))
-                union = frames[0]
-                for frame in frames[1:]:
-                    union = union.unionByName(frame)
-                java = union._jdf
-                fixed = self._spark._jsparkSession.internalCreateDataFrame(
-                    java.queryExecution().toRdd(), java.schema(), False
+                frame = self._spark.read.option("scan-task-set-id", set_id).table(self.ref.name)
+                keys = frame.select(
+                    *(col(c).alias(f"_sx_key{i}") for i, c in enumerate(columns)), col(FILE)
                 )
-                result.append((columns, DataFrame(fixed, self._spark)))
+                java_frame = keys._jdf
+                fixed = self._spark._jsparkSession.internalCreateDataFrame(
+                    java_frame.queryExecution().toRdd(), java_frame.schema(), False
+                )
             finally:
-                for set_id in staged:
-                    manager.removeTasks(self._table, set_id)
+                manager.removeTasks(self._table, set_id)
+            values = exp.values(
+                [tuple(exp.convert(v) for v in row) for row in labels], "d", [FILE, number, label]
+            )
+            names = exp.select(
+                exp.column(FILE),
+                exp.cast(exp.column(number), "int").as_(number),
+                exp.cast(exp.column(label), "string").as_(label),
+            ).from_(values)
+            by_file = F.broadcast(self._spark.sql(names.sql("spark")))
+            result.append((columns, DataFrame(fixed, self._spark).join(by_file, FILE).drop(FILE)))
         return result
 
-    def _delete_task(self, delete: KeyDelete) -> Any:
-        """A scan task reading an equality-delete file as a data file (no deletes of its own)."""
+    def _delete_task(self, delete: KeyDelete) -> tuple[Any, Any]:
+        """A scan task reading an equality-delete file as a data file (no deletes of its own),
+        and the Java delete file."""
         known = self._learn(delete.snapshot_id, _EVERYTHING)
         java = known.equality_files[delete.path]
         iceberg = self._jvm.org.apache.iceberg
@@ -362,7 +425,7 @@ class ChangelogTable:
             .withPartition(java.partition())
             .build()
         )
-        return self._task_without_deletes(data_file)
+        return self._task_without_deletes(data_file), java
 
     def _plan_missing(self, reads: Sequence[FileRead]) -> None:
         """Plan each snapshot whose tasks some read needs and the cache does not have."""
@@ -385,11 +448,7 @@ class ChangelogTable:
         task = _AS_WRITTEN.get((self._uuid, item.path))
         if task is not None:
             return task
-        data_file = self._learn(item.snapshot_id, _EVERYTHING).data_files.get(item.path)
-        if data_file is None:  # learnt from the summary alone: look at everything once more
-            _SNAPSHOTS.put((self._uuid, item.snapshot_id), None)
-            data_file = self._learn(item.snapshot_id, _EVERYTHING).data_files[item.path]
-        task = self._task_without_deletes(data_file)
+        task = self._task_without_deletes(self._data_file(item.snapshot_id, item.path))
         _AS_WRITTEN.put((self._uuid, item.path), task)
         return task
 

@@ -32,13 +32,15 @@ its delete files that Iceberg's planning applies to the row's file. For a run of
 snapshots, each data file they reach is read ONCE (``CANDIDATE``: its rows live at the parent of
 the first snapshot of the run that reaches it) instead of twice per snapshot, and files added
 inside the run are not read again at all: their ``ADDED`` rows are candidates too. A candidate is
-deleted by the first of the run's delete files that Iceberg's planning applies to its file
-(:attr:`FileRead.reached_by`, numbered in commit order) and that holds a row matching it
-(:class:`KeyDelete`); nothing else in a run can delete it, and REPLACE snapshots between change no
-row (a file they remove is no longer reached by later deletes; its rows' new file is read instead).
-Delete files are read through Iceberg's reader (by field id) and matched on the current names of
-their equality columns, so a file is used this way only when those columns kept their names and
-types since it was written (else the snapshot takes the general reads).
+deleted by the first of the run's delete files that applies to its file (Iceberg's rule: same
+partition spec and partition, or a global delete; every delete of the run after the file's state is
+newer than its rows), numbered in commit order and within the read's :attr:`FileRead.reach`, that
+holds a row matching it (:class:`KeyDelete`); nothing else in a run can delete it, and REPLACE
+snapshots between change no row (the reach of a file they remove ends there; its rows' new file is
+read instead, as a candidate of the next delete reaching it). Delete files are read through
+Iceberg's reader (by field id) and matched on the current names of their equality columns, so a
+file is used this way only when those columns kept their names and types since it was written (else
+the snapshot takes the general reads).
 
 Assumed, as Iceberg's writers do: a commit that replaces a data file's delete files (a v3
 deletion vector merged with the new positions, v2 file-scoped position deletes rewritten) keeps
@@ -426,8 +428,6 @@ class SnapshotFiles:
     added_with_deletes: tuple[str, ...] = ()  # added here; a delete added here applies to them
     # the delete files added here, when every one is an equality delete (else empty)
     equality_deletes: tuple[EqualityDelete, ...] = ()
-    # data file -> the delete files added here that Iceberg's planning applies to it
-    reached_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -450,9 +450,10 @@ class FileRead:
     timestamp_ms: int
     deletes_at: int | None  # apply the deletes Iceberg plans at this snapshot; None: as written
     checked: bool = False  # ADDED: an AFTER read says which of its rows survive the snapshot
-    # CANDIDATE, or ADDED in an equality run: the numbers of the run's equality deletes that
-    # Iceberg's planning applies to this file (its rows are matched with theirs)
-    reached_by: tuple[int, ...] = ()
+    # CANDIDATE, or ADDED in an equality run: the numbers (first, last) of the run's equality
+    # deletes that may delete its rows (after the read's state, while the file is live); which
+    # of them apply is Iceberg's partition rule (:attr:`KeyDelete` numbers are in commit order)
+    reach: tuple[int, int] | None = None
 
 
 def file_reads(change: Change, files: SnapshotFiles, parent_deletes: bool) -> list[FileRead]:
@@ -524,37 +525,41 @@ def plan_reads(
     changes: Sequence[Change],
     files: Mapping[int, SnapshotFiles],
     parent_deletes: Mapping[int, bool],
+    removed_after: Mapping[int, frozenset[str]] | None = None,
 ) -> ReadPlan:
     """The reads (and numbered equality deletes) for a range: equality runs read each file they
     reach once, every other snapshot gets :func:`file_reads`. ``files`` and ``parent_deletes``
-    are by change ordinal.
+    are by change ordinal; ``removed_after[o]``: data files REPLACE snapshots removed after
+    change ``o`` (before change ``o + 1``; ``-1``: before the first change).
 
     >>> snap = {o: SnapshotMeta(o + 10, o + 9, o, "overwrite") for o in range(3)}
     >>> eq = lambda name, *reached: SnapshotFiles(
     ...     added=(f"n{name}",), affected=reached,
-    ...     equality_deletes=(EqualityDelete(f"d{name}", ("id",)),),
-    ...     reached_by=tuple((r, (f"d{name}",)) for r in reached))
+    ...     equality_deletes=(EqualityDelete(f"d{name}", ("id",)),))
     >>> plan = plan_reads([Change(o, snap[o], snap[o]) for o in range(3)],
     ...                   {0: eq(0, "base"), 1: eq(1, "base", "n0"), 2: eq(2, "base", "n1")},
-    ...                   {0: False, 1: False, 2: False})
-    >>> [(r.path, r.role.value, r.ordinal, r.reached_by) for r in plan.reads]
+    ...                   {0: False, 1: False, 2: False}, {1: frozenset({"n1"})})
+    >>> [(r.path, r.role.value, r.ordinal, r.reach) for r in plan.reads]
     ... # doctest: +NORMALIZE_WHITESPACE
-    [('n0', 'added', 0, (1,)), ('base', 'candidate', 0, (0, 1, 2)),
-     ('n1', 'added', 1, (2,)), ('n2', 'added', 2, ())]
+    [('n0', 'added', 0, (1, 2)), ('base', 'candidate', 0, (0, 2)),
+     ('n1', 'added', 1, None), ('n2', 'added', 2, None)]
     >>> [(d.number, d.path, d.ordinal) for d in plan.key_deletes]
     [(0, 'd0', 0), (1, 'd1', 1), (2, 'd2', 2)]
     """
+    removed_after = removed_after or {}
     eligible = {c.ordinal for c in changes if equality_only(files[c.ordinal])}
-    numbers: dict[str, int] = {}
+    seen: set[str] = set()
     key_deletes: list[KeyDelete] = []
+    numbers: dict[int, tuple[int, int]] = {}  # ordinal -> (first, last) number of its deletes
     for change in changes:
         if change.ordinal not in eligible:
             continue
+        first = len(key_deletes)
         for delete in files[change.ordinal].equality_deletes:
-            if delete.path in numbers:  # one file committed twice: not ours to reason about
+            if delete.path in seen:  # one file committed twice: not ours to reason about
                 return ReadPlan(tuple(_general_reads(changes, files, parent_deletes)))
+            seen.add(delete.path)
             assert delete.columns is not None
-            numbers[delete.path] = len(key_deletes)
             snapshot = change.snapshot
             key_deletes.append(
                 KeyDelete(
@@ -566,47 +571,48 @@ def plan_reads(
                     snapshot.timestamp_ms,
                 )
             )
-    # Per run: which files are read (and how), and which of the run's deletes reach each.
-    slots: list[FileRead | tuple[str, int, Change, bool]] = []
-    reached: dict[tuple[int, str], list[int]] = {}  # (run start, path) -> delete numbers
-    run = -1
-    in_run: set[str] = set()  # files the run reads already: added in it, or candidates
-    for change in changes:
+        numbers[change.ordinal] = (first, len(key_deletes) - 1)
+    run_end: dict[int, int] = {}
+    for change in reversed(changes):
         o = change.ordinal
-        if o not in eligible:
-            slots += file_reads(change, files[o], parent_deletes[o])
-            continue
-        if o == 0 or o - 1 not in eligible:
-            run, in_run = o, set()
-        these = files[o]
-        for path in these.added:
-            slots.append((path, run, change, False))
-        for path, delete_paths in these.reached_by:
-            reached.setdefault((run, path), []).extend(numbers[d] for d in delete_paths)
-            if path not in in_run:
-                slots.append((path, run, change, True))
-                in_run.add(path)
-        in_run.update(these.added)
+        if o in eligible:
+            run_end[o] = run_end[o + 1] if o + 1 in eligible else o
+
+    def reach(path: str, o: int, candidate: bool) -> tuple[int, int] | None:
+        """Deletes that may delete a row of ``path`` read at change ``o``: from ``o``'s own
+        (a candidate, live at ``o``'s parent) or the next change's (added by ``o``), until the
+        run ends or a REPLACE removes the file."""
+        start = o if candidate else o + 1
+        end = run_end[o]
+        for after in range(o, end):
+            if path in removed_after.get(after, frozenset()):
+                end = after
+                break
+        if start > end:
+            return None
+        return numbers[start][0], numbers[end][1]
+
     reads: list[FileRead] = []
-    for slot in slots:
-        if isinstance(slot, FileRead):
-            reads.append(slot)
+    in_run: set[str] = set()  # files the current run reads already: added in it, or candidates
+    for change in changes:
+        o, snapshot = change.ordinal, change.snapshot
+        these = files[o]
+        if o not in eligible:
+            reads += file_reads(change, these, parent_deletes[o])
             continue
-        path, run, change, candidate = slot
-        snapshot = change.snapshot
+        if o - 1 not in eligible:
+            in_run = set()
+        sid, ts = snapshot.snapshot_id, snapshot.timestamp_ms
         parent_id = change.parent.snapshot_id if change.parent is not None else None
-        at = parent_id if candidate and parent_deletes[change.ordinal] else None
-        reads.append(
-            FileRead(
-                path,
-                Role.CANDIDATE if candidate else Role.ADDED,
-                change.ordinal,
-                snapshot.snapshot_id,
-                snapshot.timestamp_ms,
-                at,
-                reached_by=tuple(sorted(reached.get((run, path), ()))),
-            )
-        )
+        for path in these.added:
+            reads.append(FileRead(path, Role.ADDED, o, sid, ts, None, reach=reach(path, o, False)))
+        at = parent_id if parent_deletes[o] else None
+        for path in these.affected:
+            if path not in in_run:
+                in_run.add(path)
+                found = reach(path, o, True)
+                reads.append(FileRead(path, Role.CANDIDATE, o, sid, ts, at, reach=found))
+        in_run.update(these.added)
     return ReadPlan(tuple(reads), tuple(key_deletes))
 
 
