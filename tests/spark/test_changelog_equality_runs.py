@@ -10,6 +10,7 @@ commit of a run, and scope equality deletes to partitions.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import Counter
 
@@ -216,3 +217,33 @@ def test_a_global_equality_delete_after_a_partition_field_is_dropped(spark, name
     found = [r[:4] for r in _sorted_changes(name, first)]
     assert found == [(2, "y", "b", "DELETE"), (2, "y", "b1", "INSERT")]
     assert _every_pair_replays(spark, name, ["id", "p", "a.b"]) == 3
+
+
+def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(spark, tmp_path, name):
+    """Seeded: six ingest_cdc batches of creates, updates and deletes on a few keys, with events
+    delivered twice and events arriving a batch late, a rewrite_equality_deletes between two
+    batches and a Spark merge-on-read DELETE (position deletes) between two others."""
+    rng = random.Random(20261123)
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    delivered: list[tuple] = []
+    held: list[tuple] = []  # events whose delivery waits a batch (late)
+    position = 100
+    for number in range(6):
+        batch = list(held)
+        held = []
+        for _ in range(rng.randint(3, 6)):
+            position += 10
+            event = (rng.choice("cud"), rng.randrange(6), position, f"v{position}")
+            (held if rng.random() < 0.2 else batch).append(event)
+        if delivered and rng.random() < 0.6:
+            batch.append(rng.choice(delivered))  # delivered twice
+        land(landing, f"{number}.json", events(*batch))
+        ingest(name, landing, checkpoint)
+        delivered += batch
+        if number == 2:
+            sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{name}')").collect()
+        if number == 3:
+            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+            spark.sql(f"DELETE FROM {name} WHERE id = {rng.randrange(6)}")
+    columns = list(spark.table(name).columns)
+    assert _every_pair_replays(spark, name, columns) == 36
