@@ -16,6 +16,10 @@ algebra on their rows:
    UPDATE_BEFORE / UPDATE_AFTER (Iceberg's ``ComputeUpdateIterator``); ``net_changes`` collapses
    the whole range per row (Iceberg's ``RemoveNetCarryoverIterator``), transients included.
 
+In an equality run (see :mod:`sparkext.planning.changelog`) the DELETEs come instead from the
+candidate rows whose key an equality-delete file of the run holds (a broadcast join with the
+delete files' keys, grouped per key), the first such file within the read's reach and partition.
+
 The driver only walks snapshots and plans file lists; joins and window functions do the rest.
 """
 

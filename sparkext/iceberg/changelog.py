@@ -11,6 +11,11 @@ selecting the ``_file`` and ``_pos`` metadata columns: deletes and schema evolut
 by Iceberg's reader. The physical plan of the reads is fixed (their tasks fetched) before the
 sets are removed again, so the returned DataFrames outlive the staging.
 
+Equality runs read equality-delete files the same way: a staged task whose "data file" is the
+delete file, projecting only the equality columns (by field id, through the table's FileIO), and
+label each delete and data file with its partition spec and values, Iceberg's rule for which
+equality deletes apply to which data files.
+
 Snapshots never change, so what was learnt about one (its files, the scan tasks of the files it
 reads) is kept, per table UUID, in a bounded cache: a changelog over a range that was read
 before (a stream's next batch, overlapping ranges) plans nothing again. Java objects never leave
