@@ -24,6 +24,25 @@ CHANGES = 10_000
 SEED = 11
 
 
+def land_seed(landing: Path) -> None:
+    """One create event (id -1) in the landing zone: what the first ingest_cdc call creates the
+    table from (the orders schema of these benchmarks)."""
+    seed = {
+        "op": "c",
+        "before": None,
+        "after": {"id": -1, "name": "x", "qty": 0, "price": 0.0},
+        "source": {
+            "file": "mysql-bin.000001",
+            "pos": 1,
+            "row": 0,
+            "ts_ms": 1,
+            "db": "shop",
+            "table": "orders",
+        },
+    }
+    (landing / "000-seed.json").write_text(json.dumps(seed) + "\n")
+
+
 def _grow(spark, table: str, start: int, end: int) -> None:
     """Append rows [start, end) straight through Spark (the bulk history, older positions)."""
     spark.range(start, end).selectExpr(
@@ -129,20 +148,7 @@ def run(spark) -> list[Result]:
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
     landing, checkpoint = work / "landing", work / "checkpoint"
     landing.mkdir()
-    seed = {
-        "op": "c",
-        "before": None,
-        "after": {"id": -1, "name": "x", "qty": 0, "price": 0.0},
-        "source": {
-            "file": "mysql-bin.000001",
-            "pos": 1,
-            "row": 0,
-            "ts_ms": 1,
-            "db": "shop",
-            "table": "orders",
-        },
-    }
-    (landing / "000-seed.json").write_text(json.dumps(seed) + "\n")
+    land_seed(landing)
     sparkext.sql(
         f"CALL sparkext.ingest_cdc(table => '{ours_table}', source => '{landing}', "
         f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"

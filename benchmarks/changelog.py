@@ -139,24 +139,11 @@ def _build_cdc(spark, work: Path, rows: int, batches: list[list[tuple]]) -> None
     """An ingest_cdc table: created by the procedure, base appended by Spark in its schema, then
     COMMITS real ingest_cdc commits (one landed file each)."""
     import sparkext
-    from benchmarks.cdc_ingest import _grow
+    from benchmarks.cdc_ingest import _grow, land_seed
 
     landing, checkpoint = work / "landing", work / "checkpoint"
     landing.mkdir()
-    seed = {
-        "op": "c",
-        "before": None,
-        "after": {"id": -1, "name": "x", "qty": 0, "price": 0.0},
-        "source": {
-            "file": "mysql-bin.000001",
-            "pos": 1,
-            "row": 0,
-            "ts_ms": 1,
-            "db": "shop",
-            "table": "orders",
-        },
-    }
-    (landing / "000-seed.json").write_text(json.dumps(seed) + "\n")
+    land_seed(landing)
     call = (
         f"CALL sparkext.ingest_cdc(table => '{CDC_TABLE}', source => '{landing}', "
         f"checkpoint => '{checkpoint}', primary_key => 'id', create => true, "
