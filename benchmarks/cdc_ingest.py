@@ -24,6 +24,16 @@ CHANGES = 10_000
 SEED = 11
 
 
+def random_image(key: int, rng: random.Random) -> dict:
+    """A random after-image of the orders table these benchmarks use."""
+    return {
+        "id": key,
+        "name": f"n{rng.randint(0, 99)}",
+        "qty": rng.randint(0, 999),
+        "price": round(rng.uniform(0, 100), 2),
+    }
+
+
 def land_seed(landing: Path) -> None:
     """One create event (id -1) in the landing zone: what the first ingest_cdc call creates the
     table from (the orders schema of these benchmarks)."""
@@ -68,16 +78,7 @@ def _changes(rows: int, batch: int, rng: random.Random) -> list[dict]:
         pos += 1
         is_new = i >= len(keys)
         op = "c" if is_new else rng.choice("uuuuuuud")
-        after = (
-            None
-            if op == "d"
-            else {
-                "id": key,
-                "name": f"n{rng.randint(0, 99)}",
-                "qty": rng.randint(0, 999),
-                "price": round(rng.uniform(0, 100), 2),
-            }
-        )
+        after = None if op == "d" else random_image(key, rng)
         before = None if is_new else {"id": key, "name": "old", "qty": 0, "price": 0.0}
         events.append(
             {

@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.cdc_ingest import random_image
 from benchmarks.harness import Result
 
 ROWS = 10_000_000
@@ -92,16 +93,7 @@ def _history(rows: int, rng: random.Random) -> list[list[tuple[str, int, dict | 
                 key = next(fresh)
                 before = _base_image(key)
                 op = "d" if i >= per_commit - n_delete else "u"
-            after = (
-                None
-                if op == "d"
-                else {
-                    "id": key,
-                    "name": f"n{rng.randint(0, 99)}",
-                    "qty": rng.randint(0, 999),
-                    "price": round(rng.uniform(0, 100), 2),
-                }
-            )
+            after = None if op == "d" else random_image(key, rng)
             current[key] = after
             batch.append((op, key, before, after))
         rng.shuffle(batch)

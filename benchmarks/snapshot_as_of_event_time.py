@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.cdc_ingest import random_image
 from benchmarks.harness import Result
 
 SEED = 5
@@ -69,16 +70,7 @@ def _day(day: int, keys: list[int], next_key: int, rate: float, rng: random.Rand
             next_key += 1
         else:
             op = "d" if kind < 0.10 else "u"
-        after = (
-            None
-            if op == "d"
-            else {
-                "id": key,
-                "name": f"n{rng.randint(0, 99)}",
-                "qty": rng.randint(0, 999),
-                "price": round(rng.uniform(0, 100), 2),
-            }
-        )
+        after = None if op == "d" else random_image(key, rng)
         before = None if op == "c" else {"id": key, "name": "old", "qty": 0, "price": 0.0}
         events.append(
             {

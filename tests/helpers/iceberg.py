@@ -137,3 +137,33 @@ def old_sequence_compaction(spark, name: str) -> None:
     removed.add(old)
     added.add(copy)
     table.newRewrite().dataSequenceNumber(1).rewriteFiles(removed, added).commit()
+
+
+def transient_commit(spark, name: str, rows: list[dict], deleted: list[int]) -> None:
+    """One commit that adds a data file and position-deletes some of its rows (as a Flink
+    writer does for a row inserted and deleted within one checkpoint)."""
+    jvm = spark._jvm
+    iceberg = jvm.org.apache.iceberg
+    table = java_table(spark, name)
+    schema, spec = table.schema(), table.spec()
+    factory = iceberg.data.GenericAppenderFactory(schema, spec)
+
+    def output(prefix: str):
+        location = table.locationProvider().newDataLocation(f"{prefix}-{uuid.uuid4()}.parquet")
+        return iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+            table.io().newOutputFile(location)
+        )
+
+    writer = factory.newDataWriter(output("data"), iceberg.FileFormat.PARQUET, None)
+    for row in rows:
+        record = iceberg.data.GenericRecord.create(schema)
+        for column, value in row.items():
+            record.setField(column, value)
+        writer.write(record)
+    writer.close()
+    data = writer.toDataFile()
+    deletes = factory.newPosDeleteWriter(output("pos"), iceberg.FileFormat.PARQUET, None)
+    for position in deleted:
+        deletes.write(iceberg.deletes.PositionDelete.create().set(data.location(), position, None))
+    deletes.close()
+    table.newRowDelta().addRows(data).addDeletes(deletes.toDeleteFile()).commit()

@@ -15,7 +15,7 @@ import sparkext
 from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError
 from sparkext.history.changelog import CHANGE_COLUMNS
 from tests.helpers.cdc_calls import events, ingest, land
-from tests.helpers.iceberg import flink_commit, java_table
+from tests.helpers.iceberg import flink_commit, transient_commit
 
 KEY = ("id", "v", "_change_type", "_change_ordinal")
 MODES = ("write.delete.mode", "write.update.mode", "write.merge.mode")
@@ -219,36 +219,6 @@ def test_key_only_equality_deletes_find_rows_live_before(spark, table_name):
     replace = snapshots(spark, table_name)[-2]
     assert ours(table_name, f"start => '{replace}'") == [(3, "c", "DELETE", 0)]
     assert ours(table_name, f"end => '{replace}'", ("_commit_snapshot_id",)).count((replace,)) == 0
-
-
-def transient_commit(spark, name: str, rows: list[dict], deleted: list[int]) -> None:
-    """One commit that adds a data file and position-deletes some of its rows (as a Flink
-    writer does for a row inserted and deleted within one checkpoint)."""
-    jvm = spark._jvm
-    iceberg = jvm.org.apache.iceberg
-    table = java_table(spark, name)
-    schema, spec = table.schema(), table.spec()
-    factory = iceberg.data.GenericAppenderFactory(schema, spec)
-
-    def output(prefix: str):
-        location = table.locationProvider().newDataLocation(f"{prefix}-{uuid.uuid4()}.parquet")
-        return iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
-            table.io().newOutputFile(location)
-        )
-
-    writer = factory.newDataWriter(output("data"), iceberg.FileFormat.PARQUET, None)
-    for row in rows:
-        record = iceberg.data.GenericRecord.create(schema)
-        for column, value in row.items():
-            record.setField(column, value)
-        writer.write(record)
-    writer.close()
-    data = writer.toDataFile()
-    deletes = factory.newPosDeleteWriter(output("pos"), iceberg.FileFormat.PARQUET, None)
-    for position in deleted:
-        deletes.write(iceberg.deletes.PositionDelete.create().set(data.location(), position, None))
-    deletes.close()
-    table.newRowDelta().addRows(data).addDeletes(deletes.toDeleteFile()).commit()
 
 
 def test_a_row_inserted_and_deleted_in_one_snapshot(spark, table_name):

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sparkext
-from tests.helpers.iceberg import flink_commit, java_table
+from tests.helpers.iceberg import flink_commit, transient_commit
 
 SEED = 20261123
 COMMITS = 15
@@ -99,31 +99,7 @@ class History:
 
     def _transient(self) -> None:
         """A data file and a position delete of one of its rows, in one commit."""
-        jvm = self.spark._jvm
-        iceberg = jvm.org.apache.iceberg
-        table = java_table(self.spark, self.name)
-        schema, spec = table.schema(), table.spec()
-        factory = iceberg.data.GenericAppenderFactory(schema, spec)
-
-        def output():
-            path = f"transient-{uuid.uuid4()}.parquet"
-            location = table.locationProvider().newDataLocation(path)
-            return iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
-                table.io().newOutputFile(location)
-            )
-
-        writer = factory.newDataWriter(output(), iceberg.FileFormat.PARQUET, None)
-        for row in (self.row(), self.row()):
-            record = iceberg.data.GenericRecord.create(schema)
-            for column, value in row.items():
-                record.setField(column, value)
-            writer.write(record)
-        writer.close()
-        data = writer.toDataFile()
-        deletes = factory.newPosDeleteWriter(output(), iceberg.FileFormat.PARQUET, None)
-        deletes.write(iceberg.deletes.PositionDelete.create().set(data.location(), 1, None))
-        deletes.close()
-        table.newRowDelta().addRows(data).addDeletes(deletes.toDeleteFile()).commit()
+        transient_commit(self.spark, self.name, [self.row(), self.row()], [1])
 
     def _compact(self) -> None:
         self.sql(

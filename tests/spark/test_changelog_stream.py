@@ -424,3 +424,29 @@ def test_a_changelog_hint_refuses_state_a_primary_key_sink_and_backfills(spark, 
         run_stream(spark, keyed, "/tmp/unused-sparkext-ck")
     with pytest.raises(StreamingSqlError, match="which only stream mode does"):
         run_backfill(spark, keyed, "2024-01-01", "2024-01-02")
+
+
+def test_a_handle_misused_says_what_to_do(spark, table_name, tmp_path):
+    """No consumer, a bad interval, a second start: one sentence each, nothing consumed."""
+    import threading
+
+    from sparkext.errors import SparkextError
+
+    create(spark, table_name)
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a')")
+    stream = sparkext.changelog_stream(table_name, str(tmp_path / "ck"))
+    with pytest.raises(SparkextError, match=r"has no consumer; call foreach_batch\(function\)"):
+        stream.process_available()
+    assert stream.consumed_snapshot_id is None
+    release = threading.Event()
+    stream.foreach_batch(lambda frame, batch_id: release.wait(60))
+    with pytest.raises(OptionError, match=r"interval 'often' is invalid"):
+        stream.start("often")
+    stream.start("1 second")
+    try:
+        with pytest.raises(SparkextError, match=r"is already started; stop\(\) it first\."):
+            stream.start("1 second")
+    finally:
+        release.set()
+        stream.stop()
+    assert stream.consumed_snapshot_id == snapshots(spark, table_name)[-1]
