@@ -101,6 +101,7 @@ _SNAPSHOTS = _Lru(1024)
 _PLANNED = _Lru(1024)
 _AS_WRITTEN = _Lru(20000)  # (table uuid, path) -> FileScanTask without deletes
 _REMOVED = _Lru(1024)  # (table uuid, snapshot id) -> the data files it removed
+_LABELS = _Lru(20000)  # (table uuid, data file path) -> its partition label
 _EVERYTHING = Needs(added=True, removed=True, deletes=True, parent_deletes=True)
 
 
@@ -195,7 +196,12 @@ class ChangelogTable:
     def partition_label(self, snapshot_id: int, path: str) -> str:
         """Which equality deletes may apply to a data file, as Iceberg decides it: its spec id
         and partition values (a delete applies when its label is equal, or ``*``)."""
-        return self._label(self._data_file(snapshot_id, path), False)
+        key = (self._uuid, path)  # a file's spec and partition never change
+        label = _LABELS.get(key)
+        if label is None:
+            label = self._label(self._data_file(snapshot_id, path), False)
+            _LABELS.put(key, label)
+        return label
 
     def _data_file(self, snapshot_id: int, path: str) -> Any:
         """The Java data file ``path`` a snapshot added, removed or reached."""
