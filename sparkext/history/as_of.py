@@ -52,6 +52,7 @@ def state_as_of(
     as_of: dt.datetime,
     event_time_column: str | None = None,
     allow_full_replay: bool = False,
+    system: bool = False,
 ) -> AsOfResult:
     from sparkext.iceberg.snapshots import ancestry
 
@@ -67,7 +68,7 @@ def state_as_of(
                 f"('{event_time_column}')."
             )
         plan = plan_as_of(chain, epoch_ms(as_of), allow_full_replay=allow_full_replay)
-        return _cdc_state(spark, table, plan, as_of)
+        return _cdc_state(spark, table, plan, as_of, system)
     column = event_time_column or table.prop(EVENT_TIME_PROPERTY)
     if column is None:
         raise EventTimeError(
@@ -105,7 +106,11 @@ def _append_state(
 
 # ---- CDC tables ---------------------------------------------------------------------------
 def _cdc_state(
-    spark: SparkSession, table: TableRef, plan: EventTimePlan, as_of: dt.datetime
+    spark: SparkSession,
+    table: TableRef,
+    plan: EventTimePlan,
+    as_of: dt.datetime,
+    system: bool = False,
 ) -> AsOfResult:
     from pyspark.sql import functions as F
 
@@ -150,9 +155,9 @@ def _cdc_state(
         base = _conform(
             spark.read.option("snapshot-id", str(plan.base_snapshot_id)).table(table.name),
             user,
-            (POSITION,),
+            (POSITION, EVENT_TIME),
         )
-    frame = _merge(spark, table, base, changes, plan, user, key, bytes_ - base_bytes)
+    frame = _merge(spark, table, base, changes, plan, user, key, bytes_ - base_bytes, system)
     mode = "full-replay" if plan.full_replay else "cdc"
     return AsOfResult(frame, mode, plan.base_snapshot_id, len(logs), plan.pruned, files, bytes_)
 
@@ -192,15 +197,27 @@ def _merge(
     user,
     key: Sequence[str],
     log_bytes: int,
+    system: bool = False,
 ) -> DataFrame:
     """Per key, the newest of (base row, newest change <= T0) by source position."""
     from pyspark.sql import functions as F
 
     names = [name for name, _ in user]
+
+    def out(from_base: bool) -> list:  # the user columns, plus position and event time if asked
+        if not system:
+            return cols(names)
+        if from_base:
+            return [*cols(names), F.col(POSITION), F.col(EVENT_TIME)]
+        return [*cols(names), F.col("w_pos").alias(POSITION), F.col("w_et").alias(EVENT_TIME)]
+
     if changes is None:
         if base is None:
-            return spark.createDataFrame([], _ddl(user))
-        return base.select(*cols(names))
+            from pyspark.sql.types import StringType, TimestampType
+
+            extra = [(POSITION, StringType()), (EVENT_TIME, TimestampType())] if system else []
+            return spark.createDataFrame([], _ddl([*user, *extra]))
+        return base.select(*cols(names), *((POSITION, EVENT_TIME) if system else ()))
     truncate_row = changes.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
     floors = [p for p in (truncate_row.p, plan.base_truncate_position) if p is not None]
     floor = max(floors) if floors else None
@@ -209,7 +226,8 @@ def _merge(
         .groupBy(*cols(key))
         .agg(
             F.max_by(
-                F.struct(*(col(n) for n in names if n not in key), OP, POSITION), POSITION
+                F.struct(*(col(n) for n in names if n not in key), OP, POSITION, EVENT_TIME),
+                POSITION,
             ).alias("w")
         )
     )
@@ -218,11 +236,12 @@ def _merge(
         *(col("w", n).alias(n) for n in names if n not in key),
         F.col(f"w.{OP}").alias("w_op"),
         F.col(f"w.{POSITION}").alias("w_pos"),
+        F.col(f"w.{EVENT_TIME}").alias("w_et"),
     )
     if floor is not None:  # changes older than a truncate that counts are gone
         winners = winners.where(F.col("w_pos") > F.lit(floor))
     if base is None:
-        return winners.where(F.col("w_op") != "d").select(*cols(names))
+        return winners.where(F.col("w_op") != "d").select(*out(False))
     newer_truncate = truncate_row.p
     if newer_truncate is not None:
         base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newer_truncate))
@@ -251,11 +270,11 @@ def _merge(
             F.col("w_pos").isNull()
             | (F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
         )
-        .select(*cols(names))
+        .select(*out(True))
     )
     # 2. changes newer than the base's high-water mark beat whatever the base holds
     sure = winners if high is None else winners.where(F.col("w_pos") > F.lit(high))
-    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*cols(names)))
+    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*out(False)))
     if suspects is None:
         return result
     # 3. otherwise late changes (at or below the mark) are compared with their key's base row,
@@ -268,8 +287,8 @@ def _merge(
         F.col("present") & (F.col("b_pos").isNull() | (F.col("w_pos") > F.col("b_pos")))
     )
     absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
-    late = wins.select(*cols(names), "w_op").unionByName(absent.select(*cols(names), "w_op"))
-    return result.unionByName(late.where(F.col("w_op") != "d").select(*cols(names)))
+    late = wins.select(*out(False), "w_op").unionByName(absent.select(*out(False), "w_op"))
+    return result.unionByName(late.where(F.col("w_op") != "d").select(*cols(result.columns)))
 
 
 def _logs_cover_base(

@@ -15,6 +15,7 @@ version (``_cdc_op = 'd'``) ends the key. The caller adds ``lead()`` and the joi
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import times
@@ -36,23 +37,33 @@ def is_cdc_table(spark: SparkSession, name: str) -> bool:
     return has_event_time(ancestry(spark, resolve_table(spark, name)))
 
 
-def cdc_versions(
+@dataclass(frozen=True)
+class CdcRange:
+    """An ingest_cdc table over an event-time range (low, high), as DataFrames.
+
+    ``base``: the state at ``low`` (user columns, ``_cdc_position``, ``_cdc_event_time``);
+    ``changes``: the logged events with event time inside the range (user columns, ``_cdc_op``,
+    ``_cdc_event_time``, ``_cdc_position``), truncates included, or None when no log holds any.
+    """
+
+    base: DataFrame
+    changes: DataFrame | None
+    names: list[str]  # the user columns
+    key: list[str]  # the identifier columns
+    low: dt.datetime  # instants
+    high: dt.datetime
+
+
+def cdc_range(
     spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime
-) -> DataFrame:
-    """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
-    ``_cdc_position``, for the versions of ``name`` valid somewhere in [low, high)."""
-    from pyspark.sql import Window
+) -> CdcRange:
+    """The base state at ``low`` and the logged changes up to ``high`` of ingest_cdc table
+    ``name`` (``low`` None: from just before its first event; naive times are session-zone
+    wall clocks)."""
     from pyspark.sql import functions as F
 
     from sparkext.cdc import summary as keys
-    from sparkext.history.as_of import (
-        EVENT_TIME,
-        OP,
-        POSITION,
-        SYSTEM_NAMES,
-        _read_logs,
-        state_as_of,
-    )
+    from sparkext.history.as_of import EVENT_TIME, SYSTEM_NAMES, _read_logs, state_as_of
     from sparkext.iceberg.catalog import identifier_columns, resolve_table
     from sparkext.iceberg.snapshots import ancestry
 
@@ -73,7 +84,6 @@ def cdc_versions(
     low_at, high_at = times.instant(low, zone), times.instant(high, zone)
     schema = spark.table(name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
-    names = [n for n, _ in user]
     key = identifier_columns(spark, name)
     low_ms, high_ms = times.to_millis(low_at), times.to_millis(high_at)
     logs = [
@@ -83,39 +93,92 @@ def cdc_versions(
         and int(s.summary.get(keys.EVENT_TIME_MAX, low_ms + 1)) > low_ms
         and int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms
     ]
-    base = state_as_of(spark, table, low_at).frame.select(
+    base = state_as_of(spark, table, low_at, system=True).frame
+    changes = _read_logs(spark, logs, user, key)
+    if changes is not None:
+        inside = (F.col(EVENT_TIME) > times.lit(low_at)) & (F.col(EVENT_TIME) < times.lit(high_at))
+        changes = changes.where(inside)
+    return CdcRange(base, changes, [n for n, _ in user], key, low_at, high_at)
+
+
+def truncates(frame: DataFrame | None) -> list[tuple[int, str]]:
+    """(event time in epoch µs, source position) of the truncates among ``frame``'s events
+    (collected: a table is truncated a handful of times, not per row)."""
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import EVENT_TIME, OP, POSITION
+
+    if frame is None:
+        return []
+    rows = (
+        frame.where(F.col(OP) == "t")
+        .select(F.unix_micros(EVENT_TIME).alias("t"), POSITION)
+        .distinct()
+        .collect()
+    )  # truncates only
+    return [(int(r.t), r[POSITION] or "") for r in rows]
+
+
+def cdc_versions(
+    spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime
+) -> DataFrame:
+    """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
+    ``_cdc_position``, ``_cdc_event_time``, for the versions of ``name`` valid somewhere in
+    [low, high)."""
+    found = cdc_range(spark, name, low, high)
+    cut = truncates(found.changes)
+    if cut:
+        zone = times.session_zone(spark)
+        when = times.wall_clock_text(times.from_micros(min(cut)[0]), zone)
+        raise EventTimeError(
+            f"Table '{name}' was truncated at event time {when}, inside the range; an "
+            "event-time temporal join in a streaming job cannot place a truncate per key: "
+            "backfill the ranges before and after it separately, or use "
+            "sparkext.dim_join_changelog, which does."
+        )
+    return versions_from(found.base, found.changes, found.names, found.key)
+
+
+def versions_from(
+    base: DataFrame, changes: DataFrame | None, names: list[str], key: list[str]
+) -> DataFrame:
+    """The versions of a keyed state: ``base`` (user columns, ``_cdc_position``,
+    ``_cdc_event_time``: the state at the range's low end) valid from the low end, then each
+    change of ``changes`` (events inside the range, truncates excluded) valid from its event time.
+
+    Columns: the user columns, ``_sparkext_valid_from`` (NULL for the base), ``_cdc_op``,
+    ``_cdc_position``, ``_cdc_event_time`` (when the version's own change happened).
+
+    As snapshot_as_of_event_time decides, the change with the newest source position among
+    those up to a time wins: a change older in the source's order than one placed before it in
+    event time (the base's rows included) never becomes the valid version.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import EVENT_TIME, OP, POSITION
+
+    base = base.select(
         *cols(names),
         F.lit(None).cast("timestamp").alias(VALID_FROM),
         F.lit("r").alias(OP),
-        F.lit(None).cast("string").alias(POSITION),
+        POSITION,
+        EVENT_TIME,
     )
-    changes = _read_logs(spark, logs, user, key)
     if changes is None:
         return base
-    inside = (F.col(EVENT_TIME) > times.lit(low_at)) & (F.col(EVENT_TIME) < times.lit(high_at))
-    changes = changes.where(inside)
-    truncate = (
-        changes.where(F.col(OP) == "t").select(F.unix_micros(EVENT_TIME)).limit(1).collect()
-    )  # ≤ 1 row
-    if truncate:
-        when = times.wall_clock_text(times.from_micros(truncate[0][0]), zone)
-        raise EventTimeError(
-            f"Table '{name}' was truncated at event time {when}, inside the range; an "
-            "event-time temporal join cannot place a truncate per key: backfill the ranges "
-            "before and after it separately."
-        )
-    # As snapshot_as_of_event_time decides, the change with the newest source position among
-    # those up to a time wins: a change older in the binlog than one placed before it in event
-    # time never becomes the valid version.
+    changes = changes.where(F.col(OP) != "t").select(
+        *cols(names), F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION, EVENT_TIME
+    )
     running = (
         Window.partitionBy(*cols(key))
-        .orderBy(EVENT_TIME, POSITION)
+        .orderBy(F.col(VALID_FROM).asc_nulls_first(), POSITION)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    changes = (
-        changes.dropDuplicates([*key, POSITION])
-        .withColumn("_newest", F.max(POSITION).over(running))
-        .where(F.col(POSITION) == F.col("_newest"))
-        .select(*cols(names), F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION)
+    position = F.coalesce(F.col(POSITION), F.lit(""))
+    return (
+        base.unionByName(changes.dropDuplicates([*key, POSITION]))
+        .withColumn("_newest", F.max(position).over(running))
+        .where(F.col(VALID_FROM).isNull() | (position == F.col("_newest")))
+        .drop("_newest")
     )
-    return base.unionByName(changes)

@@ -276,7 +276,7 @@ def resolve_range(history: History, start: Bound | None, end: Bound | None) -> C
             f"The changelog start ({start.written}) is not before its end ({end.written}); "
             "give a start time earlier than the end time."
         )
-    end_id = _resolve_end(history, end)
+    end_id = resolve_end(history, end)
     if end_id is None:
         return ChangelogRange(None, None, (), ())
     chain = history.ancestors(end_id)  # newest first
@@ -321,7 +321,9 @@ def _lookup(history: History, bound: Bound, what: str) -> int:
     )
 
 
-def _resolve_end(history: History, end: Bound | None) -> int | None:
+def resolve_end(history: History, end: Bound | None) -> int | None:
+    """The snapshot an end bound names (Iceberg's rule for a time: the newest ancestor of the
+    current snapshot committed at or before it); ``None`` when there is none."""
     if end is None:
         return history.current_snapshot_id
     if end.timestamp_ms is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sparkext.procedures import (
     changelog,
     create_changelog_view,
+    dim_join_changelog,
     help,
     ingest_cdc,
     rewrite_equality_deletes,
@@ -18,6 +19,7 @@ ROUTINES: dict[str, Routine] = {
     for r in (
         changelog.ROUTINE,
         create_changelog_view.ROUTINE,
+        dim_join_changelog.ROUTINE,
         help.ROUTINE,
         ingest_cdc.ROUTINE,
         rewrite_equality_deletes.ROUTINE,
