@@ -51,15 +51,16 @@ class CdcRange:
     names: list[str]  # the user columns
     key: list[str]  # the identifier columns
     low: dt.datetime  # instants
-    high: dt.datetime
+    high: dt.datetime | None
+    snapshot_id: int | None = None  # the snapshot read (the table's current one)
 
 
 def cdc_range(
-    spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime
+    spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime | None
 ) -> CdcRange:
     """The base state at ``low`` and the logged changes up to ``high`` of ingest_cdc table
-    ``name`` (``low`` None: from just before its first event; naive times are session-zone
-    wall clocks)."""
+    ``name`` (``low`` None: from just before its first event; ``high`` None: every later
+    change; naive times are session-zone wall clocks)."""
     from pyspark.sql import functions as F
 
     from sparkext.cdc import summary as keys
@@ -81,24 +82,29 @@ def cdc_range(
             )
         low = times.from_millis(min(firsts) - 1)
     # the range is in session-zone wall clocks (or instants): as instants, exact for Spark and ms
-    low_at, high_at = times.instant(low, zone), times.instant(high, zone)
+    low_at = times.instant(low, zone)
+    high_at = None if high is None else times.instant(high, zone)
     schema = spark.table(name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
     key = identifier_columns(spark, name)
-    low_ms, high_ms = times.to_millis(low_at), times.to_millis(high_at)
+    low_ms = times.to_millis(low_at)
+    high_ms = None if high_at is None else times.to_millis(high_at)
     logs = [
         s.summary[keys.EVENTS_LOCATION]
         for s in chain
         if keys.EVENTS_LOCATION in s.summary
         and int(s.summary.get(keys.EVENT_TIME_MAX, low_ms + 1)) > low_ms
-        and int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms
+        and (high_ms is None or int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms)
     ]
     base = state_as_of(spark, table, low_at, system=True).frame
     changes = _read_logs(spark, logs, user, key)
     if changes is not None:
-        inside = (F.col(EVENT_TIME) > times.lit(low_at)) & (F.col(EVENT_TIME) < times.lit(high_at))
+        inside = F.col(EVENT_TIME) > times.lit(low_at)
+        if high_at is not None:
+            inside = inside & (F.col(EVENT_TIME) < times.lit(high_at))
         changes = changes.where(inside)
-    return CdcRange(base, changes, [n for n, _ in user], key, low_at, high_at)
+    current = chain[-1].snapshot_id if chain else None
+    return CdcRange(base, changes, [n for n, _ in user], key, low_at, high_at, current)
 
 
 def truncates(frame: DataFrame | None) -> list[tuple[int, str]]:

@@ -90,6 +90,26 @@ def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside t
     )
 
 
+def refreshed_snapshot_id(spark: SparkSession, name: str) -> int | None:
+    """The table's current snapshot, read from its metadata now (the catalog's cached table is
+    refreshed, so later reads in this session see at least this snapshot)."""
+    table = _java_table(spark, name)
+    table.refresh()
+    current = table.currentSnapshot()
+    return int(current.snapshotId()) if current is not None else None
+
+
+def release_checkpoint(frame) -> None:
+    """Free the blocks of a DataFrame made by ``localCheckpoint()`` (Spark keeps them until the
+    session ends otherwise); a frame of any other kind is left alone."""
+    try:
+        plan = frame._jdf.queryExecution().logical()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+    except Exception:  # best effort: at worst the blocks stay until the session ends
+        pass
+
+
 def identifier_columns(spark: SparkSession, name: str) -> list[str]:
     """The table's identifier fields (its primary key), in field-id order."""
     schema = _java_table(spark, name).schema()

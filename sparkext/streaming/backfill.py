@@ -106,15 +106,23 @@ def create_missing_tables(spark: SparkSession, job) -> bool:
 
 
 @contextmanager
-def registered_views(spark: SparkSession, views) -> Iterator[None]:
-    """The temp views a batch statement reads (versions of ingest_cdc dimensions), dropped when
-    the block ends, failed or not. Spark resolves them when it analyses the statement, so a
-    DataFrame made inside the block still reads them after it."""
+def registered_views(spark: SparkSession, views, states=None) -> Iterator[None]:
+    """The temp views a batch statement reads (versions of ingest_cdc dimensions, a stream's
+    lookup dimensions), dropped when the block ends, failed or not. Spark resolves them when it
+    analyses the statement, so a DataFrame made inside the block still reads them after it.
+
+    ``states``: a stream's :class:`~sparkext.streaming.dim_state.DimensionStates`, which serves
+    the views from the dimension state it keeps; without it each view is read from the table."""
     from sparkext.history.versions import cdc_versions
 
     try:
         for view in views:
-            frame = cdc_versions(spark, view.table, view.low, view.high)
+            if states is not None:
+                frame = states.frame(view)
+            elif view.kind == "lookup":
+                frame = spark.table(view.table)
+            else:
+                frame = cdc_versions(spark, view.table, view.low, view.high)
             frame.createOrReplaceTempView(view.name)
         yield
     finally:

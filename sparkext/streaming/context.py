@@ -124,12 +124,14 @@ class WindowRelation:
 @dataclass(frozen=True)
 class ViewSpec:
     """A temp view the runner must register before the statement runs: the versions of an
-    ingest_cdc table valid in [low, high) (low None: from its first change)."""
+    ingest_cdc table valid in [low, high) (low None: from its first change), or (``kind``
+    'lookup') a stream's dimension as of the snapshot its micro-batch pins."""
 
     name: str
     table: str
     low: datetime | None
     high: datetime
+    kind: str = "versions"
 
 
 @dataclass

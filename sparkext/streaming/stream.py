@@ -50,10 +50,12 @@ from sparkext.streaming.backfill import (
 )
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import RewriteContext
+from sparkext.streaming.dim_state import DimensionStates
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_name
 from sparkext.streaming.rewrite import parse_time, rewrite_query
 from sparkext.streaming.rules import RULES
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
+from sparkext.streaming.rules.temporal_join import STATE
 from sparkext.streaming.sqltools import bind_tvf
 from sparkext.streaming.udf import register_job_functions
 
@@ -210,6 +212,7 @@ class StreamRun:
     checkpoint: str
     failures: list[BaseException] = field(default_factory=list)  # raised inside a micro-batch
     sinks: list[str] = field(default_factory=list)
+    dimensions: DimensionStates | None = None  # the dimension state it keeps, if any
 
     def __repr__(self) -> str:
         failed = f", failures={len(self.failures)}" if self.failures else ""
@@ -230,6 +233,11 @@ class StreamRun:
 
     def stop(self) -> None:
         self.query.stop()
+        self._release()
+
+    def _release(self) -> None:
+        if self.dimensions is not None:
+            self.dimensions.close()
 
     def wait(self, poll_seconds: float = 0.5) -> None:
         """Block until the stream ends; Ctrl-C raises KeyboardInterrupt here, between polls
@@ -242,6 +250,7 @@ class StreamRun:
 
         while self.query.isActive:
             time.sleep(poll_seconds)
+        self._release()
         error = self.query.exception()
         if error is None:
             return
@@ -262,6 +271,7 @@ def run_stream(
     lookup_as_of: str = "latest",
     progress: Callable[[str], None] = lambda message: None,
     start_from: datetime | str | None = None,
+    dimension_state: bool = True,
 ) -> StreamRun:
     """Start a streaming job on Spark Structured Streaming (``sparkext-sql stream``); it keeps
     running after this returns.
@@ -293,6 +303,10 @@ def run_stream(
             ``datetime`` (naive: a wall clock in the session time zone; aware: converted) or
             text ``'YYYY-MM-DD[ HH:MM:SS]'``. Without it a new checkpoint emits from the
             sources' beginning and refuses a sink that already holds rows.
+        dimension_state: keep the dimensions of temporal joins (an ingest_cdc dimension on
+            the event-time attribute; a ``'latest'`` lookup) in executor memory and bring them
+            forward by their changes at each micro-batch (:mod:`sparkext.streaming.dim_state`);
+            False reads them again from the table for every micro-batch.
 
     Returns:
         A :class:`StreamRun`, started: ``run.wait()`` blocks until it ends (with
@@ -329,6 +343,9 @@ def run_stream(
     location = Location.of(checkpoint)
     checkpoint = location.uri
     catalog = SparkCatalog(spark, job.names)
+    states = DimensionStates(spark, progress) if dimension_state else None
+    if states is not None and lookup_as_of.lower() == "latest":
+        lookup_as_of = STATE  # the latest snapshot, pinned per micro-batch, served from memory
     sources = streaming_sources(job, catalog)
     queries = []  # (query, sink, completion delay, query id); checked before anything is created
     for number, query in enumerate(job.queries, 1):
@@ -384,6 +401,8 @@ def run_stream(
 
         catalog = SparkCatalog(spark, job.names)
         zone = times.zone(catalog.time_zone)
+        if states is not None:
+            states.begin_batch(batch_id)
         # Epoch microseconds, not collected TIMESTAMPs: those come back in the OS zone.
         maxima = batch.groupBy("source").agg(F.unix_micros(F.max("t")).alias("t"))
         for row in maxima.collect():  # one row per source
@@ -423,12 +442,13 @@ def run_stream(
                 APPEND_RULES,
             )
             insert = batch_plan.statement
-            with registered_views(spark, batch_plan.views):  # resolved when analysed
+            with registered_views(spark, batch_plan.views, states):  # resolved when analysed
                 frame = sink_frame(spark, insert, sink)
             marks = {
                 EMITTED_KEY: times.instant_text(until),
                 CHECKPOINT_KEY: checkpoint,
                 QUERY_KEY: query_id,
+                **(states.summary() if states is not None and batch_plan.views else {}),
             }
             run_id = new_run_id()
             if batch_plan.updating:  # the sink converges on the query's rows, late ones too
@@ -482,6 +502,6 @@ def run_stream(
     else:
         writer = writer.trigger(processingTime=f"{every.total_seconds()} seconds")
     try:
-        return StreamRun(writer.start(), checkpoint, failures, [q[1] for q in queries])
+        return StreamRun(writer.start(), checkpoint, failures, [q[1] for q in queries], states)
     except Exception as error:  # a start failure is the user's (bad option, missing table)
         raise SparkextError(f"the stream could not start: {str(error).splitlines()[0]}") from None

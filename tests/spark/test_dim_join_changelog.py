@@ -4,40 +4,23 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 
 import pytest
 
 import sparkext
 from sparkext.errors import ProcedureArgumentError
+from tests.helpers.dim_events import ingest_batches, timed_event
 
 DAY = "2026-11-21"
 _ids = itertools.count(1)
 
 
-def _event(op, key, qty, clock, position, name="n"):
-    """A Debezium event of customers(id, qty, name) at ``DAY clock`` (UTC), binlog ``position``."""
-    ms = int(dt.datetime.fromisoformat(f"{DAY}T{clock}+00:00").timestamp() * 1000)
-    before = None if op == "c" else {"id": key, "qty": 0, "name": name}
-    after = None if op == "d" else {"id": key, "qty": qty, "name": name}
-    return {
-        "before": before,
-        "after": after,
-        "source": {"file": "mysql-bin.000001", "pos": position, "row": 0, "ts_ms": ms},
-        "op": op,
-        "ts_ms": ms,
-    }
+def _event(op, key, qty, clock, position):
+    return timed_event(op, key, qty, DAY, clock, position)
 
 
 def _ingest(tmp_path, table, batches):
-    landing, checkpoint = tmp_path / "landing", tmp_path / "cdc"
-    landing.mkdir(exist_ok=True)
-    for number, batch in enumerate(batches, 1):
-        (landing / f"{number}.json").write_text("\n".join(json.dumps(e) for e in batch) + "\n")
-        sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
-        ).collect()
+    ingest_batches(tmp_path, table, batches)
 
 
 def _t(clock: str) -> dt.datetime:

@@ -24,6 +24,7 @@ from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
 from sparkext.streaming.job import StreamingSqlError, error_at, table_key
 from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
 
+STATE = "state"  # lookup_as_of of a stream that keeps its dimensions in memory: latest, pinned
 VERSIONS = """
 SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
 FROM :dim
@@ -74,6 +75,27 @@ def _computed_proctime(select: exp.Select | None, attribute: exp.Column) -> bool
                 ):
                     return True
     return False
+
+
+def _lookup(dim: exp.Table, context: RewriteContext) -> None:
+    """A lookup join: the dimension at one snapshot. In a stream whose dimensions are kept in
+    memory (``lookup_as_of`` 'state'), a temp view the micro-batch fills from that state."""
+    dim.meta["dimension"] = True
+    if context.lookup_as_of.lower() != STATE:
+        dim.set("version", _lookup_version(dim, context))
+        return
+    number = len(context.views) + 1
+    view = ViewSpec(
+        f"_sparkext_lookup_{number}",
+        context.job.spelled(table_key(dim)),
+        None,
+        context.end,
+        kind="lookup",
+    )
+    context.views.append(view)
+    subquery = exp.select("*").from_(exp.to_table(view.name)).subquery(dim.alias_or_name)
+    subquery.meta["dimension"] = True
+    dim.replace(subquery)
 
 
 def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | None:
@@ -159,8 +181,7 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
             else None
         )
         if probe is None and _computed_proctime(select, attribute):
-            dim.meta["dimension"] = True  # PROCTIME() of a subquery: a lookup join
-            dim.set("version", _lookup_version(dim, context))
+            _lookup(dim, context)  # PROCTIME() of a subquery: a lookup join
             continue
         if probe is None:
             raise error_at(
@@ -172,7 +193,7 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
         source = context.source(probe)
         dim.meta["dimension"] = True
         if source.decl is not None and attribute.name in source.decl.proctime:
-            dim.set("version", _lookup_version(dim, context))
+            _lookup(dim, context)
             continue
         if attribute.name.lower() != (source.event_time or "").lower():
             raise error_at(
