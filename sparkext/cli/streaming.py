@@ -179,7 +179,16 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
     metavar="DURATION",
     help="Trigger interval (default: the 'monitor-interval' hint, else 10 s).",
 )
-def stream(job, confs, master, verbose, checkpoint, available_now, start_from, interval) -> None:
+@click.option(
+    "--dimension-state/--no-dimension-state",
+    default=True,
+    show_default=True,
+    help="Keep temporal-join dimensions in executor memory, brought forward by their changes "
+    "each micro-batch (--no-dimension-state: read them again every micro-batch).",
+)
+def stream(
+    job, confs, master, verbose, checkpoint, available_now, start_from, interval, dimension_state
+) -> None:
     """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
     confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
@@ -197,6 +206,7 @@ def stream(job, confs, master, verbose, checkpoint, available_now, start_from, i
             interval,
             progress=lambda m: click.echo(m, err=True),
             start_from=start_from,
+            dimension_state=dimension_state,
         )
     except Exception as error:
         fail(error, verbose, job)

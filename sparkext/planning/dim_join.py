@@ -7,6 +7,7 @@ so the rules are unit-tested in milliseconds (tests/pure/test_dim_join_plan.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from sqlglot.errors import ParseError
 
 from sparkext.errors import ProcedureArgumentError
 
+_NAME = re.compile(r"\w+")
 FACT_ALIASES = ("f", "fact", "facts")
 DIM_ALIASES = ("d", "dim", "dimension")
 MODES = ("event", "processing")
@@ -43,9 +45,9 @@ def parse_on(
         raise ProcedureArgumentError(
             "on is empty; name the join keys, e.g. 'item_id' or 'f.item = d.item_id'."
         )
-    if "=" not in text:
+    if not any(c in text for c in "=<>()") and " and " not in text.lower():
         names = [n.strip().strip("`") for n in text.split(",")]
-        if not all(names):
+        if not all(_NAME.fullmatch(n) for n in names):
             raise ProcedureArgumentError(
                 f"on '{text}' is not a list of column names; write 'item_id, region'."
             )

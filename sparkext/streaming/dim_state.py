@@ -279,6 +279,7 @@ class DimensionStates:
                     spark, table, held.state, held.snapshot_id, pinned, key, temporaries
                 )
             )
+            state = state.repartition(*cols(key)) if key else state  # joins shuffle facts only
             held = _Held(pinned, names, held.key, None, _checkpoint(state))
             _release(temporaries)
         self._keep(slot, held)
@@ -287,8 +288,18 @@ class DimensionStates:
 
 
 def _checkpoint(frame: DataFrame) -> DataFrame:
-    """``frame`` computed now and kept in the executors' block managers, lineage cut."""
-    return frame.localCheckpoint(eager=True)
+    """``frame`` computed now and kept in the executors' block managers, lineage cut.
+
+    Adaptive execution is off while it is computed: Spark 3.5 records a local checkpoint's
+    partitioning only from a non-adaptive plan, and a state partitioned by key must say so, or
+    every join of a micro-batch's facts with it shuffles the whole state again."""
+    conf = frame.sparkSession.conf
+    adaptive = conf.get("spark.sql.adaptive.enabled", "true")
+    conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        return frame.localCheckpoint(eager=True)
+    finally:
+        conf.set("spark.sql.adaptive.enabled", adaptive)
 
 
 def _release(frames: list[DataFrame]) -> None:
