@@ -172,6 +172,17 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
             assert sorted(map(tuple, held.collect())) == sorted(
                 map(tuple, truth.select(*held.columns).collect())
             )
+        # the state is partitioned by its key: a join with facts shuffles the facts only
+        held = states._held[("lookup", customers)].state
+        facts = spark.range(100).withColumnRenamed("id", "customer_id")
+        threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        try:
+            joined = facts.join(held, facts.customer_id == held.id, "left")
+            plan = joined._jdf.queryExecution().executedPlan().toString()
+        finally:
+            spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+        assert "SortMergeJoin" in plan and plan.count("Exchange hashpartitioning") == 1, plan
     finally:
         run.stop()
     kinds = {(r.table, r.kind) for r in run.dimensions.records}
