@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.errors import EventTimeError
-from sparkext.identifiers import cols
+from sparkext.identifiers import col, cols
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 VALID_FROM = "_sparkext_valid_from"
+VALID_TO = "_sparkext_valid_to"
 
 
 def is_cdc_table(spark: SparkSession, name: str) -> bool:
@@ -129,8 +130,8 @@ def cdc_versions(
     spark: SparkSession, name: str, low: dt.datetime | None, high: dt.datetime
 ) -> DataFrame:
     """User columns + ``_sparkext_valid_from`` (NULL for the state at ``low``), ``_cdc_op``,
-    ``_cdc_position``, ``_cdc_event_time``, for the versions of ``name`` valid somewhere in
-    [low, high)."""
+    ``_cdc_position``, ``_cdc_event_time``, ``_sparkext_valid_to`` (the key's next version's
+    start; NULL: still valid), for the versions of ``name`` valid somewhere in [low, high)."""
     found = cdc_range(spark, name, low, high)
     cut = truncates(found.changes)
     if cut:
@@ -142,7 +143,16 @@ def cdc_versions(
             "backfill the ranges before and after it separately, or use "
             "sparkext.dim_join_changelog, which does."
         )
-    return versions_from(found.base, found.changes, found.names, found.key)
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import POSITION
+
+    versions = versions_from(found.base, found.changes, found.names, found.key)
+    order = Window.partitionBy(*cols(found.key)).orderBy(
+        F.col(VALID_FROM).asc_nulls_first(), POSITION
+    )
+    return versions.withColumn(VALID_TO, F.lead(VALID_FROM).over(order))
 
 
 def versions_from(
@@ -188,3 +198,65 @@ def versions_from(
         .where(F.col(VALID_FROM).isNull() | (position == F.col("_newest")))
         .drop("_newest")
     )
+
+
+def versions_in_place(
+    base: DataFrame,
+    changes: DataFrame | None,
+    names: list[str],
+    key: list[str],
+    broadcast: bool | None = None,
+) -> DataFrame:
+    """:func:`versions_from` plus ``_sparkext_valid_to`` (NULL: still valid), computed without
+    moving the base: the versions of the keys that changed (a small frame: the changes and
+    those keys' base rows) are grouped per key, joined to the base as an array and exploded in
+    place. The base is scanned, never shuffled or sorted, so a base kept partitioned by key
+    (a stream's dimension state) stays so and a join with it shuffles only the other side.
+
+    Keys that only the changes know (inserted inside the range) are added by a union, which
+    loses that partitioning for the micro-batch; ``broadcast``: whether the grouped changes are
+    small enough to broadcast (None: Spark decides by its estimates).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import EVENT_TIME, OP, POSITION
+
+    as_version = [
+        *cols(names),
+        F.lit(None).cast("timestamp").alias(VALID_FROM),
+        F.lit("r").alias(OP),
+        F.col(POSITION),
+        F.col(EVENT_TIME),
+        F.lit(None).cast("timestamp").alias(VALID_TO),
+    ]
+    if changes is None:
+        return base.select(*as_version)
+    changes = changes.where(F.col(OP) != "t")
+    changed = changes.select(*cols(key)).distinct()
+    small = F.broadcast if broadcast else (lambda frame: frame)
+    touched = base.join(small(changed), key, "left_semi")
+    order = Window.partitionBy(*cols(key)).orderBy(F.col(VALID_FROM).asc_nulls_first(), POSITION)
+    versions = versions_from(touched, changes, names, key).withColumn(
+        VALID_TO, F.lead(VALID_FROM).over(order)
+    )
+    fields = [*names, VALID_FROM, OP, POSITION, EVENT_TIME, VALID_TO]
+    grouped = versions.groupBy(*cols(key)).agg(
+        F.collect_list(F.struct(*cols(fields))).alias("__sx_versions")
+    )
+    unchanged = F.array(F.struct(*as_version))
+    in_place = (  # the key columns pass through as the base's own: its partitioning holds
+        base.join(small(grouped), key, "left")
+        .select(
+            *cols(key),
+            F.explode(F.coalesce(F.col("__sx_versions"), unchanged)).alias("__sx_v"),
+        )
+        .select(*(col(c) if c in key else F.col(f"__sx_v.{c}").alias(c) for c in fields))
+    )
+    new_keys = grouped.join(touched.select(*cols(key)), key, "left_anti")
+    if new_keys.isEmpty():  # a job over the small frames only
+        return in_place
+    added = new_keys.select(F.explode("__sx_versions").alias("__sx_v")).select(
+        *(F.col(f"__sx_v.{c}").alias(c) for c in fields)
+    )
+    return in_place.unionByName(added)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sparkext.streaming.context import ViewSpec
 
 DIMENSIONS_KEY = "sparkext.stream.dimension-snapshots"  # sink summary: {table: snapshot id}
+BROADCAST_VERSIONS = 200_000  # changes in a range up to this many are joined to the state in place
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class DimensionStates:
         from pyspark.sql import functions as F
 
         from sparkext.history.as_of import EVENT_TIME, SYSTEM_NAMES, _read_logs
-        from sparkext.history.versions import cdc_range, truncates, versions_from
+        from sparkext.history.versions import cdc_range, truncates, versions_in_place
 
         started = time.monotonic()
         spark, table = self.spark, view.table
@@ -241,7 +242,11 @@ class DimensionStates:
                     "key: backfill the ranges before and after it separately, or use "
                     "sparkext.dim_join_changelog, which does."
                 )
-        return versions_from(held.state, changes, list(names), list(held.key))
+            count = changes.count()  # a job over the pending events (kept, small)
+            if count == 0:  # the dimension did not change inside the range
+                changes = None
+        small = changes is not None and count <= BROADCAST_VERSIONS
+        return versions_in_place(held.state, changes, list(names), list(held.key), small)
 
     # ---- processing mode: one snapshot ---------------------------------------------------
 
@@ -279,7 +284,8 @@ class DimensionStates:
                     spark, table, held.state, held.snapshot_id, pinned, key, temporaries
                 )
             )
-            state = state.repartition(*cols(key)) if key else state  # joins shuffle facts only
+            if not cdc and key:  # the changelog's rows came by a union: partition by key again
+                state = state.repartition(*cols(key))
             held = _Held(pinned, names, held.key, None, _checkpoint(state))
             _release(temporaries)
         self._keep(slot, held)
@@ -327,9 +333,9 @@ def _fold(
 ) -> DataFrame:
     """``state`` (user columns, ``_cdc_position``, ``_cdc_event_time``) after ``events``:
     per key the newest source position wins (a delete removes the key); a truncate removes every
-    row older than it. Two broadcast joins of the (small) winners against the state: the state is
-    scanned in memory, never shuffled. Checkpoints made on the way are added to ``temporaries``
-    (released once the result is kept)."""
+    row older than it. The winners are small and broadcast: the state is scanned in memory and
+    keeps its partitioning by key unless the events add keys it does not hold. Checkpoints made
+    on the way are added to ``temporaries`` (released once the result is kept)."""
     from pyspark.sql import functions as F
 
     from sparkext.history.as_of import EVENT_TIME, OP, POSITION
@@ -347,42 +353,33 @@ def _fold(
     if truncate is not None:
         winners = winners.where(F.col("w_pos") > F.lit(truncate))
         state = state.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > F.lit(truncate)))
-    winners = winners.localCheckpoint(eager=True)  # small; read by three joins
+    winners = winners.localCheckpoint(eager=True)  # small; read by two joins
     temporaries.append(winners)
-    winners = F.broadcast(winners)
-    marks = winners.select(*cols(key), "w_pos")
-    kept = (
-        state.join(marks, key, "left")
-        .where(
-            F.col("w_pos").isNull()
-            | (F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
-        )
-        .select(*cols(state.columns))
+    # 1. keys the state holds: a projection of the state joined to the broadcast winners, so the
+    #    state keeps its partitioning (no shuffle)
+    joined = state.join(F.broadcast(winners), key, "left")
+    newer = F.col("w_pos").isNotNull() & (
+        F.col(POSITION).isNull() | (F.col("w_pos") > F.col(POSITION))
     )
-    newer_held = (
-        state.join(marks, key)
-        .where(F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
-        .select(*cols(key))
-    )
-    adopted = (
-        winners.join(F.broadcast(newer_held), key, "left_anti")
-        .where(F.col("w_op") != "d")
-        .select(
-            *(
-                col(c)
-                if c in names
-                else (
-                    F.col("w_pos")
-                    if c == POSITION
-                    else F.col("w_et")
-                    if c == EVENT_TIME
-                    else F.col("w_op")
-                ).alias(c)
-                for c in state.columns
-            )
+
+    def winner(c: str):
+        if c in names:
+            return winners[c]
+        return F.col({POSITION: "w_pos", EVENT_TIME: "w_et"}.get(c, "w_op"))
+
+    updated = joined.where(~(newer & (F.col("w_op") == "d"))).select(
+        *(
+            (col(c) if c in key else F.when(newer, winner(c)).otherwise(state[c])).alias(c)
+            for c in state.columns
         )
     )
-    return kept.unionByName(adopted)
+    # 2. keys only the winners know: added by a union, re-partitioned by key (a shuffle, only
+    #    when the dimension gained keys)
+    fresh = winners.join(state.select(*cols(key)), key, "left_anti").where(F.col("w_op") != "d")
+    if fresh.isEmpty():
+        return updated
+    added = fresh.select(*(winner(c).alias(c) for c in state.columns))
+    return updated.unionByName(added).repartition(*cols(key))
 
 
 def _fold_logs(

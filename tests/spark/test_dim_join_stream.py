@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 
 from sparkext.streaming.backfill import run_backfill
 from sparkext.streaming.dim_state import DIMENSIONS_KEY
@@ -191,3 +192,66 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
         (1, 10, "north"), (2, 15, "south"), (3, 11, "east"), (4, None, "south"), (5, 33, "west"),
         (98, None, None),
     ]  # fmt: skip
+
+
+def test_versions_in_place_equal_the_windowed_versions_and_keep_the_state_partitioned(spark):
+    """The stream's versions (changes exploded into the kept state) are the backfill's (a union
+    and lead() over every version), and joining them shuffles the facts only."""
+    import random
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from sparkext.history.versions import VALID_FROM, VALID_TO, versions_from, versions_in_place
+    from sparkext.streaming.dim_state import _checkpoint
+
+    rng = random.Random(17)
+    base_rows = [(k, rng.randint(0, 9), f"p{k * 10:04d}", _t("10:00:00")) for k in range(0, 40, 2)]
+    change_rows = []
+    for _ in range(60):  # updates, deletes, keys new to the state, duplicates, late positions
+        k = rng.randint(0, 50)
+        op = rng.choice(["u", "u", "c", "d"])
+        change_rows.append(
+            (
+                k,
+                rng.randint(0, 9),
+                op,
+                _t(f"10:{rng.randint(1, 59):02d}:00"),
+                f"p{rng.randint(0, 999):04d}",
+            )
+        )
+    change_rows.append(change_rows[3])
+    base = spark.createDataFrame(
+        base_rows, "id BIGINT, qty INT, _cdc_position STRING, _cdc_event_time TIMESTAMP"
+    )
+    base = _checkpoint(base.repartition("id"))
+    changes = spark.createDataFrame(
+        change_rows,
+        "id BIGINT, qty INT, _cdc_op STRING, _cdc_event_time TIMESTAMP, _cdc_position STRING",
+    )
+    order = Window.partitionBy("id").orderBy(F.col(VALID_FROM).asc_nulls_first(), "_cdc_position")
+    windowed = versions_from(base, changes, ["id", "qty"], ["id"]).withColumn(
+        VALID_TO, F.lead(VALID_FROM).over(order)
+    )
+    for small in (True, False):
+        in_place = versions_in_place(base, changes, ["id", "qty"], ["id"], small)
+        assert sorted(map(repr, in_place.collect())) == sorted(
+            map(repr, windowed.select(*in_place.columns).collect())
+        )
+    # no key new to the state: the versions keep the state's partitioning
+    known = changes.where(F.col("id") % 2 == 0).where(F.col("id") < 40)
+    in_place = versions_in_place(base, known, ["id", "qty"], ["id"], True)
+    facts = spark.range(100).withColumnRenamed("id", "customer_id")
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        joined = facts.join(in_place, facts.customer_id == in_place.id, "left")
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+    # the join's state side is not exchanged (the small changes' own aggregates are)
+    match = re.search(r"SortMergeJoin \[(\S+)\], \[(\S+)\], LeftOuter", plan)
+    assert match is not None, plan
+    fact_key, state_key = match.groups()
+    assert f"Exchange hashpartitioning({fact_key}" in plan
+    assert f"Exchange hashpartitioning({state_key}" not in plan, plan

@@ -30,12 +30,7 @@ SELECT *, lead(:ts) OVER (PARTITION BY :keys ORDER BY :ts) AS _sparkext_valid_to
 FROM :dim
 """
 VALID = "(:probe >= :alias_from AND (:probe < :alias_to OR :alias_to IS NULL))"
-CDC_VERSIONS = """
-SELECT *, lead(_sparkext_valid_from) OVER (
-    PARTITION BY :keys ORDER BY _sparkext_valid_from NULLS FIRST, _cdc_position
-) AS _sparkext_valid_to
-FROM :view
-"""
+CDC_VERSIONS = "SELECT * FROM :view"  # the view has each version's end (_sparkext_valid_to)
 CDC_VALID = """
 ((:alias_from IS NULL OR :probe >= :alias_from)
  AND (:probe < :alias_to OR :alias_to IS NULL) AND :alias_op <> 'd')
@@ -129,7 +124,9 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
 def _versions_join(versions, keys, alias, valid_template, attribute, valid_from):
     """The versions as the joined subquery (``lead()`` partitioned by the join keys) and the
     condition that picks the version valid at the probe's time."""
-    versions.find(exp.Window).set("partition_by", keys)
+    window = versions.find(exp.Window)
+    if window is not None:
+        window.set("partition_by", keys)
     subquery = versions.subquery(alias)
     subquery.meta["dimension"] = True
     valid = template(
