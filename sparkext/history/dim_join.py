@@ -205,7 +205,9 @@ def _cdc_versions(
     from sparkext.history.versions import cdc_range, truncates, versions_from
 
     found = cdc_range(spark, dimension.name, low, high)
-    frame = versions_from(found.base, found.changes, found.names, found.key)
+    frame = versions_from(
+        found.base, found.changes, found.names, found.key, found.floors, found.truncate_floor
+    )
     frame = frame.withColumn(_LABEL, F.col(POSITION)).withColumn(_SINCE, F.col(EVENT_TIME))
     return Versions(frame, found.key, truncates(found.changes))
 

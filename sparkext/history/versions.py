@@ -54,6 +54,8 @@ class CdcRange:
     low: dt.datetime  # instants
     high: dt.datetime | None
     snapshot_id: int | None = None  # the snapshot read (the table's current one)
+    floors: DataFrame | None = None  # per key of the changes: newest position up to ``low``
+    truncate_floor: str | None = None  # the newest truncate's position up to ``low``
 
 
 def cdc_range(
@@ -89,7 +91,9 @@ def cdc_range(
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
     key = identifier_columns(spark, name)
     low_ms = times.to_millis(low_at)
-    high_ms = None if high_at is None else times.to_millis(high_at)
+    # a log can hold an event before ``high`` when its earliest event's millisecond starts
+    # before it: compare with ``high`` rounded UP to the millisecond
+    high_ms = None if high_at is None else -(-times.to_micros(high_at) // 1000)
     logs = [
         s.summary[keys.EVENTS_LOCATION]
         for s in chain
@@ -99,13 +103,72 @@ def cdc_range(
     ]
     base = state_as_of(spark, table, low_at, system=True).frame
     changes = _read_logs(spark, logs, user, key)
+    floors, truncate_floor = None, None
     if changes is not None:
         inside = F.col(EVENT_TIME) > times.lit(low_at)
         if high_at is not None:
             inside = inside & (F.col(EVENT_TIME) < times.lit(high_at))
         changes = changes.where(inside)
+        earlier = [
+            s.summary[keys.EVENTS_LOCATION]
+            for s in chain
+            if keys.EVENTS_LOCATION in s.summary
+            and int(s.summary.get(keys.EVENT_TIME_MIN, low_ms)) <= low_ms
+        ]
+        floors, truncate_floor = superseding(spark, earlier, user, key, changes, low_at)
     current = chain[-1].snapshot_id if chain else None
-    return CdcRange(base, changes, [n for n, _ in user], key, low_at, high_at, current)
+    return CdcRange(
+        base,
+        changes,
+        [n for n, _ in user],
+        key,
+        low_at,
+        high_at,
+        current,
+        floors,
+        truncate_floor,
+    )
+
+
+def superseding(
+    spark: SparkSession,
+    logs: list[str],
+    user,
+    key: list[str],
+    candidates: DataFrame,
+    at: dt.datetime | None,
+) -> tuple[DataFrame | None, str | None]:
+    """What the logged events up to ``at`` say about later changes (``candidates``): per key,
+    the newest source position among them (``floors``: key columns + ``_cdc_position``; a
+    delete counts, though no state row shows it), and the newest truncate's position.
+
+    A change older in the source's order than either never becomes a valid version. Only
+    events at or above the oldest candidate's position can matter, and Parquet statistics skip
+    the files below it, so when sources' clocks rise with their logs nothing is read.
+    """
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import EVENT_TIME, OP, POSITION, _read_logs
+
+    if not logs:
+        return None, None
+    oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
+    if oldest is None:
+        return None, None
+    key_columns = [(n, t) for n, t in user if n in key]
+    early = _read_logs(spark, logs, key_columns, key)
+    assert early is not None
+    early = early.where(F.col(POSITION) >= F.lit(oldest))
+    if at is not None:
+        early = early.where(F.col(EVENT_TIME) <= times.lit(at))
+    truncate_floor = early.where(F.col(OP) == "t").agg(F.max(POSITION)).first()[0]  # one row
+    floors = (
+        early.where(F.col(OP) != "t")
+        .join(F.broadcast(candidates.select(*cols(key)).distinct()), key, "left_semi")
+        .groupBy(*cols(key))
+        .agg(F.max(POSITION).alias(POSITION))
+    )
+    return floors, truncate_floor
 
 
 def truncates(frame: DataFrame | None) -> list[tuple[int, str]]:
@@ -148,7 +211,9 @@ def cdc_versions(
 
     from sparkext.history.as_of import POSITION
 
-    versions = versions_from(found.base, found.changes, found.names, found.key)
+    versions = versions_from(
+        found.base, found.changes, found.names, found.key, found.floors, found.truncate_floor
+    )
     order = Window.partitionBy(*cols(found.key)).orderBy(
         F.col(VALID_FROM).asc_nulls_first(), POSITION
     )
@@ -156,7 +221,12 @@ def cdc_versions(
 
 
 def versions_from(
-    base: DataFrame, changes: DataFrame | None, names: list[str], key: list[str]
+    base: DataFrame,
+    changes: DataFrame | None,
+    names: list[str],
+    key: list[str],
+    floors: DataFrame | None = None,
+    truncate_floor: str | None = None,
 ) -> DataFrame:
     """The versions of a keyed state: ``base`` (user columns, ``_cdc_position``,
     ``_cdc_event_time``: the state at the range's low end) valid from the low end, then each
@@ -167,7 +237,9 @@ def versions_from(
 
     As snapshot_as_of_event_time decides, the change with the newest source position among
     those up to a time wins: a change older in the source's order than one placed before it in
-    event time (the base's rows included) never becomes the valid version.
+    event time (the base's rows included) never becomes the valid version; nor does one older
+    than ``floors`` (per key: the newest position up to the low end, deletes included) or
+    ``truncate_floor`` (the newest truncate up to the low end), from :func:`superseding`.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -186,16 +258,31 @@ def versions_from(
     changes = changes.where(F.col(OP) != "t").select(
         *cols(names), F.col(EVENT_TIME).alias(VALID_FROM), OP, POSITION, EVENT_TIME
     )
+    if truncate_floor is not None:
+        changes = changes.where(F.col(POSITION) > F.lit(truncate_floor))
+    marks = []
+    if floors is not None:  # marks in the running maximum, dropped after it
+        marks = [
+            floors.select(
+                *(col(n) if n in key else F.lit(None).alias(n) for n in names),
+                F.lit(None).cast("timestamp").alias(VALID_FROM),
+                F.lit("x").alias(OP),
+                POSITION,
+                F.lit(None).cast("timestamp").alias(EVENT_TIME),
+            )
+        ]
     running = (
         Window.partitionBy(*cols(key))
         .orderBy(F.col(VALID_FROM).asc_nulls_first(), POSITION)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     position = F.coalesce(F.col(POSITION), F.lit(""))
+    every = base.unionByName(changes.dropDuplicates([*key, POSITION]))
+    for mark in marks:
+        every = every.unionByName(mark, allowMissingColumns=False)
     return (
-        base.unionByName(changes.dropDuplicates([*key, POSITION]))
-        .withColumn("_newest", F.max(position).over(running))
-        .where(F.col(VALID_FROM).isNull() | (position == F.col("_newest")))
+        every.withColumn("_newest", F.max(position).over(running))
+        .where((F.col(OP) != "x") & (F.col(VALID_FROM).isNull() | (position == F.col("_newest"))))
         .drop("_newest")
     )
 

@@ -45,22 +45,9 @@ FACT_COLUMNS = ["fid", "cust", "ts", "note"]
 DIM_COLUMNS = ["name", "qty", "price"]
 AUDIT = ["_dim_version", "_dim_valid_from"]
 
-# Product bugs this oracle found (sparkext/history/versions.py, reported, not fixed here); each
-# xfail is strict, so the test fails as soon as the product is right and the mark must go.
-AT_THE_LATEST_FACT = (
-    "cdc_range skips an event log whose earliest event time equals the latest fact's "
-    "millisecond (EVENT_TIME_MIN < high_ms, with high = latest fact + 1 µs floored to ms), so a "
-    "change at exactly the latest fact's time is lost when only that log holds it"
-)
-BEHIND_A_DELETE = (
-    "versions_from compares an in-range change only with the positions of base rows; a key "
-    "deleted before the earliest fact has no base row, so a change older in the binlog than "
-    "that delete (a clock behind) becomes the valid version"
-)
-BEHIND_A_TRUNCATE = (
-    "dim_join takes truncate floors only from truncates inside the facts' range; a truncate "
-    "before the earliest fact does not end an in-range change older than it in the binlog"
-)
+# Three product bugs this oracle found (fixed in sparkext/history/versions.py): a change at
+# exactly the latest fact's millisecond was lost when only its own log held it; a change older in
+# the binlog than a delete, or a truncate, before the earliest fact became valid.
 
 
 # ---- the model on its own ------------------------------------------------------------------
@@ -387,10 +374,7 @@ def _windows(work: Workload) -> dict[str, tuple[int, int | None]]:
     "window",
     [
         "after-truncate",
-        pytest.param(
-            "on-a-call",
-            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=AT_THE_LATEST_FACT),
-        ),
+        "on-a-call",
     ],
 )
 def test_event_mode_on_a_query_of_later_facts_starts_from_the_base_state(spark, workload, window):
@@ -575,7 +559,6 @@ def test_hand_built_control_the_truncate_inside_the_facts_range(spark, hand_buil
     assert got == want
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=BEHIND_A_DELETE)
 def test_a_change_behind_a_delete_before_the_first_fact_stays_deleted(spark, hand_built):
     """Facts of key 1 at 25 s and 35 s: the update at 30 s is older in the binlog than the
     delete at 20 s, so at 35 s the delete still decides."""
@@ -583,7 +566,6 @@ def test_a_change_behind_a_delete_before_the_first_fact_stays_deleted(spark, han
     assert got == want
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=BEHIND_A_TRUNCATE)
 def test_a_change_behind_a_truncate_before_the_first_fact_stays_truncated(spark, hand_built):
     """Facts of key 3 at 55 s and 65 s: the truncate (40 s) is before the first fact; the insert
     at 60 s is older than it in the binlog, so at 65 s key 3 is still gone."""
@@ -591,7 +573,6 @@ def test_a_change_behind_a_truncate_before_the_first_fact_stays_truncated(spark,
     assert got == want
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=AT_THE_LATEST_FACT)
 def test_a_change_exactly_at_the_latest_fact_counts(spark, hand_built):
     """Facts of key 4 at 46 s and 70 s: the update at exactly 70 s (the only event of the second
     CALL) counts for the fact at 70 s."""
