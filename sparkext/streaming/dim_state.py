@@ -106,11 +106,17 @@ class DimensionStates:
         """Release every kept state (the stream has stopped)."""
         from sparkext.iceberg.catalog import release_checkpoint
 
-        for held in self._held.values():
+        # stop() and wait() may both close, on two threads: take the states out once
+        held_states = []
+        while self._held:
+            try:
+                held_states.append(self._held.popitem()[1])
+            except KeyError:  # emptied by the other thread meanwhile
+                break
+        for held in held_states:
             release_checkpoint(held.state)
             if held.pending is not None:
                 release_checkpoint(held.pending)
-        self._held.clear()
 
     # ---- pinning and planning ------------------------------------------------------------
 
