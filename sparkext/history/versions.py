@@ -171,6 +171,84 @@ def superseding(
     return floors, truncate_floor
 
 
+MARK = "x"  # the op of an earlier event known by key and position: it supersedes, is no version
+
+
+def earlier_events(
+    spark: SparkSession, chain, user, key: list[str], candidates: DataFrame
+) -> DataFrame | None:
+    """The events of the logs of ``chain`` (snapshot facts, oldest first) that can supersede
+    ``candidates`` (events read later): key columns, ``_cdc_op`` (:data:`MARK`, or ``'t'`` for
+    a truncate), ``_cdc_position`` and ``_cdc_event_time``, of the candidates' keys (truncates:
+    every one) and at or above the oldest candidate's position. None when nothing can.
+
+    A log is opened only when its commit's high-water mark (``sparkext.cdc.max-position``)
+    reaches the oldest candidate, so a source whose changes arrive in order reads nothing.
+    """
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc import summary as keys
+    from sparkext.history.as_of import OP, POSITION, _read_logs
+
+    oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
+    if oldest is None:
+        return None
+    logs = [
+        s.summary[keys.EVENTS_LOCATION]
+        for s in chain
+        if keys.EVENTS_LOCATION in s.summary
+        and str(s.summary.get(keys.MAX_POSITION, oldest)) >= oldest
+    ]
+    key_columns = [(n, t) for n, t in user if n in key]
+    early = _read_logs(spark, logs, key_columns, key)
+    if early is None:
+        return None
+    early = early.where(F.col(POSITION) >= F.lit(oldest))
+    changed = candidates.where(F.col(OP) != "t").select(*cols(key)).distinct()
+    of_keys = early.where(F.col(OP) != "t").join(F.broadcast(changed), key, "left_semi")
+    return of_keys.withColumn(OP, F.lit(MARK)).unionByName(early.where(F.col(OP) == "t"))
+
+
+def undominated(
+    events: DataFrame,
+    marks: DataFrame | None,
+    key: list[str],
+    truncate_floor: str | None = None,
+) -> DataFrame:
+    """``events`` without the changes that can never be a valid version: one older in the
+    source's order than another event of its key (``marks`` included, deletes too) at or before
+    its own event time, than a truncate at or before it, or than ``truncate_floor`` (a truncate
+    before every event). Such a change loses to that event at every later time, so dropping it
+    once is final; truncates pass through. Among the changes kept, a key's event-time order is
+    its source order."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from sparkext.history.as_of import EVENT_TIME, OP, POSITION
+
+    cut = truncates(events) + truncates(marks)  # collected: a handful
+    changes = events.where(F.col(OP) != "t")
+    every = changes
+    if marks is not None:
+        every = every.unionByName(marks.where(F.col(OP) != "t"), allowMissingColumns=True)
+    running = (
+        Window.partitionBy(*cols(key))
+        .orderBy(EVENT_TIME)
+        .rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    position = F.coalesce(F.col(POSITION), F.lit(""))
+    kept = (
+        every.withColumn("_newest", F.max(position).over(running))
+        .where((F.col(OP) != MARK) & (position == F.col("_newest")))
+        .select(*changes.columns)
+    )
+    if truncate_floor is not None:
+        kept = kept.where(position > F.lit(truncate_floor))
+    for micros, at in cut:
+        kept = kept.where(~((F.unix_micros(EVENT_TIME) >= F.lit(micros)) & (position < F.lit(at))))
+    return kept.unionByName(events.where(F.col(OP) == "t"))
+
+
 def truncates(frame: DataFrame | None) -> list[tuple[int, str]]:
     """(event time in epoch µs, source position) of the truncates among ``frame``'s events
     (collected: a table is truncated a handful of times, not per row)."""

@@ -194,8 +194,15 @@ class DimensionStates:
     def _versions(self, view: ViewSpec) -> DataFrame:
         from pyspark.sql import functions as F
 
-        from sparkext.history.as_of import EVENT_TIME, SYSTEM_NAMES, _read_logs
-        from sparkext.history.versions import cdc_range, truncates, versions_in_place
+        from sparkext.history.as_of import EVENT_TIME, OP, POSITION, SYSTEM_NAMES, _read_logs
+        from sparkext.history.versions import (
+            MARK,
+            cdc_range,
+            earlier_events,
+            truncates,
+            undominated,
+            versions_in_place,
+        )
 
         started = time.monotonic()
         spark, table = self.spark, view.table
@@ -214,19 +221,38 @@ class DimensionStates:
         if refresh.kind == "reload":
             found = cdc_range(spark, table, view.low, None)
             state = _checkpoint(found.base.repartition(*cols(found.key)))
-            pending = _checkpoint(found.changes) if found.changes is not None else None
+            pending = None
+            if found.changes is not None:  # without the changes that can never be valid
+                floors = None
+                if found.floors is not None:
+                    floors = found.floors.select(
+                        *cols(found.key),
+                        F.lit(MARK).alias(OP),
+                        POSITION,
+                        times.lit(found.low).alias(EVENT_TIME),
+                    )
+                pending = _checkpoint(
+                    undominated(found.changes, floors, found.key, found.truncate_floor)
+                )
             held = _Held(found.snapshot_id, names, tuple(found.key), found.low, state, pending)
             self.pins[table] = found.snapshot_id
             bytes_read = _live_bytes(spark, table, found.snapshot_id)
         else:
             assert held is not None and low is not None
             key = list(held.key)
-            events = held.pending
-            if refresh.logs:
+            events, marks = held.pending, None
+            if refresh.logs:  # new events; a late one may never be valid (an earlier delete)
                 new = _read_logs(spark, list(refresh.logs), user, key)
+                assert new is not None
+                chain = _chain_to(spark, table, held.snapshot_id)
+                marks = earlier_events(spark, chain, user, key, new)
                 events = new if events is None else events.unionByName(new)
+                events = undominated(events, marks, key)
             if events is not None and (low > held.low or refresh.logs):
                 due = events.where(F.col(EVENT_TIME) <= times.lit(low))
+                if marks is not None:  # what the state's rows and missing keys came from
+                    known = marks.where(F.col(EVENT_TIME) <= times.lit(held.low))
+                    due = due.unionByName(known, allowMissingColumns=True)
                 temporaries: list[DataFrame] = []
                 state = _checkpoint(_fold(held.state, due, list(names), key, temporaries))
                 pending = _checkpoint(events.where(F.col(EVENT_TIME) > times.lit(low)))
@@ -284,7 +310,16 @@ class DimensionStates:
             assert held is not None
             temporaries = []
             state = (
-                _fold_logs(spark, held.state, refresh.logs, list(names), key, temporaries)
+                _fold_logs(
+                    spark,
+                    table,
+                    held.state,
+                    held.snapshot_id,
+                    refresh.logs,
+                    names,
+                    key,
+                    temporaries,
+                )
                 if cdc
                 else _fold_changelog(
                     spark, table, held.state, held.snapshot_id, pinned, key, temporaries
@@ -339,19 +374,24 @@ def _fold(
 ) -> DataFrame:
     """``state`` (user columns, ``_cdc_position``, ``_cdc_event_time``) after ``events``:
     per key the newest source position wins (a delete removes the key); a truncate removes every
-    row older than it. The winners are small and broadcast: the state is scanned in memory and
+    row older than it. ``events`` may carry marks (op :data:`~sparkext.history.versions.MARK`:
+    earlier events the state already reflects, deletes included): a mark never becomes a row,
+    but a change older than it is dropped, as ingest_cdc drops it. The winners are small and
+    broadcast: the state is scanned in memory and
     keeps its partitioning by key unless the events add keys it does not hold. Checkpoints made
     on the way are added to ``temporaries`` (released once the result is kept)."""
     from pyspark.sql import functions as F
 
     from sparkext.history.as_of import EVENT_TIME, OP, POSITION
+    from sparkext.history.versions import MARK
 
     others = [n for n in names if n not in key]
+    newest = F.struct(POSITION, F.col(OP) != MARK)  # a mark loses a tie with its own event
     truncate = events.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first().p
     winners = (
         events.where(F.col(OP) != "t")
         .groupBy(*cols(key))
-        .agg(F.max_by(F.struct(*cols(others), OP, POSITION, EVENT_TIME), POSITION).alias("w"))
+        .agg(F.max_by(F.struct(*cols(others), OP, POSITION, EVENT_TIME), newest).alias("w"))
         .select(*cols(key), *(col("w", n).alias(n) for n in others),
                 F.col(f"w.{OP}").alias("w_op"), F.col(f"w.{POSITION}").alias("w_pos"),
                 F.col(f"w.{EVENT_TIME}").alias("w_et"))
@@ -364,8 +404,10 @@ def _fold(
     # 1. keys the state holds: a projection of the state joined to the broadcast winners, so the
     #    state keeps its partitioning (no shuffle)
     joined = state.join(F.broadcast(winners), key, "left")
-    newer = F.col("w_pos").isNotNull() & (
-        F.col(POSITION).isNull() | (F.col("w_pos") > F.col(POSITION))
+    newer = (
+        F.col("w_pos").isNotNull()
+        & (F.col("w_op") != MARK)
+        & (F.col(POSITION).isNull() | (F.col("w_pos") > F.col(POSITION)))
     )
 
     def winner(c: str):
@@ -374,14 +416,16 @@ def _fold(
         return F.col({POSITION: "w_pos", EVENT_TIME: "w_et"}.get(c, "w_op"))
 
     updated = joined.where(~(newer & (F.col("w_op") == "d"))).select(
-        *(
-            (col(c) if c in key else F.when(newer, winner(c)).otherwise(state[c])).alias(c)
+        *(  # the key columns pass through unaliased: an alias would hide their partitioning
+            state[c] if c in key else F.when(newer, winner(c)).otherwise(state[c]).alias(c)
             for c in state.columns
         )
     )
     # 2. keys only the winners know: added by a union, re-partitioned by key (a shuffle, only
     #    when the dimension gained keys)
-    fresh = winners.join(state.select(*cols(key)), key, "left_anti").where(F.col("w_op") != "d")
+    fresh = winners.join(state.select(*cols(key)), key, "left_anti").where(
+        ~F.col("w_op").isin("d", MARK)
+    )
     if fresh.isEmpty():
         return updated
     added = fresh.select(*(winner(c).alias(c) for c in state.columns))
@@ -390,22 +434,40 @@ def _fold(
 
 def _fold_logs(
     spark: SparkSession,
+    table: str,
     state: DataFrame,
+    held: int | None,
     logs,
-    names: list[str],
+    names: tuple[str, ...],
     key: list[str],
     temporaries: list[DataFrame],
 ) -> DataFrame:
-    """An ingest_cdc table's rows (every column, system ones included) after the events of
-    ``logs``: the fold ingest_cdc itself applies, so it equals the table at the new snapshot."""
+    """An ingest_cdc table's rows (every column, system ones included) at snapshot ``held``
+    after the events of ``logs``: the fold ingest_cdc itself applies (a late change older than
+    the key's last event, a delete included, or than a truncate is dropped), so it equals the
+    table at the new snapshot."""
     from sparkext.history.as_of import SYSTEM_NAMES, _read_logs
+    from sparkext.history.versions import earlier_events
 
     schema = dict((f.name, f.dataType) for f in state.schema.fields)
     user = [(n, schema[n]) for n in names if n not in SYSTEM_NAMES]
     events = _read_logs(spark, list(logs), user, key)
     if events is None:
         return state
+    marks = earlier_events(spark, _chain_to(spark, table, held), user, key, events)
+    if marks is not None:
+        events = events.unionByName(marks, allowMissingColumns=True)
     return _fold(state, events, [n for n, _ in user], key, temporaries)
+
+
+def _chain_to(spark: SparkSession, table: str, snapshot_id: int | None) -> list:
+    """The table's retained snapshots up to ``snapshot_id``, oldest first (metadata only)."""
+    from sparkext.iceberg.catalog import resolve_table
+    from sparkext.iceberg.snapshots import ancestry
+
+    chain = ancestry(spark, resolve_table(spark, table))
+    ids = [s.snapshot_id for s in chain]
+    return chain[: ids.index(snapshot_id) + 1] if snapshot_id in ids else []
 
 
 def _fold_changelog(

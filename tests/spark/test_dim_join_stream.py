@@ -80,8 +80,17 @@ def test_event_mode_stream_folds_dimension_changes_and_equals_backfill(spark, tm
         _drain(run)
         _append(spark, orders, [(6, "10:40:00", 3), (7, "10:45:00", 1)])
         _drain(run)
-        ingest_batches(dim_dir, customers, [[_e("u", 1, 30, "10:50:00", 300)]], start=4)
-        _append(spark, orders, [(8, "10:55:00", 1), (9, "11:00:00", 9)])
+        # late changes of key 3, older in the binlog than its delete (220) which the state
+        # already applied: one before the delete's time (valid 10:25-10:30 only), one after it
+        # (never valid); neither brings key 3 back
+        ingest_batches(
+            dim_dir,
+            customers,
+            [[_e("u", 1, 30, "10:50:00", 300), _e("u", 3, 8, "10:25:00", 215),
+              _e("u", 3, 9, "10:35:00", 216)]],
+            start=4,
+        )  # fmt: skip
+        _append(spark, orders, [(8, "10:55:00", 1), (9, "11:00:00", 9), (12, "10:58:00", 3)])
         _drain(run)
     finally:
         run.stop()
@@ -102,12 +111,13 @@ def test_event_mode_stream_folds_dimension_changes_and_equals_backfill(spark, tm
         f"{DAY} 11:20:00",
     )
     # hand-worked: key 1 = 10 from 10:00, 20 from 10:20, 30 from 10:50, gone at 11:05; key 2 =
-    # 15 from 10:00, 25 from 10:15 (late); key 3 = 7 from 10:05, gone at 10:30; no key 9.
+    # 15 from 10:00, 25 from 10:15 (late); key 3 = 7 from 10:05, 8 from 10:25 (late), gone at
+    # 10:30 (its late 10:35 change is older than the delete); no key 9.
     expected = [
         (1, _t("10:10:00"), 10), (2, _t("10:12:00"), 15), (3, _t("10:20:00"), 20),
         (4, _t("10:16:00"), 25), (5, _t("10:31:00"), None), (6, _t("10:40:00"), None),
         (7, _t("10:45:00"), 20), (8, _t("10:55:00"), 30), (9, _t("11:00:00"), None),
-        (10, _t("11:10:00"), None),
+        (10, _t("11:10:00"), None), (12, _t("10:58:00"), None),
     ]  # fmt: skip
     assert _rows(spark, batch_sink) == expected
     assert _rows(spark, sink) == expected
@@ -164,15 +174,14 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
             [(3, "10:30:00", 1), (4, "10:30:00", 2), (5, "10:30:00", 3), (99, "10:35:00", 99)],
         )
         _drain(run)
-        # the folded state is the dimension at the snapshot the micro-batch pinned
         states = run.dimensions
-        for table in (customers, regions):
-            pinned = states.pins[table]
-            held = states._held[("lookup", table)].state
-            truth = spark.read.option("snapshot-id", str(pinned)).table(table)
-            assert sorted(map(tuple, held.collect())) == sorted(
-                map(tuple, truth.select(*held.columns).collect())
-            )
+        _assert_state_is_pinned_snapshot(spark, states, (customers, regions))
+        # a late change of key 2 older in the binlog than its delete (210): ingest_cdc drops it,
+        # and so does the fold (the key stays gone)
+        ingest_batches(dim_dir, customers, [[_e("u", 2, 26, "10:19:00", 205)]], start=3)
+        _append(spark, orders, [(6, "10:40:00", 2), (97, "10:45:00", 99)])
+        _drain(run)
+        _assert_state_is_pinned_snapshot(spark, states, (customers, regions))
         # the state is partitioned by its key: a join with facts shuffles the facts only
         held = states._held[("lookup", customers)].state
         facts = spark.range(100).withColumnRenamed("id", "customer_id")
@@ -190,8 +199,19 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
     assert {(customers, "delta"), (regions, "delta")} <= kinds, kinds
     assert _rows(spark, sink) == [
         (1, 10, "north"), (2, 15, "south"), (3, 11, "east"), (4, None, "south"), (5, 33, "west"),
-        (98, None, None),
+        (6, None, "south"), (98, None, None), (99, None, None),
     ]  # fmt: skip
+
+
+def _assert_state_is_pinned_snapshot(spark, states, tables):
+    """Each folded state is the dimension at the snapshot the micro-batch pinned."""
+    for table in tables:
+        pinned = states.pins[table]
+        held = states._held[("lookup", table)].state
+        truth = spark.read.option("snapshot-id", str(pinned)).table(table)
+        assert sorted(map(tuple, held.collect())) == sorted(
+            map(tuple, truth.select(*held.columns).collect())
+        )
 
 
 def test_versions_in_place_equal_the_windowed_versions_and_keep_the_state_partitioned(spark):
