@@ -1,0 +1,1 @@
+"""Table layout optimisation: pure, vectorised space-filling-curve keys for clustering rows."""
