@@ -32,6 +32,7 @@ BENCHMARKS = (
     "snapshot_as_of_event_time",
     "stream_backfill",
     "changelog",
+    "dim_join",
 )
 RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
 LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)

@@ -248,8 +248,13 @@ class DimensionStates:
                 marks = earlier_events(spark, chain, user, key, new)
                 events = new if events is None else events.unionByName(new)
                 events = undominated(events, marks, key)
+            due = None
             if events is not None and (low > held.low or refresh.logs):
                 due = events.where(F.col(EVENT_TIME) <= times.lit(low))
+            if due is not None and due.isEmpty():  # nothing to fold: the state stays as it is
+                pending = _checkpoint(events) if refresh.logs else events
+                held = _Held(pinned, names, held.key, low, held.state, pending)
+            elif due is not None:
                 if marks is not None:  # what the state's rows and missing keys came from
                     known = marks.where(F.col(EVENT_TIME) <= times.lit(held.low))
                     due = due.unionByName(known, allowMissingColumns=True)
