@@ -223,6 +223,46 @@ def test_schema_evolution_add_widen_and_refuse(spark, tmp_path, table_name):
     assert snapshot_count(spark, table_name) == snapshots
 
 
+def _event_logs(spark, table: str) -> list[str]:
+    from sparkext.cdc.summary import EVENTS_LOCATION
+
+    rows = spark.sql(
+        f"SELECT summary['{EVENTS_LOCATION}'] AS log FROM {table}.snapshots ORDER BY committed_at"
+    ).collect()
+    return [r.log for r in rows if r.log]
+
+
+def test_event_logs_of_evolved_schemas_read_together(spark, tmp_path, table_name):
+    """Logs whose schemas merge are one Parquet relation; a type change falls back to one read
+    per log; both conform every log to the current columns and types."""
+    from sparkext.history.as_of import _read_logs
+
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", [connect_event("c", 1, 10, 5, "int32")])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [connect_event("c", 2, 20, 2**40, "int64", note="new")])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "3.json", [connect_event("u", 2, 30, 7, "int64")])
+    ingest(table_name, landing, checkpoint)
+    logs = _event_logs(spark, table_name)
+    assert len(logs) == 3
+    schema = spark.table(table_name).schema
+    user = [(f.name, f.dataType) for f in schema.fields if not f.name.startswith("_cdc")]
+
+    def read(paths):
+        frame = _read_logs(spark, paths, user, ["id"])
+        rows = sorted((r.id, r.qty, r.note, r._cdc_op) for r in frame.collect())
+        return frame, rows
+
+    merged, rows = read(logs[1:])  # qty BIGINT in both: one relation, note NULL where absent
+    assert rows == [(2, 7, None, "u"), (2, 2**40, "new", "c")]
+    assert str(merged._jdf.queryExecution().analyzed()).count("Relation [") == 1
+    apart, rows = read(logs)  # qty INT in the first log: read one by one, cast to BIGINT
+    assert rows == [(1, 5, None, "c"), (2, 7, None, "u"), (2, 2**40, "new", "c")]
+    assert str(apart._jdf.queryExecution().analyzed()).count("Relation [") == 3
+    assert dict(apart.dtypes)["qty"] == "bigint"
+
+
 def test_duckdb_reads_the_same_rows(spark, tmp_path, table_name):
     from tests.helpers.readers import duckdb_query
 
