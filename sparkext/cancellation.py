@@ -161,6 +161,16 @@ def _ignoring_interrupts():
     return _sigint(signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def _deferring_interrupts() -> Iterator[list[bool]]:
+    """No signal may cut a py4j call of this thread short, but a Ctrl-C meanwhile is not lost:
+    the list yielded holds True once one came (an interrupted system call is retried, PEP 475).
+    """
+    caught: list[bool] = []
+    with _sigint(lambda *_: caught.append(True)):
+        yield caught
+
+
 class _Worker:
     """ONE daemon thread that runs statements in turn: one py4j connection (PySpark pins a JVM
     thread to each Python thread), and a statement abandoned by a second Ctrl-C never keeps
@@ -241,10 +251,12 @@ class Runner:
                 _local.statement = None
                 _running = None
 
-        with _ignoring_interrupts():  # a py4j call must not be cut short by a signal
+        with _deferring_interrupts() as caught:  # a py4j call must not be cut short
             queries_before = {q.id for q in self.spark.streams.active}
             future = _the_worker().submit(target)
         try:  # around the handler's installation too: a Ctrl-C may land as it is installed
+            if caught:
+                raise KeyboardInterrupt
             with _interruptible():
                 return _wait(future)
         except KeyboardInterrupt:
@@ -283,18 +295,27 @@ class Runner:
         cancelling until it ends: Spark cancels only the jobs running at the moment, and a
         statement may start another one after (a procedure's next step)."""
         context = self.spark.sparkContext
-        for query in self.spark.streams.active:
-            if query.id not in queries_before:
-                stopped.append(True)
-                with contextlib.suppress(Exception):
-                    query.stop()
+        seen = set(queries_before)
+
+        def stop_new_queries() -> None:
+            with contextlib.suppress(Exception):
+                for query in self.spark.streams.active:
+                    if query.id not in seen:
+                        seen.add(query.id)
+                        stopped.append(True)
+                        with contextlib.suppress(Exception):
+                            query.stop()
+
+        stop_new_queries()
         while not future.done():
             with contextlib.suppress(Exception):
                 context.cancelJobGroup(statement.group)
                 if self.owns_session:  # jobs a foreachBatch starts run outside the group
                     context.cancelAllJobs()
+            stop_new_queries()  # one the statement started after the cancel (it runs on)
             with contextlib.suppress(Exception):  # a timeout, or the statement's own error
                 future.result(timeout=0.25)
+        stop_new_queries()  # ... or as it ended
 
     def close(self) -> None:
         """Nothing to release: the worker thread is shared and a daemon (kept for callers)."""

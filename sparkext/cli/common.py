@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -65,6 +68,46 @@ def overrides_of(confs: tuple[str, ...], master: str | None) -> dict[str, str]:
     return overrides
 
 
+class _QuietCtrlC(logging.Filter):
+    """py4j logs a Ctrl-C that lands inside one of its calls, with its traceback, through the
+    root logger ("KeyboardInterrupt while sending command."); the command line says it in one
+    line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "KeyboardInterrupt while sending command."
+
+
+_QUIET_CTRL_C = _QuietCtrlC()
+
+
+def _spark_children(pid: int) -> list[int]:
+    """This process's child processes that run Spark (spark-submit, then its JVM), from /proc;
+    none where there is no /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):  # gone meanwhile, or not Linux's format
+            continue
+        if parent == pid and b"spark" in command.lower():
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _stop_unstarted_jvm() -> None:
+    """A Ctrl-C while PySpark waits for its JVM to come up loses the JVM: PySpark deletes the
+    file the JVM was to report its port in, and the JVM then runs on, alone, for good. Stop it.
+    (Once PySpark has its gateway, the JVM exits with this process: its stdin closes.)"""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:
+        return
+    for pid in _spark_children(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+
+
 def start_session(overrides: dict[str, str], verbose: bool, announce: bool = False) -> SparkSession:
     """Start (or attach to) the Spark session; with ``announce``, say on stderr what is being
     started (master, catalog, warehouse) and when it is ready — Spark takes 10–30 s to start."""
@@ -78,8 +121,13 @@ def start_session(overrides: dict[str, str], verbose: bool, announce: bool = Fal
     saved = os.environ.get(LOG_LEVEL)
     if verbose:  # for this session only: never leaked to processes started later
         os.environ[LOG_LEVEL] = "WARN"
+    else:
+        logging.getLogger().addFilter(_QUIET_CTRL_C)
     try:
         spark = sparkext.session(**overrides)
+    except KeyboardInterrupt:
+        _stop_unstarted_jvm()
+        raise
     finally:
         if saved is None:
             os.environ.pop(LOG_LEVEL, None)

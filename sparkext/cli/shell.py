@@ -328,8 +328,8 @@ def cli(
 
     owns_session = active_session() is None
     overrides = overrides_of(confs, master)  # a malformed --conf is a usage error (status 2)
-    try:
-        spark = start_session(overrides, verbose, announce=interactive)
+    try:  # on a terminal, -e and -f say what starts too (as the subcommands do)
+        spark = start_session(overrides, verbose, announce=interactive or sys.stderr.isatty())
     except KeyboardInterrupt:
         click.echo("Cancelled while Spark was starting.", err=True)
         sys.exit(EXIT_CANCELLED)

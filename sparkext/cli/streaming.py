@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -45,24 +46,80 @@ def _inherited(confs: tuple[str, ...], master: str | None, verbose: bool):
     )
 
 
-def _session(overrides: dict[str, str], verbose: bool):
-    return start_session(overrides, verbose, announce=sys.stderr.isatty())
-
-
 EXIT_CANCELLED = 130
+
+
+def _session(overrides: dict[str, str], verbose: bool):
+    """Start Spark; a failure is one line (status 1), a Ctrl-C while it starts another (130)."""
+    try:
+        return start_session(overrides, verbose, announce=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        click.echo("Cancelled while Spark was starting.", err=True)
+        sys.exit(EXIT_CANCELLED)
+    except Exception as error:
+        fail(error, verbose)
+
+
 _COMMITTED = re.compile(r"\(snapshot \d+\)|no commit")
 
 
 def _check(text: str, job: str, verbose: bool) -> None:
     """Refuse a job whose text does not parse before Spark starts (that takes 10–30 s)."""
-    try:
-        from sparkext.streaming.job import check_syntax
-    except ImportError:  # pragma: no cover - older checkouts
-        return
+    from sparkext.streaming.job import check_syntax
+
     try:
         check_syntax(text)
     except Exception as error:
         fail(error, verbose, job)
+
+
+def check_options(
+    start: str | None = None,
+    end: str | None = None,
+    lookup_as_of: str | None = None,
+    interval: str | None = None,
+) -> None:
+    """Refuse a malformed option (a time, ``--lookup-as-of``, ``--interval``) before Spark
+    starts, in the sentence the run would give after it: a typo costs a second, not 30.
+
+    The times are read here only for their form and order; the run reads them again in the
+    session time zone.
+
+    >>> check_options("2026-11-21", "2026-11-20")
+    Traceback (most recent call last):
+    ...
+    sparkext.streaming.job.StreamingSqlError: --from 2026-11-21 00:00:00 is not before --to \
+2026-11-20 00:00:00; swap --from and --to.
+    """
+    from sparkext.streaming.job import StreamingSqlError, parse_duration
+    from sparkext.streaming.rewrite import parse_time
+
+    begin, finish = parse_time(start, "--from"), parse_time(end, "--to")
+    # Two wall clocks compare alike in every zone; a time with an offset waits for the session's.
+    naive = all(
+        t is not None and datetime.fromisoformat(t.strip()).tzinfo is None for t in (start, end)
+    )
+    if naive and begin >= finish:
+        raise StreamingSqlError(
+            f"--from {begin} is not before --to {finish}; swap --from and --to."
+        )
+    if lookup_as_of is not None and lookup_as_of.lower() not in ("end", "latest"):
+        try:
+            datetime.fromisoformat(lookup_as_of)
+        except ValueError:
+            raise StreamingSqlError(
+                f"--lookup-as-of '{lookup_as_of}' is not 'end', 'latest' or a time such as "
+                "'2026-11-20 00:00:00'."
+            ) from None
+    if interval is not None:
+        parse_duration(interval)
+
+
+def _check_options(verbose: bool, **options: str | None) -> None:
+    try:
+        check_options(**options)
+    except Exception as error:
+        fail(error, verbose)
 
 
 def _read(job: str) -> str:
@@ -100,11 +157,8 @@ def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, out
     confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
     _check(text, job, verbose)
-    overrides = overrides_of(confs, master)
-    try:
-        spark = _session(overrides, verbose)
-    except Exception as error:
-        fail(error, verbose)
+    _check_options(verbose, start=start, end=end, lookup_as_of=lookup_as_of)
+    spark = _session(overrides_of(confs, master), verbose)
     from sparkext.streaming.backfill import run_backfill
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
@@ -193,12 +247,13 @@ def stream(
     confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
     _check(text, job, verbose)
-    overrides = overrides_of(confs, master)
-    try:
-        from sparkext.streaming.stream import run_stream
+    _check_options(verbose, start=start_from, interval=interval)
+    spark = _session(overrides_of(confs, master), verbose)
+    from sparkext.cancellation import Runner, StatementCancelled
+    from sparkext.streaming.stream import run_stream
 
-        spark = _session(overrides, verbose)
-        run = run_stream(
+    def start():
+        return run_stream(
             spark,
             text,
             checkpoint,
@@ -208,6 +263,20 @@ def stream(
             start_from=start_from,
             dimension_state=dimension_state,
         )
+
+    # Starting takes seconds of py4j calls (tables, plans, the queries): they run on the
+    # Runner's worker, so a Ctrl-C meanwhile cancels the start (and stops any query it started)
+    # in one line instead of landing inside a py4j call of this thread. A micro-batch that
+    # committed meanwhile did so with its checkpoint, as when a running stream is stopped.
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
+    try:
+        run = Runner(spark, owns_session=True).run(start, f"sparkext-sql stream {job}")
+    except StatementCancelled:
+        click.echo(
+            f"Cancelled while the stream was starting; checkpoint intact in {checkpoint}.",
+            err=True,
+        )
+        sys.exit(EXIT_CANCELLED)
     except Exception as error:
         fail(error, verbose, job)
     click.echo(f"streaming; checkpoint {run.checkpoint}; Ctrl-C stops.", err=True)
@@ -225,7 +294,6 @@ def stream(
             done.set()
 
     threading.Thread(target=wait, name="sparkext-stream-wait", daemon=True).start()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         while not done.wait(0.5):

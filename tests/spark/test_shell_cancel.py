@@ -222,3 +222,35 @@ def test_a_statement_cancelled_while_queued_never_runs(spark):
         signal.signal(signal.SIGINT, previous)
     time.sleep(0.5)
     assert not ran.is_set()
+
+
+def test_a_query_the_statement_starts_after_the_cancel_is_stopped_too(spark):
+    """A statement still starting things when Ctrl-C comes (sparkext-sql stream planning its
+    queries) starts its query after the cancel: that query is stopped as well, and the
+    statement is reported cancelled, not finished."""
+    from sparkext.cancellation import Runner, StatementCancelled
+
+    started: list = []
+
+    def work():
+        statement = cancellation.current()
+        assert statement is not None and statement.cancelled.wait(120)
+        query = (  # what the statement does next, unaware of the cancel
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 1)
+            .load()
+            .writeStream.format("noop")
+            .start()
+        )
+        started.append(query)
+        return query
+
+    _interrupt_when(lambda: True)
+    try:
+        Runner(spark).run(work)
+    except StatementCancelled as cancelled:
+        assert str(cancelled) == "Cancelled; nothing was committed."
+    else:
+        raise AssertionError("the statement was reported as finished")
+    assert started and not started[0].isActive
+    assert all(q.id != started[0].id for q in spark.streams.active)

@@ -109,8 +109,8 @@ def test_stream_then_backfill_the_same_file(tmp_path):
         timeout=600,
     )
     assert bad.returncode == 1
-    assert said(bad.stderr) == (
-        "Error: start 'yesterday' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
+    assert said(bad.stderr) == (  # refused before Spark starts, by the option's name
+        "Error: --from 'yesterday' is not a time; write 'YYYY-MM-DD HH:MM:SS' or 'YYYY-MM-DD'."
     )
 
 
