@@ -66,6 +66,14 @@ def tree_size(directory: str) -> tuple[int, int]:
     return len(files), sum(e.size for e in files)
 
 
+def missing(location: str) -> bool:
+    """Whether ``location`` (a path or URI, no glob) names nothing at all."""
+    from pyarrow import fs
+
+    filesystem, base = _fs(location)
+    return filesystem.get_file_info(base).type == fs.FileType.NotFound
+
+
 def batch_directories(root: str) -> list[str]:
     """The ``batch=N`` directories under ``root``, as URIs or paths like ``root`` itself."""
     from pyarrow import fs

@@ -246,6 +246,30 @@ def _query(
     return writer.trigger(**trigger).start()
 
 
+def _check_source(source: str) -> None:
+    """A file source that does not exist is one sentence (Spark's own error names no remedy).
+
+    >>> try:
+    ...     _check_source("/nonexistent/landing")
+    ... except Exception as error:
+    ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
+    Source '/nonexistent/landing' does not exist: check the path (a relative one is from the
+    current directory); sparkext-demo --data DIR writes example change files to
+    DIR/shop.orders.
+    """
+    from sparkext.cdc.checkpoint import missing
+    from sparkext.errors import IngestError
+
+    if source.startswith(KAFKA) or any(ch in source for ch in "*?[{"):
+        return
+    if missing(source):
+        raise IngestError(
+            f"Source '{source}' does not exist: check the path (a relative one is from the "
+            "current directory); sparkext-demo --data DIR writes example change files to "
+            "DIR/shop.orders."
+        )
+
+
 def ingest(
     spark: SparkSession,
     settings: Settings,
@@ -259,6 +283,7 @@ def ingest(
     the batch or while it read), nothing of that batch was committed and the query runs again,
     skipping and rejecting the missing files.
     """
+    _check_source(source)
     ingestor = Ingestor(spark, settings, progress)
     for skip_missing in (False, True):
         query = _query(
@@ -288,5 +313,6 @@ def start(
     max_files: int | None = None,
 ) -> StreamingQuery:
     """Run the same pipeline continuously (every ``interval``); stop it with ``query.stop()``."""
+    _check_source(source)
     ingestor = Ingestor(spark, settings, lambda message: None)
     return _query(spark, settings, source, ingestor, max_files, {"processingTime": interval})

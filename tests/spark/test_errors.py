@@ -128,6 +128,14 @@ CASES = [
         "Unknown procedure or function 'nope'; CALL sparkext.help() lists them.",
     ),
     (
+        "CALL sparkext.ingest_cdc(table => '{t}', source => '/nonexistent/sparkext-landing', "
+        "checkpoint => '/tmp/sparkext-test-missing-source-ck')",
+        IngestError,
+        "Source '/nonexistent/sparkext-landing' does not exist: check the path (a relative one "
+        "is from the current directory); sparkext-demo --data DIR writes example change files "
+        "to DIR/shop.orders.",
+    ),
+    (
         "SELECT * FROM sparkext.table_health(table => '{t}', extra => 1)",
         ProcedureArgumentError,
         "sparkext.table_health has no parameter 'extra'; parameters: table, options.",
