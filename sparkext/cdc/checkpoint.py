@@ -67,11 +67,15 @@ def tree_size(directory: str) -> tuple[int, int]:
 
 
 def missing(location: str) -> bool:
-    """Whether ``location`` (a path or URI, no glob) names nothing at all."""
+    """Whether ``location`` (a path or URI, no glob) surely names nothing at all; False when
+    it cannot be told here (a scheme pyarrow does not reach: Spark's own read then decides)."""
     from pyarrow import fs
 
-    filesystem, base = _fs(location)
-    return filesystem.get_file_info(base).type == fs.FileType.NotFound
+    try:
+        filesystem, base = _fs(location)
+        return filesystem.get_file_info(base).type == fs.FileType.NotFound
+    except Exception:
+        return False
 
 
 def batch_directories(root: str) -> list[str]:
