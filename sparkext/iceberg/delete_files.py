@@ -214,6 +214,10 @@ class DeleteTable:
             finally:
                 reader.close()
 
+    def partition_selector(self, where: str | None):
+        """A predicate on Java content files: is the file's partition wholly inside ``where``?"""
+        return self._partition_selector(where)
+
     def _partition_selector(self, where: str | None):
         """A predicate on Java delete files: is the file's partition wholly inside ``where``?"""
         if not where:
@@ -268,8 +272,8 @@ class DeleteTable:
             raise ProcedureArgumentError(
                 f"where => {sql_string(where)} uses column "
                 f"{', '.join(repr(o) for o in others)}, but only "
-                f"partition source columns of {self.ref.name} may be used: equality deletes "
-                "are converted per partition."
+                f"partition source columns of {self.ref.name} may be used: the procedure works "
+                "on whole partitions."
             )
 
     def partitioned_data_min_sequence(self, snapshot_id: int) -> int | None:

@@ -11,6 +11,7 @@ from sparkext.procedures import (
     rewrite_equality_deletes,
     snapshot_as_of_event_time,
     table_health,
+    tiered_optimize,
 )
 from sparkext.procedures.base import Routine
 
@@ -25,5 +26,6 @@ ROUTINES: dict[str, Routine] = {
         rewrite_equality_deletes.ROUTINE,
         snapshot_as_of_event_time.ROUTINE,
         table_health.ROUTINE,
+        tiered_optimize.ROUTINE,
     )
 }

@@ -1,0 +1,533 @@
+"""CALL sparkext.tiered_optimize(table [, where, levels, cluster_by, curve, options, dry_run]).
+
+Commit-driven tiered optimisation as Bilibili's Magnus runs it (seed 002 §3), per partition:
+L0 merges small files and converts equality deletes, L1 clusters the level-0 data once enough
+has accumulated, L2 re-clusters the whole partition after N L1 runs, when its layout has
+decayed, or when it has been idle (:mod:`sparkext.planning.optimize` decides, from metadata
+only). Each (partition, level) group reads exactly its planned files at the planned snapshot,
+is laid out on the executors (:mod:`sparkext.optimize.cluster`) and committed as ONE
+RewriteFiles validated from that snapshot with its data sequence number
+(:mod:`sparkext.iceberg.optimize_table`). A group that conflicts with a concurrent change
+fails alone, with one sentence in its row, and leaves nothing behind; the others commit.
+
+Defaults come from table properties ``sparkext.optimize.<option>`` (and
+``sparkext.optimize.cluster-by`` / ``sparkext.optimize.curve``), so a scheduler can call the
+procedure with the table name only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sparkext import cancellation
+from sparkext.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    OptionError,
+    ProcedureArgumentError,
+)
+from sparkext.literals import sql_string
+from sparkext.planning.changelog_stream import parse_duration_ms
+from sparkext.planning.optimize import LEVELS, Group, Settings, plan
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Expected,
+    Option,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+    or_empty,
+    parse_boolean,
+    parse_bytes,
+    parse_count,
+)
+
+PROPERTY_PREFIX = "sparkext.optimize."
+CLUSTER_BY_PROPERTY = PROPERTY_PREFIX + "cluster-by"
+CURVE_PROPERTY = PROPERTY_PREFIX + "curve"
+
+TARGET_FILE_SIZE_BYTES = "target-file-size-bytes"
+SMALL_FILE_SIZE_BYTES = "small-file-size-bytes"
+L0_MIN_FILES = "l0.min-files"
+L1_MIN_BYTES = "l1.min-bytes"
+L2_EVERY_L1_RUNS = "l2.every-l1-runs"
+L2_MAX_DEPTH_RATIO = "l2.max-depth-ratio"
+L2_IDLE = "l2.idle"
+CONVERT_EQUALITY_DELETES = "convert-equality-deletes"
+MAX_GROUPS = "max-groups"
+
+
+def parse_ratio(text: str) -> float:
+    """A number above 1: ``4`` or ``2.5``.
+
+    >>> parse_ratio("2.5")
+    2.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise Expected("a number above 1 such as 4 or 2.5") from None
+    if not value > 1:
+        raise Expected("a number above 1 such as 4 or 2.5")
+    return value
+
+
+def parse_duration(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError:
+        raise Expected("a duration such as '6 hours' or '1 day'") from None
+
+
+def parse_levels(text: str | None) -> frozenset[int]:
+    """``'l0,l2'`` → {0, 2}; names are case-insensitive, ``0`` and ``L0`` both accepted.
+
+    >>> sorted(parse_levels("L0, l2"))
+    [0, 2]
+    >>> parse_levels("l3")
+    Traceback (most recent call last):
+    ...
+    sparkext.errors.ProcedureArgumentError: levels => 'l3' names an unknown level 'l3': use \
+l0, l1 and/or l2, e.g. levels => 'l0,l1'.
+    """
+    if text is None:
+        return frozenset()
+    out = set()
+    for part in (p.strip().lower() for p in text.split(",")):
+        name = part.removeprefix("l")
+        if not name.isdigit() or int(name) not in LEVELS:
+            raise ProcedureArgumentError(
+                f"levels => {sql_string(text)} names an unknown level '{part}': use l0, l1 "
+                "and/or l2, e.g. levels => 'l0,l1'."
+            )
+        out.add(int(name))
+    return frozenset(out)
+
+
+def parse_columns(text: str | None) -> tuple[str, ...]:
+    """``'a, b'`` → ('a', 'b'); empty → ().
+
+    >>> parse_columns(" a, b "), parse_columns("")
+    (('a', 'b'), ())
+    """
+    return tuple(c.strip() for c in (text or "").split(",") if c.strip())
+
+
+def resolve_options(
+    routine: Routine, given: Mapping[str, str], properties: Mapping[str, str]
+) -> dict[str, Any]:
+    """Each option from ``options => map(...)``, else table property
+    ``sparkext.optimize.<key>``, else its default.
+
+    >>> o = resolve_options(ROUTINE, {"l0.min-files": "3"}, {"sparkext.optimize.l0.min-files":
+    ...     "5", "sparkext.optimize.l1.min-bytes": "1MB"})
+    >>> o["l0.min-files"], o["l1.min-bytes"], o["l2.every-l1-runs"]
+    (3, 1048576, 10)
+    """
+    out = {}
+    for option in routine.options:
+        if option.key in given:
+            raw, source = given[option.key], None
+        elif PROPERTY_PREFIX + option.key in properties:
+            raw, source = properties[PROPERTY_PREFIX + option.key], PROPERTY_PREFIX + option.key
+        else:
+            raw, source = option.default, None
+        try:
+            out[option.key] = option.parse(raw)
+        except ValueError as error:
+            if source is None:
+                raise  # binding already checked what the caller gave
+            raise OptionError(
+                f"Table property {source} = {sql_string(raw)} is not valid ({error}); fix it "
+                f"with ALTER TABLE ... SET TBLPROPERTIES ('{source}' = ...)."
+            ) from None
+    return out
+
+
+def settings_from(
+    options: Mapping[str, Any],
+    target_default: int,
+    cluster_by: tuple[str, ...],
+    levels: frozenset[int],
+) -> Settings:
+    target = options[TARGET_FILE_SIZE_BYTES] or target_default
+    return Settings(
+        target_file_bytes=target,
+        small_file_bytes=options[SMALL_FILE_SIZE_BYTES] or max(1, target // 8),
+        l0_min_files=options[L0_MIN_FILES],
+        l1_min_bytes=options[L1_MIN_BYTES],
+        l2_every_l1_runs=options[L2_EVERY_L1_RUNS],
+        l2_max_depth_ratio=options[L2_MAX_DEPTH_RATIO],
+        l2_idle_ms=options[L2_IDLE],
+        cluster_columns=cluster_by,
+        levels=levels or frozenset(LEVELS),
+        forced=levels,
+    )
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.iceberg.optimize_table import OptimizeTable
+
+    ref = args.table()
+    where = (args["where"] or "").strip() or None
+    if where is not None and not ref.partitioned:
+        raise ProcedureArgumentError(
+            f"{ref.name} is unpartitioned, so where => {sql_string(where)} has no partition to "
+            "select; leave where out to optimise the whole table."
+        )
+    properties = dict(ref.properties)
+    options = resolve_options(ROUTINE, args["options"] or {}, properties)
+    levels = parse_levels(args["levels"])
+    cluster_by = parse_columns(args["cluster_by"] or properties.get(CLUSTER_BY_PROPERTY))
+    curve_name = (args["curve"] or properties.get(CURVE_PROPERTY) or "auto").strip().lower()
+    table = OptimizeTable(context.spark, ref)
+    _check_cluster_columns(ref.name, table, cluster_by, levels)
+    curve = _curve(curve_name, cluster_by)
+    settings = settings_from(options, ref.target_file_size_bytes, cluster_by, levels)
+    start = table.current_snapshot_id()
+    if start is None:
+        return []
+    context.progress(f"reading file metadata of {ref.name}")
+    facts = table.facts(start, where, cluster_by)
+    equality = facts.equality_delete_partitions if options[CONVERT_EQUALITY_DELETES] else ()
+    groups = plan(facts.files, settings, equality, facts.last_commit_ms, facts.now_ms)
+    groups = groups[: options[MAX_GROUPS]]
+    context.progress(f"plan: {_describe_plan(groups)}")
+    if args["dry_run"]:
+        return [_planned_row(g, table) for g in groups]
+    rows: list[tuple[Any, ...]] = []
+    converted: dict[str, tuple[int, int]] = {}
+    if any(g.convert_deletes for g in groups):
+        converted = _convert_equality_deletes(
+            context, table, where, {g.partition for g in groups if g.convert_deletes}, options
+        )
+        if converted:  # the data files' deletes changed: plan again at the new snapshot
+            table.refresh()
+            start = table.current_snapshot_id()
+            facts = table.facts(start, where, cluster_by)
+            groups = plan(facts.files, settings, (), facts.last_commit_ms, facts.now_ms)
+            groups = groups[: options[MAX_GROUPS]]
+            for partition, (removed, snapshot_id) in converted.items():
+                if not any(g.partition == partition for g in groups):
+                    rows.append(_conversion_row(partition, removed, snapshot_id))
+    for number, group in enumerate(groups, 1):
+        cancellation.raise_if_cancelled()
+        if len(group.files) < 2 and group.level == 0:
+            continue  # nothing to merge (its deletes were converted above)
+        label = f"L{group.level} {_partition_label(group.partition)}"
+        context.progress(
+            f"group {number}/{len(groups)}: {label}: {len(group.files)} files, "
+            f"{_mb(group.input_bytes)} ({group.reason})"
+        )
+        rows.append(_run_group(context, table, facts, group, curve, settings, converted, ref.name))
+        if rows[-1][-1] is not None and rows[-1][-1].startswith(UNKNOWN_PREFIX):
+            break  # the catalog could not say: stop before touching anything else
+    return rows
+
+
+UNKNOWN_PREFIX = "The catalog could not say"
+
+
+def _run_group(context, table, facts, group: Group, curve, settings, converted, name):
+    from sparkext.iceberg.optimize_table import (
+        OPERATION,
+        SUMMARY_CLUSTER_BY,
+        SUMMARY_CURVE,
+        SUMMARY_LEVEL,
+        SUMMARY_OPERATION,
+        SUMMARY_PARTITION,
+        SUMMARY_REASON,
+    )
+    from sparkext.optimize.cluster import cluster, output_tasks
+
+    started = time.monotonic()
+    paths = [f.path for f in group.files]
+    records = sum(f.records for f in group.files)
+    _, removable = table.deletes_of(paths)
+    removed_before, conversion_snapshot = converted.get(group.partition, (0, None))
+    written = None
+    error = None
+    snapshot_id = conversion_snapshot
+    spec_id = table.spec_id_of(paths[0])
+    try:
+        with table.staged(paths) as group_id:
+            frame = table.read_staged(group_id, settings.target_file_bytes)
+            if group.level >= 1:
+                tasks = output_tasks(group.input_bytes, settings.target_file_bytes)
+                frame = cluster(frame, settings.cluster_columns, curve, tasks, records)
+            written = table.write_staged(group_id, frame, spec_id, settings.target_file_bytes)
+            summary = {
+                SUMMARY_OPERATION: OPERATION,
+                SUMMARY_LEVEL: str(group.level),
+                SUMMARY_PARTITION: group.partition,
+                SUMMARY_REASON: group.reason,
+            }
+            if group.level >= 1:
+                summary[SUMMARY_CURVE] = curve
+                summary[SUMMARY_CLUSTER_BY] = ",".join(settings.cluster_columns)
+            snapshot_id = table.commit(facts, paths, written, summary)
+    except CommitStateUnknownError as unknown:
+        error = str(unknown)  # the files may be committed: keep them
+    except CommitConflictError as conflict:
+        error = str(conflict)
+        if written is not None:
+            table.discard(written)
+        context.progress(f"L{group.level} {_partition_label(group.partition)} failed: {error}")
+    except BaseException:
+        if written is not None:
+            table.discard(written)  # staged, never committed (a Ctrl-C, a failed write)
+        raise
+    committed = error is None
+    return (
+        _partition_label(group.partition),
+        group.level,
+        group.reason,
+        len(paths),
+        group.input_bytes,
+        written.files if written is not None and committed else 0,
+        written.bytes if written is not None and committed else 0,
+        removed_before + (removable if committed else 0),
+        snapshot_id if committed or conversion_snapshot else None,
+        int((time.monotonic() - started) * 1000),
+        error,
+    )
+
+
+def _convert_equality_deletes(context, table, where, partitions, options):
+    """Convert the equality deletes of ``partitions`` (L0) with rewrite_equality_deletes'
+    planner and runner, in one commit; return {partition: (files removed, snapshot)}."""
+    from sparkext.deletes.rewrite import run_round
+    from sparkext.planning.equality_deletes import PlanSettings, plan_round
+
+    deletes = table.deletes
+    deletes.refresh()
+    start = deletes.current_snapshot_id()
+    if start is None or deletes.format_version() < 2:
+        return {}
+    facts = [
+        dataclasses.replace(f, selected=f.selected and f.partition in partitions)
+        for f in deletes.delete_files(start, where)
+    ]
+    granularity = deletes.ref.prop("write.delete.granularity", "file") != "partition"
+    settings = PlanSettings(
+        format_version=deletes.format_version(),
+        file_granularity=granularity,
+        min_equality_delete_files=1,
+        max_files_per_commit=1_000_000,
+        merge_position_deletes=True,
+        min_position_delete_files=2,
+        partitioned_data_min_sequence=(
+            deletes.partitioned_data_min_sequence(start)
+            if any(f.is_global for f in facts)
+            else None
+        ),
+    )
+    round_plan = plan_round(facts, settings)
+    if not round_plan.convert:
+        return {}
+    context.progress(f"L0: converting {len(round_plan.convert)} equality-delete files")
+    try:
+        result = run_round(
+            context.spark,
+            deletes,
+            start,
+            round_plan,
+            where,
+            options[TARGET_FILE_SIZE_BYTES] or deletes.ref.target_file_size_bytes,
+            context.progress,
+            file_granularity=granularity,
+        )
+    except CommitConflictError as conflict:
+        context.progress(f"equality-delete conversion not committed: {conflict}")
+        return {}
+    if result.snapshot_id is None:
+        return {}
+    counts: dict[str, int] = {}
+    for f in round_plan.convert:
+        counts[f.partition] = counts.get(f.partition, 0) + 1
+    return {p: (n, result.snapshot_id) for p, n in counts.items()}
+
+
+def _conversion_row(partition: str, removed: int, snapshot_id: int) -> tuple[Any, ...]:
+    return (
+        _partition_label(partition), 0, "equality deletes converted",
+        0, 0, 0, 0, removed, snapshot_id, 0, None,
+    )  # fmt: skip
+
+
+def _planned_row(group: Group, table) -> tuple[Any, ...]:
+    _, removable = table.deletes_of([f.path for f in group.files]) if group.files else (0, 0)
+    return (
+        _partition_label(group.partition),
+        group.level,
+        group.reason,
+        len(group.files),
+        group.input_bytes,
+        None,
+        None,
+        removable,
+        None,
+        0,
+        None,
+    )
+
+
+def _check_cluster_columns(name: str, table, cluster_by, levels) -> None:
+    if levels & {1, 2} and not cluster_by:
+        wanted = ",".join(f"l{lv}" for lv in sorted(levels))
+        raise ProcedureArgumentError(
+            f"levels => '{wanted}' clusters {name}, but no cluster columns are set: pass "
+            f"cluster_by => 'a,b' or set table property {CLUSTER_BY_PROPERTY}."
+        )
+    from sparkext.errors import did_you_mean
+
+    columns = table.column_names()
+    lower = {c.lower(): c for c in columns}
+    for column in cluster_by:
+        if column.lower() not in lower:
+            raise ProcedureArgumentError(
+                f"cluster_by names '{column}', which is not a column of {name}"
+                f"{did_you_mean(column, columns)}; use top-level columns, e.g. "
+                f"cluster_by => '{','.join(columns[:2])}'."
+            )
+
+
+def _curve(name: str, cluster_by: tuple[str, ...]) -> str:
+    from sparkext.optimize.cluster import resolve_curve
+
+    return resolve_curve(name, cluster_by) if cluster_by else "linear"
+
+
+def _partition_label(partition: str) -> str | None:
+    """``'0:{"day":"2026-11-21"}'`` → ``'{"day":"2026-11-21"}'``; None when unpartitioned."""
+    body = partition.split(":", 1)[1] if ":" in partition else partition
+    return None if body in ("{}", "") else body
+
+
+def _describe_plan(groups: list[Group]) -> str:
+    if not groups:
+        return "nothing to do"
+    counts = {lv: sum(1 for g in groups if g.level == lv) for lv in LEVELS}
+    return ", ".join(f"{n} L{lv}" for lv, n in counts.items() if n) + " group(s)"
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.1f} MB"
+
+
+ROUTINE = Routine(
+    name="tiered_optimize",
+    doc="Tiered optimisation per partition: L0 small-file merge + equality-delete conversion, "
+    "L1 clustering of new data, L2 re-clustering of the whole partition.",
+    params=(
+        Param("table", ParamType.TABLE, "Iceberg table, e.g. 'lake.db.orders'", True),
+        Param(
+            "where",
+            ParamType.STRING,
+            "predicate on partition columns: only partitions wholly inside it are optimised",
+        ),
+        Param(
+            "levels",
+            ParamType.STRING,
+            "levels to run now whatever their triggers, e.g. 'l0,l1' (default: every level "
+            "where its trigger says so)",
+        ),
+        Param(
+            "cluster_by",
+            ParamType.STRING,
+            "cluster columns for L1/L2, e.g. 'user_id,event_time' (default: table property "
+            f"{CLUSTER_BY_PROPERTY}; none: L0 only)",
+        ),
+        Param(
+            "curve",
+            ParamType.STRING,
+            "auto (linear for one column, hilbert for more), zorder, hilbert or linear "
+            f"(default: table property {CURVE_PROPERTY}, else auto)",
+        ),
+        Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+        Param("dry_run", ParamType.BOOLEAN, "plan only: report what would run", default=False),
+    ),
+    options=(
+        Option(
+            TARGET_FILE_SIZE_BYTES,
+            "",
+            "output file size (default: the table's write.target-file-size-bytes, else 512MB)",
+            or_empty(parse_bytes),
+        ),
+        Option(
+            SMALL_FILE_SIZE_BYTES,
+            "",
+            "a data file below this size is small (default: target-file-size-bytes / 8)",
+            or_empty(parse_bytes),
+        ),
+        Option(
+            L0_MIN_FILES,
+            "12",
+            "L0 merges a partition's small files once there are this many",
+            parse_count,
+        ),
+        Option(
+            L1_MIN_BYTES,
+            "2GB",
+            "L1 clusters a partition's level-0 data once it holds this many bytes",
+            parse_bytes,
+        ),
+        Option(
+            L2_EVERY_L1_RUNS,
+            "10",
+            "L2 re-clusters a partition after this many L1 runs",
+            parse_count,
+        ),
+        Option(
+            L2_MAX_DEPTH_RATIO,
+            "4",
+            "L2 also runs when the partition's clustering depth exceeds this many times the "
+            "depth of a fresh clustering",
+            parse_ratio,
+        ),
+        Option(
+            L2_IDLE,
+            "",
+            "L2 also runs on a partition without commits for this long, e.g. "
+            "'1 day' (default: never)",
+            or_empty(parse_duration),
+        ),
+        Option(
+            CONVERT_EQUALITY_DELETES,
+            "true",
+            "L0 converts the partition's equality deletes to position deletes / deletion vectors",
+            parse_boolean,
+        ),
+        Option(
+            MAX_GROUPS, "1000", "at most this many (partition, level) groups per call", parse_count
+        ),
+    ),
+    output=(
+        OutputColumn("partition", "string", "partition as JSON (NULL: unpartitioned)"),
+        OutputColumn(
+            "level",
+            "int",
+            "0: merge / delete conversion, 1: cluster new data, 2: re-cluster the partition",
+        ),
+        OutputColumn("reason", "string", "the trigger that chose this group"),
+        OutputColumn("input_files", "bigint", "data files rewritten"),
+        OutputColumn("input_bytes", "bigint", "bytes of the rewritten data files"),
+        OutputColumn("output_files", "bigint", "data files written (NULL: dry run)"),
+        OutputColumn("output_bytes", "bigint", "bytes written (NULL: dry run)"),
+        OutputColumn(
+            "deletes_removed",
+            "bigint",
+            "equality-delete files converted plus DVs / "
+            "file-scoped position deletes dropped with their data files",
+        ),
+        OutputColumn("snapshot_id", "bigint", "the group's commit (NULL: dry run or failed)"),
+        OutputColumn("duration_ms", "bigint", "wall-clock time of the group"),
+        OutputColumn("error", "string", "why the group was not committed (NULL: committed)"),
+    ),
+    run=run,
+)
