@@ -1,0 +1,389 @@
+"""tiered_optimize: the oracle is the table itself before the run, read by stock Iceberg-Spark.
+
+After every run the table reads exactly the rows it read before (and DuckDB reads them too),
+every snapshot retained before the run reads as it did, deletes stay applied (position deletes,
+v3 DVs, equality deletes — also those committed while the run was rewriting), each group is one
+REPLACE snapshot whose summary carries its level, and a group that conflicts fails alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparkext
+from sparkext.errors import OptionError, ProcedureArgumentError
+from tests.helpers.iceberg import flink_commit
+from tests.helpers.readers import duckdb_query
+
+PREFIX = "user_0000000"  # 12 bytes every name shares: Iceberg's zorder sees one value
+
+
+def create(spark, name: str, version: int = 2, partitioned: bool = True, props: str = "") -> None:
+    spark.sql(
+        f"CREATE TABLE {name} (k int, name string, v int, p string) USING iceberg "
+        + ("PARTITIONED BY (p) " if partitioned else "")
+        + f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read', "
+        f"'write.update.mode'='merge-on-read'{props})"
+    )
+
+
+def insert(spark, name: str, start: int, count: int, parts: str = "ab") -> None:
+    values = ", ".join(
+        f"({k}, '{PREFIX}{(k * 7919) % 10_000:05d}', {k % 97}, '{parts[k % len(parts)]}')"
+        for k in range(start, start + count)
+    )
+    spark.sql(f"INSERT INTO {name} VALUES {values}")
+
+
+def rows(spark, name: str, snapshot_id: int | None = None) -> list[tuple]:
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    return sorted(tuple(r) for r in reader.load(name).collect())
+
+
+def snapshot_ids(spark, name: str) -> list[int]:
+    return [
+        r.snapshot_id
+        for r in spark.sql(
+            f"SELECT snapshot_id FROM {name}.snapshots ORDER BY committed_at"
+        ).collect()
+    ]
+
+
+def history(spark, name: str) -> dict[int, list[tuple]]:
+    return {s: rows(spark, name, s) for s in snapshot_ids(spark, name)}
+
+
+def optimize(name: str, arguments: str = "") -> list[dict]:
+    return [
+        r.asDict()
+        for r in sparkext.sql(
+            f"CALL sparkext.tiered_optimize(table => '{name}'{arguments})"
+        ).collect()
+    ]
+
+
+def live_files(spark, name: str) -> list:
+    return spark.sql(f"SELECT * FROM {name}.files").collect()
+
+
+def assert_same_everywhere(spark, name: str, before_history, before_rows) -> None:
+    spark.catalog.refreshTable(name)
+    assert rows(spark, name) == before_rows
+    for snapshot_id, expected in before_history.items():
+        assert rows(spark, name, snapshot_id) == expected, snapshot_id
+    data = live_files(spark, name)
+    live = {f.file_path for f in data if f.content == 0}
+    for f in data:  # no DV or file-scoped delete names a data file that is gone
+        if f.content == 1 and f.referenced_data_file is not None:
+            assert f.referenced_data_file in live
+
+
+def level_summaries(spark, name: str) -> list[tuple[str, str]]:
+    return [
+        (r.level, r.partition)
+        for r in spark.sql(
+            f"SELECT summary['sparkext.optimize.level'] AS level, "
+            f"summary['sparkext.optimize.partition'] AS partition FROM {name}.snapshots "
+            "WHERE operation = 'replace' ORDER BY committed_at"
+        ).collect()
+    ]
+
+
+def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
+    """L0 after enough small commits, L1 once enough level-0 bytes accumulated, L2 after N L1
+    runs; levels are read back from the REPLACE summaries on every call (no state elsewhere)."""
+    create(
+        spark,
+        table_name,
+        props=", 'sparkext.optimize.cluster-by'='name,k', 'sparkext.optimize.l0.min-files'='3', "
+        "'sparkext.optimize.l1.min-bytes'='1GB', 'sparkext.optimize.l2.every-l1-runs'='2'",
+    )
+    for i in range(3):
+        insert(spark, table_name, i * 40, 40, parts="a")
+    insert(spark, table_name, 1000, 10, parts="b")  # one small file: no trigger in b
+    before = history(spark, table_name), rows(spark, table_name)
+    out = optimize(table_name)
+    assert [(r["partition"], r["level"], r["input_files"], r["error"]) for r in out] == [
+        ('{"p":"a"}', 0, 3, None)
+    ]
+    assert out[0]["output_files"] == 1 and out[0]["snapshot_id"] is not None
+    assert_same_everywhere(spark, table_name, *before)
+    assert optimize(table_name) == []  # one file at level 0: nothing is due
+
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.optimize.l1.min-bytes'='1')")
+    insert(spark, table_name, 2000, 30, parts="a")
+    before = history(spark, table_name), rows(spark, table_name)
+    out = optimize(table_name)
+    assert sorted((r["partition"], r["level"], r["input_files"]) for r in out) == [
+        ('{"p":"a"}', 1, 2),  # the L0 output and the new file: clustered together
+        ('{"p":"b"}', 1, 1),
+    ]
+    assert_same_everywhere(spark, table_name, *before)
+
+    insert(spark, table_name, 3000, 30, parts="a")
+    out = optimize(table_name)
+    assert [(r["partition"], r["level"]) for r in out] == [('{"p":"a"}', 1)]
+    before = history(spark, table_name), rows(spark, table_name)
+    out = optimize(table_name)  # a holds files of two L1 runs: L2 re-clusters all of them
+    assert [(r["partition"], r["level"], r["input_files"]) for r in out] == [('{"p":"a"}', 2, 2)]
+    assert "2 L1 runs" in out[0]["reason"]
+    assert_same_everywhere(spark, table_name, *before)
+    assert level_summaries(spark, table_name) == [
+        ("0", '0:{"p":"a"}'),
+        *sorted([("1", '0:{"p":"a"}'), ("1", '0:{"p":"b"}')], key=lambda x: x[1]),
+        ("1", '0:{"p":"a"}'),
+        ("2", '0:{"p":"a"}'),
+    ]
+    assert duckdb_query(spark, table_name, "SELECT count(*), sum(k) FROM {table}") == [
+        (len(before[1]), sum(r[0] for r in before[1]))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "evolve"), [(2, False), (3, False), (2, True)], ids=["v2", "v3-dv", "spec-evolved"]
+)
+def test_deleted_rows_stay_deleted(spark, table_name, version, evolve):
+    """Spark's MOR DELETE/UPDATE/MERGE (position deletes in v2, DVs in v3) and Flink-style
+    equality deletes, partitioned, with a spec change half way: forced L0 and L2 keep every
+    deleted row deleted, drop the DVs and file-scoped deletes of rewritten files, and keep
+    every earlier snapshot readable as before."""
+    create(spark, table_name, version=version)
+    for i in range(4):
+        insert(spark, table_name, i * 50, 50)
+    spark.sql(f"DELETE FROM {table_name} WHERE k % 7 = 0")
+    spark.sql(f"UPDATE {table_name} SET v = -1 WHERE k % 11 = 0")
+    if evolve:
+        spark.sql(f"ALTER TABLE {table_name} ADD PARTITION FIELD bucket(2, k)")
+    insert(spark, table_name, 500, 50)
+    spark.sql(
+        f"MERGE INTO {table_name} t USING (SELECT id AS k FROM range(0, 600, 13)) s "
+        "ON t.k = s.k WHEN MATCHED THEN DELETE"
+    )
+    if version == 2:
+        flink_commit(
+            spark,
+            table_name,
+            ["k"],
+            deletes=[{"k": k, "name": None, "v": None, "p": "ab"[k % 2]} for k in (3, 5, 501)],
+        )
+    before = history(spark, table_name), rows(spark, table_name)
+    out = optimize(table_name, ", levels => 'l0'")
+    assert out and all(r["error"] is None for r in out)
+    assert_same_everywhere(spark, table_name, *before)
+    assert not [f for f in live_files(spark, table_name) if f.content == 2]  # converted
+    out = optimize(table_name, ", levels => 'l2', cluster_by => 'name,k', curve => 'zorder'")
+    assert out and all(r["level"] == 2 and r["error"] is None for r in out)
+    assert_same_everywhere(spark, table_name, *before)
+    if version == 2:
+        assert sorted(duckdb_query(spark, table_name, "SELECT * FROM {table}")) == before[1]
+
+
+def test_equality_deletes_committed_while_rewriting_still_apply(spark, table_name, monkeypatch):
+    """A CDC writer's equality delete committed after the plan read the files: the rewrite
+    keeps the planned data sequence number, so the delete still removes the rewritten row."""
+    from sparkext.iceberg import optimize_table
+
+    create(spark, table_name)
+    for i in range(3):
+        insert(spark, table_name, i * 10, 10, parts="a")
+    original = optimize_table.OptimizeTable.write_staged
+
+    def write_then_delete(self, *args, **kwargs):
+        written = original(self, *args, **kwargs)
+        flink_commit(spark, table_name, ["k"], deletes=[{"k": 4, "name": None, "v": 0, "p": "a"}])
+        return written
+
+    monkeypatch.setattr(optimize_table.OptimizeTable, "write_staged", write_then_delete)
+    out = optimize(table_name, ", levels => 'l0'")
+    assert [(r["input_files"], r["error"]) for r in out] == [(3, None)]
+    spark.catalog.refreshTable(table_name)
+    assert sorted(r.k for r in spark.table(table_name).collect()) == [
+        k for k in range(30) if k != 4
+    ]
+
+
+def test_a_conflicting_position_delete_fails_only_its_group(spark, table_name, monkeypatch):
+    """A position delete committed meanwhile on a file being rewritten fails that group with
+    one sentence and removes what it wrote; the other partition's group commits."""
+    from sparkext.iceberg import optimize_table
+
+    create(spark, table_name)
+    for i in range(3):
+        insert(spark, table_name, i * 10, 10)
+    original = optimize_table.OptimizeTable.write_staged
+    written_paths = []
+
+    def write_then_conflict(self, group_id, frame, *args, **kwargs):
+        written = original(self, group_id, frame, *args, **kwargs)
+        written_paths.extend(written.paths)
+        if len(written_paths) == written.files:  # the first group only: partition a
+            spark.sql(f"DELETE FROM {table_name} WHERE k = 2")
+        return written
+
+    monkeypatch.setattr(optimize_table.OptimizeTable, "write_staged", write_then_conflict)
+    out = {r["partition"]: r for r in optimize(table_name, ", levels => 'l0'")}
+    assert out['{"p":"b"}']["error"] is None and out['{"p":"b"}']["snapshot_id"]
+    failed = out['{"p":"a"}']
+    assert failed["snapshot_id"] is None and failed["output_files"] == 0
+    assert "conflicts with the optimisation of" in failed["error"]
+    assert "nothing was committed: run tiered_optimize again." in failed["error"]
+    assert "\n" not in failed["error"] and "at org.apache" not in failed["error"]
+    first = written_paths[0]
+    assert not os.path.exists(first.removeprefix("file:"))  # nothing of the failed group stays
+    spark.catalog.refreshTable(table_name)
+    assert sorted(r.k for r in spark.table(table_name).collect()) == [
+        k for k in range(30) if k != 2
+    ]
+
+
+def test_dry_run_plans_without_writing(spark, table_name):
+    create(spark, table_name, props=", 'sparkext.optimize.l0.min-files'='2'")
+    for i in range(2):
+        insert(spark, table_name, i * 10, 10, parts="a")
+    snapshots = snapshot_ids(spark, table_name)
+    out = optimize(table_name, ", dry_run => true")
+    assert [(r["level"], r["input_files"], r["output_files"], r["snapshot_id"]) for r in out] == [
+        (0, 2, None, None)
+    ]
+    assert snapshot_ids(spark, table_name) == snapshots
+
+
+def test_clustering_narrows_files_on_prefixed_strings(spark, table_name):
+    """Names share a 12-byte prefix: after L2 Hilbert clustering on (name, k) into several
+    files, a point lookup on name can skip most files (their [min, max] exclude it), where the
+    writers' files each span almost every name."""
+    create(spark, table_name, partitioned=False)
+    for i in range(8):
+        insert(spark, table_name, i * 250, 250, parts="a")
+    size = sum(f.file_size_in_bytes for f in live_files(spark, table_name))
+    optimize(
+        table_name,
+        f", levels => 'l2', cluster_by => 'name,k', options => map('target-file-size-bytes', "
+        f"'{size // 8}')",
+    )
+    files = live_files(spark, table_name)
+    assert len(files) >= 6
+    probes = [f"{PREFIX}{v:05d}" for v in range(0, 10_000, 397)]
+
+    def mean_hits() -> float:
+        total = 0
+        for probe in probes:
+            total += sum(
+                1
+                for f in files
+                if f.readable_metrics.name.lower_bound
+                <= probe
+                <= f.readable_metrics.name.upper_bound
+            )
+        return total / len(probes)
+
+    assert mean_hits() <= len(files) / 2  # unclustered, every one of the 8 files would match
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (", levels => 'l3'", ProcedureArgumentError, "names an unknown level 'l3'"),
+        (", levels => 'l2'", ProcedureArgumentError, "no cluster columns are set"),
+        (", cluster_by => 'nmae'", ProcedureArgumentError, "did you mean 'name'"),
+        (", cluster_by => 'name,k', curve => 'peano'", ProcedureArgumentError, "Unknown curve"),
+        (", where => \"p = 'a'\"", ProcedureArgumentError, "is unpartitioned"),
+        (", options => map('l0.min-files', '0')", OptionError, "expects a positive whole"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_changes_nothing(
+    spark, table_name, arguments, error, message
+):
+    create(spark, table_name, partitioned=False)
+    insert(spark, table_name, 0, 5)
+    insert(spark, table_name, 5, 5)
+    snapshots = snapshot_ids(spark, table_name)
+    with pytest.raises(error) as raised:
+        optimize(table_name, arguments)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert snapshot_ids(spark, table_name) == snapshots
+
+
+def test_a_bad_table_property_names_the_property(spark, table_name):
+    create(spark, table_name, props=", 'sparkext.optimize.l2.max-depth-ratio'='half'")
+    insert(spark, table_name, 0, 5)
+    with pytest.raises(OptionError, match=r"property sparkext\.optimize\.l2\.max-depth"):
+        optimize(table_name)
+
+
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import sparkext
+    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
+                             **{"spark.sql.shuffle.partitions": "2"})
+    row = sparkext.sql(
+        f"CALL sparkext.ingest_cdc(table => '{sys.argv[2]}', source => '{sys.argv[3]}', "
+        f"checkpoint => '{sys.argv[4]}', primary_key => 'id', "
+        "options => map('max-files-per-batch', '1'))"
+    ).first()
+    print("COMMITS", row.commits)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_cdc_writer_in_another_process_never_fails_while_optimising(spark, tmp_path, warehouse):
+    """ingest_cdc commits batch after batch from its own process while this one runs
+    tiered_optimize in a loop on the same table: every batch commits, and the table equals the
+    replay of the source."""
+    from tests.helpers.cdc_calls import ingest, land, table_rows
+    from tests.helpers.cdc_source import SourceTable, expected
+
+    table = "lake.test.optimized_while_written"
+    source = SourceTable(seed=1818, key_space=40)
+    changes = [e for e in source.run(320) if e["op"] != "t"]
+    zone, checkpoint = tmp_path / "zone", tmp_path / "checkpoint"
+    land(zone, "0000.json", changes[:40])
+    ingest(table, zone, checkpoint)  # creates the table; the writer process goes on from here
+    for index in range(1, 8):
+        land(zone, f"{index:04d}.json", changes[index * 40 : (index + 1) * 40])
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER_SCRIPT)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(warehouse), table, str(zone), str(checkpoint)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    runs = committed = 0
+    while writer.poll() is None or runs == 0:
+        for row in optimize(table, ", options => map('l0.min-files', '2')"):
+            committed += row["error"] is None and row["input_files"] > 0
+        runs += 1
+    out, err = writer.communicate(timeout=900)
+    assert writer.returncode == 0, err[-3000:]
+    assert "COMMITS 7" in out, out + err[-2000:]  # every batch of the writer committed
+    optimize(table, ", options => map('l0.min-files', '2')")
+    spark.catalog.refreshTable(table)
+    assert table_rows(spark, table) == expected(changes)
+    assert runs >= 1
+
+
+def test_where_leaves_other_partitions_untouched(spark, table_name):
+    create(spark, table_name)
+    for i in range(3):
+        insert(spark, table_name, i * 10, 10)
+
+    def paths(part: str) -> set[str]:
+        spark.catalog.refreshTable(table_name)
+        return {f.file_path for f in live_files(spark, table_name) if f.partition.p == part}
+
+    b_before = paths("b")
+    out = optimize(table_name, ", where => \"p = 'a'\", levels => 'l0'")
+    assert [(r["partition"], r["input_files"]) for r in out] == [('{"p":"a"}', 3)]
+    assert paths("b") == b_before and len(b_before) == 3
+    assert len(paths("a")) == 1
