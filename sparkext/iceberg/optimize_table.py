@@ -17,6 +17,7 @@ on a rewritten file fails the group (Iceberg's validation), which then leaves no
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,60 +101,18 @@ class OptimizeTable:
         """Live data files at the snapshot, each with its level, bounds and whether selected."""
         import time
 
-        from pyspark.sql import functions as F
-
-        snapshots = {int(s.snapshotId()): s for s in self._table.snapshots()}
-        levels = {sid: _level_of(s.summary().get(SUMMARY_LEVEL)) for sid, s in snapshots.items()}
-        commit_ms = {sid: int(s.timestampMillis()) for sid, s in snapshots.items()}
-        entries = self._entries(snapshot_id).where("status < 2 AND data_file.content = 0")
-        metrics = (
-            entries.schema["readable_metrics"].dataType.fieldNames()
-            if "readable_metrics" in entries.columns
-            else []
-        )
-        bound_columns = [c for c in cluster_by if c in metrics]
-        rows = entries.select(
-            F.col("data_file.file_path").alias("path"),
-            partition_key(DeleteTable._partition_column(entries), F.col("data_file.spec_id")).alias(
-                "pkey"
-            ),
-            F.col("data_file.file_size_in_bytes").alias("bytes"),
-            F.col("data_file.record_count").alias("records"),
-            F.col("snapshot_id"),
-            F.col("sequence_number"),
-            *[
-                F.struct(
-                    F.col("readable_metrics")[c]["lower_bound"].alias("lo"),
-                    F.col("readable_metrics")[c]["upper_bound"].alias("hi"),
-                ).alias(f"b{i}")
-                for i, c in enumerate(bound_columns)
-            ],
-        ).collect()  # metadata: one small row per live data file
         selected = self._plan_tasks(snapshot_id, where)
-        files = []
+        files = [
+            dataclasses.replace(f, selected=f.path in selected)
+            for f in file_facts(self._spark, self.ref, cluster_by, snapshot_id)
+        ]
+        commit_ms = {int(s.snapshotId()): int(s.timestampMillis()) for s in self._table.snapshots()}
         last_commit: dict[str, int] = {}
-        for r in rows:
-            sid = int(r.snapshot_id)
-            bounds = {
-                c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
-                for i, c in enumerate(bound_columns)
-                if r[f"b{i}"] is not None
-            }
-            files.append(
-                DataFileFact(
-                    path=r.path,
-                    partition=r.pkey,
-                    bytes=int(r.bytes),
-                    records=int(r.records),
-                    snapshot_id=sid,
-                    sequence_number=int(r.sequence_number),
-                    level=levels.get(sid, LEVEL_UNKNOWN),
-                    bounds=bounds,
-                    selected=r.path in selected,
+        for f in files:
+            if f.snapshot_id in commit_ms:
+                last_commit[f.partition] = max(
+                    last_commit.get(f.partition, 0), commit_ms[f.snapshot_id]
                 )
-            )
-            if sid in commit_ms:
-                last_commit[r.pkey] = max(last_commit.get(r.pkey, 0), commit_ms[sid])
         equality = frozenset(
             f.partition
             for f in self.deletes.delete_files(snapshot_id, where)
@@ -161,18 +120,11 @@ class OptimizeTable:
         )
         return TableFacts(
             snapshot_id=snapshot_id,
-            sequence_number=int(snapshots[snapshot_id].sequenceNumber()),
+            sequence_number=int(self._table.snapshot(snapshot_id).sequenceNumber()),
             files=tuple(files),
             equality_delete_partitions=equality,
             last_commit_ms=last_commit,
             now_ms=int(time.time() * 1000),
-        )
-
-    def _entries(self, snapshot_id: int) -> DataFrame:
-        return (
-            self._spark.read.format("iceberg")
-            .option("snapshot-id", str(snapshot_id))
-            .load(identifiers.join((*self.ref.parts, "entries")))
         )
 
     def _plan_tasks(self, snapshot_id: int, where: str | None) -> set[str]:
@@ -321,6 +273,69 @@ class OptimizeTable:
         for path in written.paths:
             with contextlib.suppress(Exception):  # an orphan is harmless
                 io.deleteFile(path)
+
+
+def file_facts(
+    spark: SparkSession, ref: TableRef, cluster_by: Sequence[str], snapshot_id: int | None = None
+) -> list[DataFileFact]:
+    """Every live data file (at ``snapshot_id``, default the current snapshot) with its level
+    and its bounds on ``cluster_by``, from the ``entries`` and ``snapshots`` metadata tables:
+    one small row per file, no data read. A file whose adding snapshot expired has level
+    ``LEVEL_UNKNOWN``."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    entries = reader.load(identifiers.join((*ref.parts, "entries")))
+    entries = entries.where("status < 2 AND data_file.content = 0")
+    levels = {
+        int(r.snapshot_id): _level_of(r.level)
+        for r in spark.table(ref.metadata_table("snapshots"))
+        .select("snapshot_id", F.col("summary")[SUMMARY_LEVEL].alias("level"))
+        .collect()
+    }
+    metrics = (
+        entries.schema["readable_metrics"].dataType.fieldNames()
+        if "readable_metrics" in entries.columns
+        else []
+    )
+    lower = {m.lower(): m for m in metrics}
+    bound_columns = [(c, lower[c.lower()]) for c in cluster_by if c.lower() in lower]
+    rows = entries.select(
+        F.col("data_file.file_path").alias("path"),
+        partition_key(DeleteTable._partition_column(entries), F.col("data_file.spec_id")).alias(
+            "pkey"
+        ),
+        F.col("data_file.file_size_in_bytes").alias("bytes"),
+        F.col("data_file.record_count").alias("records"),
+        F.col("snapshot_id"),
+        F.col("sequence_number"),
+        *[
+            F.struct(
+                F.col("readable_metrics")[m]["lower_bound"].alias("lo"),
+                F.col("readable_metrics")[m]["upper_bound"].alias("hi"),
+            ).alias(f"b{i}")
+            for i, (_, m) in enumerate(bound_columns)
+        ],
+    ).collect()  # metadata: one small row per live data file
+    return [
+        DataFileFact(
+            path=r.path,
+            partition=r.pkey,
+            bytes=int(r.bytes),
+            records=int(r.records),
+            snapshot_id=int(r.snapshot_id),
+            sequence_number=int(r.sequence_number),
+            level=levels.get(int(r.snapshot_id), LEVEL_UNKNOWN),
+            bounds={
+                c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
+                for i, (c, _) in enumerate(bound_columns)
+                if r[f"b{i}"] is not None
+            },
+        )
+        for r in rows
+    ]
 
 
 def _static_get(spark: SparkSession, java_class: Any) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,3 +239,50 @@ def _l2_reason(
         if now_ms - last_commit_ms >= idle and unsettled:
             return f"idle for {(now_ms - last_commit_ms) // 1000:,} s with {runs} L1 run(s)"
     return None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What table_health shows of a partition's optimisation (Magnus' per-partition view)."""
+
+    level_bytes: tuple[int, int, int]  # bytes of live data files at level 0, 1, 2
+    clustering_depth: float | None  # of the clustered (level >= 1) files; None: not measurable
+
+    @property
+    def optimized_share(self) -> float | None:
+        """Bytes at L1/L2 over all bytes; None for an empty partition."""
+        total = sum(self.level_bytes)
+        return None if total == 0 else (self.level_bytes[1] + self.level_bytes[2]) / total
+
+
+def layouts(
+    files: Iterable[DataFileFact], settings: Settings, key: Callable[[str], Any] = lambda p: p
+) -> dict[Any, Layout]:
+    """Per partition (grouped by ``key`` of the partition string): level mix and depth.
+
+    >>> s = Settings(small_file_bytes=100, cluster_columns=("a",))
+    >>> def f(lo, hi, level, size=500):
+    ...     return DataFileFact(f"{lo}", "0:{}", size, 1, 1, 1, level, {"a": (lo, hi)})
+    >>> out = layouts([f(0, 9, 1), f(10, 19, 2), f(0, 19, 0, 50)], s)["0:{}"]
+    >>> out.level_bytes, out.clustering_depth, round(out.optimized_share, 2)
+    ((50, 500, 500), 1.0, 0.95)
+    """
+    grouped: dict[Any, list[DataFileFact]] = defaultdict(list)
+    for f in files:
+        grouped[key(f.partition)].append(f)
+    out = {}
+    for partition, members in grouped.items():
+        sizes = [0, 0, 0]
+        clustered = []
+        for f in members:
+            level = effective_level(f, settings)
+            sizes[min(level, 2)] += f.bytes
+            if level >= 1:
+                clustered.append(f)
+        depth = (
+            clustering_depth(clustered, settings.cluster_columns)
+            if settings.cluster_columns
+            else None
+        )
+        out[partition] = Layout((sizes[0], sizes[1], sizes[2]), depth)
+    return out

@@ -16,6 +16,7 @@ from sparkext.planning.health import (
     small_file_threshold,
     table_score,
 )
+from sparkext.planning.optimize import Layout, Settings, layouts
 from sparkext.procedures.base import (
     BoundArgs,
     Context,
@@ -55,6 +56,8 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         )
         scored.append((p, partition_score(load, target)))
     overall = table_score([(s, p.data_bytes) for p, s in scored], table.snapshot_count)
+    layout = _layouts(context, table)
+    empty = Layout((0, 0, 0), None)
     return [
         (
             p.partition,
@@ -74,9 +77,32 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             score,
             table.snapshot_count,
             overall,
+            *layout.get(p.partition, empty).level_bytes,
+            layout.get(p.partition, empty).optimized_share,
+            layout.get(p.partition, empty).clustering_depth,
         )
         for p, score in scored
     ]
+
+
+def _layouts(context: Context, table) -> dict[str | None, Layout]:
+    """Level mix and clustering depth per partition (partition JSON as in ``files``)."""
+    from sparkext.iceberg.optimize_table import file_facts
+    from sparkext.procedures.tiered_optimize import CLUSTER_BY_PROPERTY, parse_columns
+
+    if table.current_snapshot_id is None:
+        return {}
+    cluster_by = parse_columns(table.prop(CLUSTER_BY_PROPERTY))
+    files = file_facts(context.spark, table, cluster_by)
+    settings = Settings(
+        small_file_bytes=max(1, table.target_file_size_bytes // 8), cluster_columns=cluster_by
+    )
+
+    def body(partition: str) -> str | None:
+        json_text = partition.split(":", 1)[1]
+        return None if json_text == "{}" else json_text
+
+    return layouts(files, settings, body)
 
 
 def _empty_unpartitioned():
@@ -124,6 +150,20 @@ ROUTINE = Routine(
         OutputColumn("health_score", "int", "0-100 partition score (README: table_health)"),
         OutputColumn("snapshot_count", "bigint", "snapshots the table retains"),
         OutputColumn("table_health_score", "int", "0-100 score of the whole table"),
+        OutputColumn(
+            "level0_bytes",
+            "bigint",
+            "bytes of writers' files and L0 output (not clustered yet; tiered_optimize)",
+        ),
+        OutputColumn("level1_bytes", "bigint", "bytes clustered by L1 runs"),
+        OutputColumn("level2_bytes", "bigint", "bytes re-clustered by L2 runs"),
+        OutputColumn("optimized_share", "double", "(level1 + level2) / all data bytes"),
+        OutputColumn(
+            "clustering_depth",
+            "double",
+            "files a point lookup on one cluster column "
+            "opens, on average (1.0 ideal; NULL without sparkext.optimize.cluster-by)",
+        ),
     ),
     run=run,
 )

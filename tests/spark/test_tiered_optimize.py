@@ -69,6 +69,13 @@ def optimize(name: str, arguments: str = "") -> list[dict]:
     ]
 
 
+def health(name: str) -> dict:
+    return {
+        r.partition: r
+        for r in sparkext.sql(f"CALL sparkext.table_health(table => '{name}')").collect()
+    }
+
+
 def live_files(spark, name: str) -> list:
     return spark.sql(f"SELECT * FROM {name}.files").collect()
 
@@ -108,6 +115,7 @@ def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
     for i in range(3):
         insert(spark, table_name, i * 40, 40, parts="a")
     insert(spark, table_name, 1000, 10, parts="b")  # one small file: no trigger in b
+    assert health(table_name)['{"p":"a"}'].optimized_share == 0.0
     before = history(spark, table_name), rows(spark, table_name)
     out = optimize(table_name)
     assert [(r["partition"], r["level"], r["input_files"], r["error"]) for r in out] == [
@@ -141,6 +149,9 @@ def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
         ("1", '0:{"p":"a"}'),
         ("2", '0:{"p":"a"}'),
     ]
+    a = health(table_name)['{"p":"a"}']
+    assert (a.level0_bytes, a.level1_bytes, a.optimized_share) == (0, 0, 1.0)
+    assert a.level2_bytes > 0 and a.clustering_depth is None  # one file: nothing to measure
     assert duckdb_query(spark, table_name, "SELECT count(*), sum(k) FROM {table}") == [
         (len(before[1]), sum(r[0] for r in before[1]))
     ]
@@ -285,6 +296,9 @@ def test_clustering_narrows_files_on_prefixed_strings(spark, table_name):
         return total / len(probes)
 
     assert mean_hits() <= len(files) / 2  # unclustered, every one of the 8 files would match
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.optimize.cluster-by'='name')")
+    depth = health(table_name)[None].clustering_depth  # the same measure, from metadata
+    assert depth is not None and 1.0 <= depth <= len(files) / 2
 
 
 @pytest.mark.parametrize(
@@ -370,7 +384,17 @@ def test_a_cdc_writer_in_another_process_never_fails_while_optimising(spark, tmp
     optimize(table, ", options => map('l0.min-files', '2')")
     spark.catalog.refreshTable(table)
     assert table_rows(spark, table) == expected(changes)
-    assert runs >= 1
+    operations = [
+        r.operation
+        for r in spark.sql(
+            f"SELECT operation FROM {table}.snapshots ORDER BY committed_at"
+        ).collect()
+    ]
+    interleaved = [
+        i for i in range(1, len(operations) - 1)
+        if operations[i] == "replace" and "replace" not in (operations[i - 1], operations[i + 1])
+    ]  # fmt: skip
+    assert interleaved, operations  # optimisation commits landed between the writer's batches
 
 
 def test_where_leaves_other_partitions_untouched(spark, table_name):
