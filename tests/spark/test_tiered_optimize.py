@@ -411,3 +411,103 @@ def test_where_leaves_other_partitions_untouched(spark, table_name):
     assert [(r["partition"], r["input_files"]) for r in out] == [('{"p":"a"}', 3)]
     assert paths("b") == b_before and len(b_before) == 3
     assert len(paths("a")) == 1
+
+
+def test_a_random_history_of_dml_deletes_and_optimisations_matches_the_model(spark, table_name):
+    """Fixed seed: inserts, Spark MOR DELETE / UPDATE / MERGE, Flink-style upserts with
+    equality deletes and tiered_optimize runs with random levels and curves, interleaved; after
+    every optimisation the table equals a Python model that shares no code with sparkext."""
+    import random
+
+    pick = random.Random(2026)
+    create(
+        spark,
+        table_name,
+        props=", 'sparkext.optimize.cluster-by'='name,k', 'sparkext.optimize.l0.min-files'='2', "
+        "'sparkext.optimize.l1.min-bytes'='6KB', 'sparkext.optimize.l2.every-l1-runs'='2'",
+    )
+    model: dict[int, tuple] = {}
+
+    def row(k: int, v: int) -> tuple:
+        return (k, f"{PREFIX}{(k * 7919) % 10_000:05d}", v, "ab"[k % 2])
+
+    next_key = 0
+    optimisations = 0
+    for _step in range(18):
+        action = pick.choice(["insert", "insert", "delete", "update", "merge", "upsert", "opt"])
+        if action == "insert" or not model:
+            count = pick.randint(5, 40)
+            insert(spark, table_name, next_key, count)
+            model.update({k: row(k, k % 97) for k in range(next_key, next_key + count)})
+            next_key += count
+        elif action == "delete":
+            m, r = pick.randint(3, 9), pick.randint(0, 2)
+            spark.sql(f"DELETE FROM {table_name} WHERE k % {m} = {r}")
+            model = {k: v for k, v in model.items() if k % m != r}
+        elif action == "update":
+            m, value = pick.randint(2, 7), pick.randint(100, 200)
+            spark.sql(f"UPDATE {table_name} SET v = {value} WHERE k % {m} = 1")
+            model.update({k: row(k, value) for k in model if k % m == 1})
+        elif action == "merge":
+            keys = pick.sample(range(next_key + 10), 8)
+            source = ", ".join(f"({k})" for k in keys)
+            spark.sql(
+                f"MERGE INTO {table_name} t USING (SELECT col1 AS k FROM VALUES {source}) s "
+                "ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = t.v + 1000 "
+                f"WHEN NOT MATCHED THEN INSERT (k, name, v, p) VALUES (s.k, "
+                f"concat('{PREFIX}', lpad(cast((s.k * 7919) % 10000 AS string), 5, '0')), "
+                "-7, IF(s.k % 2 = 0, 'a', 'b'))"
+            )
+            for k in keys:
+                model[k] = row(k, model[k][2] + 1000) if k in model else row(k, -7)
+            next_key = max(next_key, max(keys) + 1)
+        elif action == "upsert":
+            keys = pick.sample(sorted(model), min(4, len(model)))
+            new = [dict(zip(("k", "name", "v", "p"), row(k, 500 + k), strict=True)) for k in keys]
+            flink_commit(spark, table_name, ["k"], inserts=new, deletes=new)
+            model.update({k: row(k, 500 + k) for k in keys})
+        else:
+            levels = pick.choice(["", ", levels => 'l0'", ", levels => 'l1'", ", levels => 'l2'"])
+            curve = pick.choice(["", ", curve => 'zorder'", ", curve => 'linear'"])
+            out = optimize(table_name, levels + curve)
+            assert all(r["error"] is None for r in out), out
+            optimisations += 1
+            spark.catalog.refreshTable(table_name)
+            assert rows(spark, table_name) == sorted(model.values())
+    out = optimize(table_name, ", levels => 'l2'")
+    assert all(r["error"] is None for r in out)
+    spark.catalog.refreshTable(table_name)
+    assert rows(spark, table_name) == sorted(model.values())
+    assert optimisations >= 2
+
+
+def test_ingest_cdc_batches_and_optimisations_match_the_source(spark, tmp_path, table_name):
+    """Fixed seed: ingest_cdc batches (duplicates, late events, deletes) alternate with
+    tiered_optimize runs; the table always equals the replay of the delivered events."""
+    import random
+
+    from tests.helpers.cdc_calls import ingest, land, table_rows
+    from tests.helpers.cdc_source import SourceTable, expected
+
+    pick = random.Random(99)
+    source = SourceTable(seed=4242, key_space=30)
+    zone, checkpoint = tmp_path / "zone", tmp_path / "checkpoint"
+    delivered: list[dict] = []
+    for batch in range(6):
+        events = [e for e in source.run(50) if e["op"] != "t"]
+        late = pick.sample(delivered, min(5, len(delivered)))  # re-delivered: duplicates
+        delivered += events
+        land(zone, f"{batch:04d}.json", events + late)
+        ingest(table_name, zone, checkpoint)
+        if batch == 0:
+            spark.sql(
+                f"ALTER TABLE {table_name} SET TBLPROPERTIES ("
+                "'sparkext.optimize.cluster-by'='name,id', 'sparkext.optimize.l0.min-files'='2', "
+                "'sparkext.optimize.l1.min-bytes'='8KB')"
+            )
+        levels = pick.choice(["", "", ", levels => 'l0'", ", levels => 'l2'"])
+        out = optimize(table_name, levels)
+        assert all(r["error"] is None for r in out), out
+        spark.catalog.refreshTable(table_name)
+        assert table_rows(spark, table_name) == expected(delivered)
+    assert not [f for f in live_files(spark, table_name) if f.content == 2]  # all converted
