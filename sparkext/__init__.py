@@ -66,9 +66,15 @@ def ingest_cdc_stream(
     from pyspark.sql import SparkSession
 
     from sparkext.cdc.stream import start
-    from sparkext.procedures.base import BoundArgs
+    from sparkext.procedures.base import BoundArgs, Context
     from sparkext.procedures.binding import bind_options
-    from sparkext.procedures.ingest_cdc import ROUTINE, settings_from, source_location
+    from sparkext.procedures.ingest_cdc import (
+        OPTIMIZE_EVERY,
+        ROUTINE,
+        between_batches,
+        settings_from,
+        source_location,
+    )
 
     spark = spark or SparkSession.getActiveSession() or session()
     values = {
@@ -77,9 +83,17 @@ def ingest_cdc_stream(
         "primary_key": primary_key,
         "create": create,
     }
-    settings = settings_from(BoundArgs(values, bind_options(ROUTINE, options or {})))
-    max_files = bind_options(ROUTINE, options or {})["max-files-per-batch"]
-    return start(spark, settings, source_location(source), interval=interval, max_files=max_files)
+    bound = bind_options(ROUTINE, options or {})
+    settings = settings_from(BoundArgs(values, bound))
+    after_batch = between_batches(Context(spark), table, bound[OPTIMIZE_EVERY])
+    return start(
+        spark,
+        settings,
+        source_location(source),
+        interval=interval,
+        max_files=bound["max-files-per-batch"],
+        after_batch=after_batch,
+    )
 
 
 def changelog_stream(

@@ -194,9 +194,15 @@ class _Batches:
     """
 
     def __init__(
-        self, spark: SparkSession, ingestor: Ingestor, file_source: bool, skip_missing: bool
+        self,
+        spark: SparkSession,
+        ingestor: Ingestor,
+        file_source: bool,
+        skip_missing: bool,
+        after_batch: Callable[[], None] | None = None,
     ):
         self.spark = spark
+        self.after_batch = after_batch
         self.ingestor = ingestor
         self.file_source = file_source
         self.skip_missing = skip_missing
@@ -225,6 +231,8 @@ class _Batches:
         self.ingestor.process(lines, batch_id)
         if metrics.batches_replayed == replayed:  # a batch committed before is not counted again
             metrics.files_missing += len(missing)
+        if self.after_batch is not None:
+            self.after_batch()  # e.g. optimize-every: between batches, in the writer's process
 
 
 def _query(
@@ -235,8 +243,9 @@ def _query(
     max_files: int | None,
     trigger: dict,
     skip_missing: bool = True,
+    after_batch: Callable[[], None] | None = None,
 ) -> StreamingQuery:
-    batches = _Batches(spark, ingestor, not source.startswith(KAFKA), skip_missing)
+    batches = _Batches(spark, ingestor, not source.startswith(KAFKA), skip_missing, after_batch)
     writer = (
         _lines(spark, settings, source, max_files, skip_missing)
         .writeStream.foreachBatch(batches)
@@ -276,6 +285,7 @@ def ingest(
     source: str,
     max_files: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
+    after_batch: Callable[[], None] | None = None,
 ) -> Metrics:
     """Ingest every file of ``source`` not yet ingested under this checkpoint; return totals.
 
@@ -287,7 +297,14 @@ def ingest(
     ingestor = Ingestor(spark, settings, progress)
     for skip_missing in (False, True):
         query = _query(
-            spark, settings, source, ingestor, max_files, {"availableNow": True}, skip_missing
+            spark,
+            settings,
+            source,
+            ingestor,
+            max_files,
+            {"availableNow": True},
+            skip_missing,
+            after_batch,
         )
         try:
             query.awaitTermination()
@@ -311,8 +328,10 @@ def start(
     source: str,
     interval: str = "10 seconds",
     max_files: int | None = None,
+    after_batch: Callable[[], None] | None = None,
 ) -> StreamingQuery:
     """Run the same pipeline continuously (every ``interval``); stop it with ``query.stop()``."""
     _check_source(source)
     ingestor = Ingestor(spark, settings, lambda message: None)
-    return _query(spark, settings, source, ingestor, max_files, {"processingTime": interval})
+    trigger = {"processingTime": interval}
+    return _query(spark, settings, source, ingestor, max_files, trigger, True, after_batch)

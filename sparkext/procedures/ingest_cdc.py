@@ -49,6 +49,8 @@ UNAVAILABLE_PLACEHOLDER = "unavailable-value-placeholder"
 UNAVAILABLE_PLACEHOLDER_DEFAULT = "__debezium_unavailable_value"
 VARIABLE_SCALE_DECIMAL = "variable-scale-decimal"
 VARIABLE_SCALE_DECIMAL_DEFAULT = "decimal(38,10)"
+OPTIMIZE_EVERY = "optimize-every"
+OPTIMIZE_EVERY_DEFAULT = ""
 
 
 def _partition_by(text: str):
@@ -119,6 +121,41 @@ def _time(ms: int | None) -> dt.datetime | None:
     return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
 
 
+def _parse_duration(text: str) -> int:
+    from sparkext.procedures.tiered_optimize import parse_duration
+
+    return parse_duration(text)
+
+
+def between_batches(context: Context, table: str, every_ms: int | None):
+    """The ``optimize-every`` hook: after a committed batch, at most every ``every_ms``, run
+    tiered_optimize's level 0 where its trigger says so (Bilibili's writer-side L0: no other
+    process races the writer). A failed optimisation is reported and the stream goes on."""
+    if every_ms is None:
+        return None
+    import time
+
+    from sparkext.errors import SparkextError
+    from sparkext.iceberg.catalog import resolve_table
+    from sparkext.procedures.tiered_optimize import optimize
+
+    last = [time.monotonic()]
+
+    def after_batch() -> None:
+        if (time.monotonic() - last[0]) * 1000 < every_ms:
+            return
+        last[0] = time.monotonic()
+        try:
+            out = optimize(context, resolve_table(context.spark, table), only_levels=frozenset({0}))
+        except SparkextError as error:
+            context.progress(f"optimize-every: not run ({error})")
+            return
+        done = sum(1 for row in out if row[-1] is None)
+        context.progress(f"optimize-every: L0 committed in {done} partition(s)")
+
+    return after_batch
+
+
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     from sparkext.cdc.stream import ingest
 
@@ -129,6 +166,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         source_location(source),
         max_files=args.options[MAX_FILES_PER_BATCH],
         progress=context.progress,
+        after_batch=between_batches(context, args["table"], args.options[OPTIMIZE_EVERY]),
     )
     return [
         (
@@ -185,6 +223,13 @@ ROUTINE = Routine(
             MAX_FILES_PER_BATCH_DEFAULT,
             "input files per micro-batch (one commit each)",
             parse_count,
+        ),
+        Option(
+            OPTIMIZE_EVERY,
+            OPTIMIZE_EVERY_DEFAULT,
+            "run tiered_optimize's L0 (small-file merge, equality-delete conversion) between "
+            "batches, in this process, at most this often, e.g. '1 hour' (default: never)",
+            or_empty(_parse_duration),
         ),
         Option(
             KEY_CACHE_BATCHES,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkext import cancellation
 from sparkext.errors import (
@@ -46,6 +46,9 @@ from sparkext.procedures.base import (
     parse_bytes,
     parse_count,
 )
+
+if TYPE_CHECKING:
+    from sparkext.iceberg.catalog import TableRef
 
 PROPERTY_PREFIX = "sparkext.optimize."
 CLUSTER_BY_PROPERTY = PROPERTY_PREFIX + "cluster-by"
@@ -171,24 +174,54 @@ def settings_from(
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    return optimize(
+        context,
+        args.table(),
+        where=args["where"],
+        levels=args["levels"],
+        cluster_by=args["cluster_by"],
+        curve=args["curve"],
+        options=args["options"] or {},
+        dry_run=bool(args["dry_run"]),
+    )
+
+
+def optimize(
+    context: Context,
+    ref: TableRef,
+    where: str | None = None,
+    levels: str | None = None,
+    cluster_by: str | None = None,
+    curve: str | None = None,
+    options: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    only_levels: frozenset[int] | None = None,
+) -> list[tuple[Any, ...]]:
+    """One tiered_optimize run (the procedure's body; ``ingest_cdc``'s ``optimize-every`` calls
+    it with ``only_levels={0}``: level 0 where its trigger says so, nothing forced)."""
     from sparkext.iceberg.optimize_table import OptimizeTable
 
-    ref = args.table()
-    where = (args["where"] or "").strip() or None
+    where = (where or "").strip() or None
     if where is not None and not ref.partitioned:
         raise ProcedureArgumentError(
             f"{ref.name} is unpartitioned, so where => {sql_string(where)} has no partition to "
             "select; leave where out to optimise the whole table."
         )
     properties = dict(ref.properties)
-    options = resolve_options(ROUTINE, args["options"] or {}, properties)
-    levels = parse_levels(args["levels"])
-    cluster_by = parse_columns(args["cluster_by"] or properties.get(CLUSTER_BY_PROPERTY))
-    curve_name = (args["curve"] or properties.get(CURVE_PROPERTY) or "auto").strip().lower()
+    resolved = resolve_options(ROUTINE, options or {}, properties)
+    forced = parse_levels(levels)
+    columns = parse_columns(cluster_by or properties.get(CLUSTER_BY_PROPERTY))
+    curve_name = (curve or properties.get(CURVE_PROPERTY) or "auto").strip().lower()
     table = OptimizeTable(context.spark, ref)
-    _check_cluster_columns(ref.name, table, cluster_by, levels)
-    curve = _curve(curve_name, cluster_by)
-    settings = settings_from(options, ref.target_file_size_bytes, cluster_by, levels)
+    _check_cluster_columns(ref.name, table, columns, forced)
+    chosen_curve = _curve(curve_name, columns)
+    settings = settings_from(resolved, ref.target_file_size_bytes, columns, forced)
+    if only_levels is not None:
+        settings = dataclasses.replace(settings, levels=settings.levels & only_levels)
+    return _optimize(context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run)
+
+
+def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run):
     start = table.current_snapshot_id()
     if start is None:
         return []
@@ -198,7 +231,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     groups = plan(facts.files, settings, equality, facts.last_commit_ms, facts.now_ms)
     groups = groups[: options[MAX_GROUPS]]
     context.progress(f"plan: {_describe_plan(groups)}")
-    if args["dry_run"]:
+    if dry_run:
         return [_planned_row(g, table) for g in groups]
     rows: list[tuple[Any, ...]] = []
     converted: dict[str, tuple[int, int]] = {}

@@ -511,3 +511,43 @@ def test_ingest_cdc_batches_and_optimisations_match_the_source(spark, tmp_path, 
         spark.catalog.refreshTable(table_name)
         assert table_rows(spark, table_name) == expected(delivered)
     assert not [f for f in live_files(spark, table_name) if f.content == 2]  # all converted
+
+
+def test_ingest_cdc_optimize_every_runs_l0_between_its_batches(spark, tmp_path, table_name):
+    """Bilibili's writer-side L0: with optimize-every, ingest_cdc merges small files and
+    converts equality deletes between its own batches, in its own process."""
+    from tests.helpers.cdc_calls import ingest, land, table_rows
+    from tests.helpers.cdc_source import SourceTable, expected
+
+    source = SourceTable(seed=77, key_space=20)
+    changes = [e for e in source.run(120) if e["op"] != "t"]
+    zone, checkpoint = tmp_path / "zone", tmp_path / "checkpoint"
+    land(zone, "0000.json", changes[:30])
+    ingest(table_name, zone, checkpoint)
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.optimize.l0.min-files'='2')")
+    for index in range(1, 4):
+        land(zone, f"{index:04d}.json", changes[index * 30 : (index + 1) * 30])
+    ingest(
+        table_name, zone, checkpoint, options="'max-files-per-batch', '1', 'optimize-every', '1 ms'"
+    )
+    spark.catalog.refreshTable(table_name)
+    assert table_rows(spark, table_name) == expected(changes)
+    operations = [
+        (r.operation, r.level)
+        for r in spark.sql(
+            f"SELECT operation, summary['sparkext.optimize.level'] AS level, "
+            f"summary['sparkext.operation'] AS op FROM {table_name}.snapshots "
+            "ORDER BY committed_at"
+        ).collect()
+    ]
+    assert ("replace", "0") in operations[1:]  # L0 commits after the writer's batches
+    assert operations[-1][0] == "replace"  # the last batch was followed by its L0
+    assert not [f for f in live_files(spark, table_name) if f.content == 2]
+
+
+def test_optimize_every_is_checked_like_every_option(spark, tmp_path, table_name):
+    from tests.helpers.cdc_calls import ingest, land
+
+    land(tmp_path / "zone", "0.json", [])
+    with pytest.raises(OptionError, match="expects a duration such as '6 hours'"):
+        ingest(table_name, tmp_path / "zone", tmp_path / "cp", options="'optimize-every', 'soon'")
