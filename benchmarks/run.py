@@ -33,6 +33,7 @@ BENCHMARKS = (
     "stream_backfill",
     "changelog",
     "dim_join",
+    "tiered_optimize",
 )
 RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
 LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)

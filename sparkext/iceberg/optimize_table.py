@@ -289,11 +289,20 @@ def file_facts(
         reader = reader.option("snapshot-id", str(snapshot_id))
     entries = reader.load(identifiers.join((*ref.parts, "entries")))
     entries = entries.where("status < 2 AND data_file.content = 0")
-    levels = {
-        int(r.snapshot_id): _level_of(r.level)
-        for r in spark.table(ref.metadata_table("snapshots"))
-        .select("snapshot_id", F.col("summary")[SUMMARY_LEVEL].alias("level"))
+    snapshots = (
+        spark.table(ref.metadata_table("snapshots"))
+        .select(
+            "snapshot_id",
+            F.col("summary")[SUMMARY_LEVEL].alias("level"),
+            F.col("summary")[SUMMARY_OPERATION].alias("operation"),
+        )
         .collect()
+    )
+    levels = {int(r.snapshot_id): _level_of(r.level) for r in snapshots}
+    merges = {  # snapshots of L0 merges: their files are "earlier L0 outputs"
+        int(r.snapshot_id)
+        for r in snapshots
+        if r.operation == OPERATION and _level_of(r.level) == 0
     }
     metrics = (
         entries.schema["readable_metrics"].dataType.fieldNames()
@@ -333,6 +342,7 @@ def file_facts(
                 for i, (c, _) in enumerate(bound_columns)
                 if r[f"b{i}"] is not None
             },
+            merged=int(r.snapshot_id) in merges,
         )
         for r in rows
     ]

@@ -46,6 +46,7 @@ class DataFileFact:
     # (lower, upper) bounds per cluster column, comparable values; absent when not collected
     bounds: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     selected: bool = True  # its partition lies wholly inside the `where` predicate
+    merged: bool = False  # written by an L0 merge (not by a writer)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,29 @@ def effective_level(f: DataFileFact, settings: Settings) -> int:
     if f.level != LEVEL_UNKNOWN:
         return f.level
     return 0 if f.bytes < settings.small_file_bytes else 1
+
+
+def l0_inputs(small: Sequence[DataFileFact], min_files: int) -> list[DataFileFact]:
+    """The small files an L0 merge takes: the writers' once there are ``min_files`` of them,
+    plus earlier L0 outputs once those number ``min_files`` too (counting the new one).
+
+    Size-tiered, so a byte is merged O(log) times before L1 takes it, not once per commit:
+    merging every small file each time would rewrite the growing L0 output after every commit.
+
+    >>> def f(name, merged=False):
+    ...     return DataFileFact(name, "0:{}", 1, 1, 1, 1, merged=merged)
+    >>> [g.path for g in l0_inputs([f("w1"), f("w2"), f("m1", True)], 2)]
+    ['w1', 'w2', 'm1']
+    >>> [g.path for g in l0_inputs([f("w1"), f("w2"), f("m1", True)], 3)]
+    []
+    >>> [g.path for g in l0_inputs([f("w1"), f("w2"), f("w3"), f("m1", True)], 3)]
+    ['w1', 'w2', 'w3']
+    """
+    fresh = [f for f in small if not f.merged]
+    if len(fresh) < min_files:
+        return []
+    merged = [f for f in small if f.merged]
+    return fresh + merged if len(merged) + 1 >= min_files else fresh
 
 
 def l1_runs(files: Iterable[DataFileFact], settings: Settings) -> int:
@@ -202,9 +226,13 @@ def _partition_group(
         small = [f for f in level0 if f.bytes < settings.small_file_bytes]
         if 0 in settings.forced and (len(small) >= 2 or has_equality_deletes):
             return Group(partition, 0, tuple(small), "l0 requested", has_equality_deletes)
-        if len(small) >= settings.l0_min_files:
-            reason = f"{len(small)} small files (>= {settings.l0_min_files})"
-            return Group(partition, 0, tuple(small), reason, has_equality_deletes)
+        inputs = l0_inputs(small, settings.l0_min_files)
+        if inputs:
+            fresh = sum(1 for f in inputs if not f.merged)
+            reason = f"{fresh} small files (>= {settings.l0_min_files})"
+            if fresh < len(inputs):
+                reason += f" and {len(inputs) - fresh} earlier L0 outputs"
+            return Group(partition, 0, tuple(inputs), reason, has_equality_deletes)
         if has_equality_deletes:
             reason = "equality deletes to convert"
             merged = tuple(small) if len(small) >= 2 else ()

@@ -151,3 +151,17 @@ def test_an_idle_partition_with_unclustered_data_is_reclustered():
     assert group.level == 2 and group.reason.startswith("idle for 3,600 s")
     settled = [fact("c", 600, 1, level=2)]
     assert plan(settled, idle, last_commit_ms={key: 0}, now_ms=10**9) == []
+
+
+def test_l0_merges_its_own_outputs_only_once_they_are_many_size_tiered():
+    merged = [
+        DataFileFact(f"m{i}", '0:{"d":1}', 30 * KB, 30, 10 + i, 10 + i, 0, merged=True)
+        for i in range(2)
+    ]
+    fresh = [fact(f"w{i}", 10, i) for i in range(4)]
+    groups = plan([*merged, *fresh], SETTINGS)  # 2 earlier outputs (+1 new) < 4: left alone
+    assert shapes(groups) == [('0:{"d":1}', 0, ["w0", "w1", "w2", "w3"], False)]
+    third = DataFileFact("m2", '0:{"d":1}', 30 * KB, 30, 13, 13, 0, merged=True)
+    groups = plan([*merged, third, *fresh], SETTINGS)
+    assert shapes(groups) == [('0:{"d":1}', 0, ["m0", "m1", "m2", "w0", "w1", "w2", "w3"], False)]
+    assert "3 earlier L0 outputs" in groups[0].reason
