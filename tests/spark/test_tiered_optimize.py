@@ -551,3 +551,33 @@ def test_optimize_every_is_checked_like_every_option(spark, tmp_path, table_name
     land(tmp_path / "zone", "0.json", [])
     with pytest.raises(OptionError, match="expects a duration such as '6 hours'"):
         ingest(table_name, tmp_path / "zone", tmp_path / "cp", options="'optimize-every', 'soon'")
+
+
+def test_an_unknown_commit_state_deletes_nothing_and_stops_the_run(spark, table_name, monkeypatch):
+    """The catalog applied the first group's commit, then the answer was lost: its files stay
+    (the table references them), the row says so in one sentence, no other group runs."""
+    from pathlib import Path
+
+    import sparkext.iceberg.commit as layer
+    from tests.spark.test_commit_layer import _unknown_state
+
+    create(spark, table_name)
+    for i in range(3):
+        insert(spark, table_name, i * 10, 10)
+    before = rows(spark, table_name)
+    real = layer._swap
+
+    def swap(ops, base, staged):
+        real(ops, base, staged)
+        raise _unknown_state(spark)
+
+    monkeypatch.setattr(layer, "_swap", swap)
+    out = optimize(table_name, ", levels => 'l0'")
+    assert len(out) == 1  # the second partition's group did not run
+    assert out[0]["error"].startswith("The catalog could not say whether the optimisation")
+    assert "no file was deleted" in out[0]["error"] and out[0]["snapshot_id"] is None
+    monkeypatch.undo()
+    spark.catalog.refreshTable(table_name)
+    paths = [r.file_path for r in spark.table(f"{table_name}.all_files").collect()]
+    assert [p for p in paths if not Path(p.removeprefix("file:")).exists()] == []
+    assert rows(spark, table_name) == before
