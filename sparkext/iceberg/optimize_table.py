@@ -75,6 +75,7 @@ class OptimizeTable:
             spark._jsparkSession, ref.name
         )
         self._tasks: dict[str, Any] = {}  # path -> FileScanTask at the planned snapshot
+        self._planned: int | None = None
         self._written: dict[str, Any] = {}  # group id -> Java Set<DataFile>
 
     # ---- facts --------------------------------------------------------------------------
@@ -98,14 +99,27 @@ class OptimizeTable:
         }
 
     def facts(self, snapshot_id: int, where: str | None, cluster_by: Sequence[str]) -> TableFacts:
-        """Live data files at the snapshot, each with its level, bounds and whether selected."""
+        """Live data files at the snapshot, each with its level, bounds and whether selected.
+
+        Metadata tables only (two small Spark queries) unless ``where`` needs Iceberg's strict
+        partition projection: then the snapshot's file scan is planned here; otherwise it is
+        planned only when a group is staged, so a call with nothing due stays cheap.
+        """
         import time
 
-        selected = self._plan_tasks(snapshot_id, where)
-        files = [
-            dataclasses.replace(f, selected=f.path in selected)
-            for f in file_facts(self._spark, self.ref, cluster_by, snapshot_id)
-        ]
+        self._planned = snapshot_id
+        self._tasks = {}
+        files = file_facts(self._spark, self.ref, cluster_by, snapshot_id)
+        if where:
+            selected = self._plan_tasks(where)
+            files = [dataclasses.replace(f, selected=f.path in selected) for f in files]
+            equality = frozenset(
+                f.partition
+                for f in self.deletes.delete_files(snapshot_id, where)
+                if f.content == 2 and f.selected
+            )
+        else:
+            equality = frozenset(equality_delete_partitions(self._spark, self.ref, snapshot_id))
         commit_ms = {int(s.snapshotId()): int(s.timestampMillis()) for s in self._table.snapshots()}
         last_commit: dict[str, int] = {}
         for f in files:
@@ -113,11 +127,6 @@ class OptimizeTable:
                 last_commit[f.partition] = max(
                     last_commit.get(f.partition, 0), commit_ms[f.snapshot_id]
                 )
-        equality = frozenset(
-            f.partition
-            for f in self.deletes.delete_files(snapshot_id, where)
-            if f.content == 2 and f.selected
-        )
         return TableFacts(
             snapshot_id=snapshot_id,
             sequence_number=int(self._table.snapshot(snapshot_id).sequenceNumber()),
@@ -127,11 +136,16 @@ class OptimizeTable:
             now_ms=int(time.time() * 1000),
         )
 
-    def _plan_tasks(self, snapshot_id: int, where: str | None) -> set[str]:
-        """Scan the snapshot once: keep every live file's task; return the selected paths (the
-        file's partition lies wholly inside ``where``)."""
+    def _task(self, path: str) -> Any:
+        if not self._tasks:
+            self._plan_tasks(None)
+        return self._tasks[path]
+
+    def _plan_tasks(self, where: str | None) -> set[str]:
+        """Scan the planned snapshot once: keep every live file's task; return the selected
+        paths (the file's partition lies wholly inside ``where``)."""
         selector = self.deletes.partition_selector(where)
-        scan = self._table.newScan().useSnapshot(snapshot_id).ignoreResiduals()
+        scan = self._table.newScan().useSnapshot(self._planned).ignoreResiduals()
         self._tasks = {}
         selected = set()
         tasks = scan.planFiles()
@@ -149,14 +163,14 @@ class OptimizeTable:
         return selected
 
     def spec_id_of(self, path: str) -> int:
-        return int(self._tasks[path].file().specId())
+        return int(self._task(path).file().specId())
 
     def deletes_of(self, paths: Sequence[str]) -> tuple[int, int]:
         """(delete files, of which removable) applying to ``paths`` at the planned snapshot:
         DVs and file-scoped position deletes of these files go with them."""
         seen, removable = set(), set()
         for path in paths:
-            for delete in _iterate(self._tasks[path].deletes()):
+            for delete in _iterate(self._task(path).deletes()):
                 ident = (str(delete.location()), _offset(delete))
                 seen.add(ident)
                 if _file_scoped(self._spark._jvm, delete):
@@ -172,7 +186,7 @@ class OptimizeTable:
         group_id = f"sparkext-optimize-{uuid.uuid4().hex}"
         tasks = jvm.java.util.ArrayList()
         for path in paths:
-            tasks.add(self._tasks[path])
+            tasks.add(self._task(path))
         cache = _static_get(self._spark, jvm.org.apache.iceberg.spark.SparkTableCache)
         manager = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
         coordinator = jvm.org.apache.iceberg.spark.FileRewriteCoordinator.get()
@@ -237,7 +251,7 @@ class OptimizeTable:
         new_files = self._written.pop(written.group_id)
         removable = {}
         for path in replaced:
-            for delete in _iterate(self._tasks[path].deletes()):
+            for delete in _iterate(self._task(path).deletes()):
                 if _file_scoped(self._spark._jvm, delete):
                     removable[(str(delete.location()), _offset(delete))] = delete
 
@@ -249,7 +263,7 @@ class OptimizeTable:
                 .dataSequenceNumber(planned.sequence_number)
             )
             for path in replaced:
-                rewrite = rewrite.deleteFile(self._tasks[path].file())
+                rewrite = rewrite.deleteFile(self._task(path).file())
             for f in _iterate(new_files):
                 rewrite = rewrite.addFile(f)
             for delete in removable.values():
@@ -346,6 +360,29 @@ def file_facts(
         )
         for r in rows
     ]
+
+
+def equality_delete_partitions(
+    spark: SparkSession, ref: TableRef, snapshot_id: int | None = None
+) -> set[str]:
+    """Partition keys with live equality-delete files at the snapshot (``entries``)."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    entries = reader.load(identifiers.join((*ref.parts, "entries")))
+    keys = (
+        entries.where("status < 2 AND data_file.content = 2")
+        .select(
+            partition_key(DeleteTable._partition_column(entries), F.col("data_file.spec_id")).alias(
+                "pkey"
+            )
+        )
+        .distinct()
+        .collect()
+    )
+    return {r.pkey for r in keys}
 
 
 def _static_get(spark: SparkSession, java_class: Any) -> Any:

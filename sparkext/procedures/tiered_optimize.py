@@ -264,6 +264,7 @@ def _optimize(context, ref, table, where, cluster_by, curve, settings, options, 
 
 
 UNKNOWN_PREFIX = "The catalog could not say"
+READ_SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
 
 
 def _run_group(context, table, facts, group: Group, curve, settings, converted, name):
@@ -289,7 +290,10 @@ def _run_group(context, table, facts, group: Group, curve, settings, converted, 
     spec_id = table.spec_id_of(paths[0])
     try:
         with table.staged(paths) as group_id:
-            frame = table.read_staged(group_id, settings.target_file_bytes)
+            # L0: one read task per output file; clustering: Spark-sized tasks (a task per
+            # small output file would start a Python worker per few rows for the curve key)
+            split = settings.target_file_bytes if group.level == 0 else READ_SPLIT_BYTES
+            frame = table.read_staged(group_id, max(split, settings.target_file_bytes))
             if group.level >= 1:
                 tasks = output_tasks(group.input_bytes, settings.target_file_bytes)
                 frame = cluster(frame, settings.cluster_columns, curve, tasks, records)
