@@ -110,11 +110,11 @@ def _predicates(seed: int = 18) -> list[tuple[str, str, tuple]]:
 def _files(spark, table: str) -> list[tuple]:
     spark.catalog.refreshTable(table)
     return [
-        (r.alo, r.ahi, r.blo, r.bhi)
+        (r.alo, r.ahi, r.blo, r.bhi, r.size)
         for r in spark.sql(
             f"SELECT readable_metrics.a.lower_bound AS alo, readable_metrics.a.upper_bound AS ahi,"
-            f" readable_metrics.b.lower_bound AS blo, readable_metrics.b.upper_bound AS bhi "
-            f"FROM {table}.files WHERE content = 0"
+            f" readable_metrics.b.lower_bound AS blo, readable_metrics.b.upper_bound AS bhi, "
+            f"file_size_in_bytes AS size FROM {table}.files WHERE content = 0"
         ).collect()
     ]
 
@@ -131,6 +131,17 @@ def _scanned(files: list[tuple], predicates) -> dict[str, float]:
     for kind, _, ranges in predicates:
         by_class.setdefault(kind, []).append(sum(_could_match(f, ranges) for f in files))
     return {k: statistics.mean(v) for k, v in by_class.items()}
+
+
+def _scanned_share(files: list[tuple], predicates) -> dict[str, float]:
+    """Share of the table's bytes in files that could match, mean per class (fair across
+    layouts with different file counts)."""
+    total = sum(f[4] for f in files) or 1
+    by_class: dict[str, list[float]] = {}
+    for kind, _, ranges in predicates:
+        hit = sum(f[4] for f in files if _could_match(f, ranges))
+        by_class.setdefault(kind, []).append(hit / total)
+    return {k: round(statistics.mean(v), 4) for k, v in by_class.items()}
 
 
 def _query_seconds(spark, table: str, predicates) -> dict[str, float]:
@@ -192,6 +203,7 @@ def layout_quality(spark, rows: int) -> tuple[list[Result], dict]:
             "files": len(files),
             "rewrite_s": round(rewrite_s, 2),
             "scanned": _scanned(files, predicates),
+            "scanned_bytes_share": _scanned_share(files, predicates),
             "query_s": _query_seconds(spark, TABLE, predicates),
         }
         print(name, figures[name], flush=True)
@@ -217,6 +229,21 @@ def layout_quality(spark, rows: int) -> tuple[list[Result], dict]:
                     for n in ("iceberg_zorder", "sparkext_zorder", "sparkext_hilbert")
                 ),
                 notes=", ".join(f"{n}: {f['scanned'][kind]:.1f}" for n, f in figures.items()),
+            )
+        )
+    for kind, label in (("a", "a alone"), ("b", "b alone"), ("ab", "a and b")):
+        results.append(
+            Result(
+                "tiered_optimize layout",
+                f"share of the table's bytes in files that could match, {label} (mean)",
+                ours["scanned_bytes_share"][kind],
+                "Iceberg zorder(a, b)",
+                peer["scanned_bytes_share"][kind],
+                "report (fair across file counts)",
+                True,
+                notes=", ".join(
+                    f"{n}: {f['scanned_bytes_share'][kind]:.3f}" for n, f in figures.items()
+                ),
             )
         )
     results.append(
@@ -302,6 +329,7 @@ def write_amplification(spark, day_rows: int) -> tuple[list[Result], dict]:
             "per_byte": rewritten / ingested,
             "files": len(files),
             "scanned": _scanned(files, predicates),
+            "scanned_bytes_share": _scanned_share(files, predicates),
             "optimize_s": round(timings[label], 1),
         }
         print(label, figures[label], flush=True)
