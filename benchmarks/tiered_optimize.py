@@ -416,7 +416,8 @@ def latency(spark, minutes: float) -> tuple[list[Result], dict]:
                 "map('l0.min-files', '2'))"
             ).collect()
         except Exception as error:  # the table may not exist yet
-            if "does not exist" not in str(error) and "not found" not in str(error).lower():
+            text = str(error).lower()
+            if not any(m in text for m in ("does not exist", "not found", "cannot be found")):
                 raise
             time.sleep(2)
             continue
