@@ -195,17 +195,15 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
                 last_race = error
                 _sleep(attempt_number)
                 continue
-            raise _classified(error, request) from error
+            # Anything else from the swap (a dropped connection after the catalog's update, a
+            # 5xx) may have landed: unknown, like Iceberg's own non-cleanable failures, so no
+            # caller deletes the files the commit may now reference.
+            raise _unknown(error, request) from error
         snapshot = staged.currentSnapshot()
         snapshot_id = int(snapshot.snapshotId())
-        parent = snapshot.parentId()
-        if (int(parent) if parent is not None else None) != base_id:  # pragma: no cover
-            raise CommitConflictError(
-                f"The snapshot {snapshot_id} written for {request.what} does not follow the "
-                f"state it was checked against ({base_id}); check {request.table_name}'s history."
-            )
         cancellation.record_commit(request.table_name, snapshot_id, request.what)
-        java_table.refresh()
+        with contextlib.suppress(Exception):  # the commit landed: a failed refresh changes nothing
+            java_table.refresh()
         refresh_spark_cache(spark, request.table_name)
         return Committed(snapshot_id, request.run_id, attempt_number)
     raise CommitConflictError(
@@ -266,18 +264,28 @@ def _classified(error: BaseException, request: CommitRequest) -> BaseException:
     classes = java_exception_classes(error)
     message = spark_message(error) or str(error)
     if _is(classes, "CommitStateUnknownException"):
-        return CommitStateUnknownError(
-            f"The catalog could not say whether {request.what} was committed to "
-            f"{request.table_name} ({message}); no file was deleted: look for snapshot "
-            f"property {RUN_ID} = '{request.run_id}' in {request.table_name}'s snapshots "
-            "before running again."
-        )
+        return _unknown(error, request)
     if _is(classes, "ValidationException") or _is(classes, "CommitFailedException"):
         return CommitConflictError(
             f"Another writer changed {request.table_name} in a way that conflicts with "
             f"{request.what} ({message}); nothing was committed: {request.rerun_hint}."
         )
     return translate(error) or error
+
+
+def _unknown(error: BaseException, request: CommitRequest) -> CommitStateUnknownError:
+    from sparkext.iceberg.errors import spark_message
+
+    message = spark_message(error)
+    if message is None:
+        lines = str(error).strip().splitlines()
+        message = lines[0] if lines else type(error).__name__
+    return CommitStateUnknownError(
+        f"The catalog could not say whether {request.what} was committed to "
+        f"{request.table_name} ({message}); no file was deleted: look for snapshot "
+        f"property {RUN_ID} = '{request.run_id}' in {request.table_name}'s snapshots "
+        "before running again."
+    )
 
 
 def _sleep(attempt_number: int) -> None:

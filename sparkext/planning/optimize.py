@@ -253,7 +253,9 @@ def _l2_reason(
     runs = l1_runs(files, settings)
     if runs >= settings.l2_every_l1_runs:
         return f"{runs} L1 runs since the last L2 (>= {settings.l2_every_l1_runs})"
-    depth = clustering_depth(clustered, settings.cluster_columns)
+    # decay needs something clustered since the last L2: an L2's own output is as clustered as
+    # its columns allow (truncated string bounds, few distinct values) and must not re-trigger
+    depth = clustering_depth(clustered, settings.cluster_columns) if runs >= 1 else None
     if depth is not None:
         ideal = ideal_depth(len(clustered), len(settings.cluster_columns))
         if depth > settings.l2_max_depth_ratio * ideal:

@@ -135,8 +135,10 @@ def between_batches(context: Context, table: str, every_ms: int | None):
         return None
     import time
 
+    from sparkext import cancellation
     from sparkext.errors import SparkextError
     from sparkext.iceberg.catalog import resolve_table
+    from sparkext.iceberg.errors import translate
     from sparkext.procedures.tiered_optimize import optimize
 
     last = [time.monotonic()]
@@ -147,8 +149,12 @@ def between_batches(context: Context, table: str, every_ms: int | None):
         last[0] = time.monotonic()
         try:
             out = optimize(context, resolve_table(context.spark, table), only_levels=frozenset({0}))
-        except SparkextError as error:
-            context.progress(f"optimize-every: not run ({error})")
+        except cancellation.StatementCancelled:
+            raise
+        except Exception as error:  # never stops the writer: the next interval tries again
+            translated = error if isinstance(error, SparkextError) else translate(error)
+            reason = str(translated or error).strip().splitlines() or [type(error).__name__]
+            context.progress(f"optimize-every: not run ({reason[0]})")
             return
         done = sum(1 for row in out if row[-1] is None)
         context.progress(f"optimize-every: L0 committed in {done} partition(s)")

@@ -222,6 +222,7 @@ def optimize(
 
 
 def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run):
+    table.refresh()  # the catalog may cache the table: plan from its current state
     start = table.current_snapshot_id()
     if start is None:
         return []
@@ -308,17 +309,19 @@ def _run_group(context, table, facts, group: Group, curve, settings, converted, 
                 summary[SUMMARY_CURVE] = curve
                 summary[SUMMARY_CLUSTER_BY] = ",".join(settings.cluster_columns)
             snapshot_id = table.commit(facts, paths, written, summary)
+    except cancellation.StatementCancelled:
+        if written is not None:
+            table.discard(written)  # Ctrl-C before the swap: never committed
+        raise
     except CommitStateUnknownError as unknown:
         error = str(unknown)  # the files may be committed: keep them
-    except CommitConflictError as conflict:
-        error = str(conflict)
+    except Exception as failure:  # a conflict, a failed Spark job: this group only
+        # the commit layer raises only unknown states for a swap that may have landed, so
+        # whatever this group wrote is definitely not in the table
+        error = _sentence(failure, group)
         if written is not None:
             table.discard(written)
         context.progress(f"L{group.level} {_partition_label(group.partition)} failed: {error}")
-    except BaseException:
-        if written is not None:
-            table.discard(written)  # staged, never committed (a Ctrl-C, a failed write)
-        raise
     committed = error is None
     return (
         _partition_label(group.partition),
@@ -332,6 +335,23 @@ def _run_group(context, table, facts, group: Group, curve, settings, converted, 
         snapshot_id if committed or conversion_snapshot else None,
         int((time.monotonic() - started) * 1000),
         error,
+    )
+
+
+def _sentence(failure: Exception, group: Group) -> str:
+    """One sentence for a group that failed (its Java/Spark cause only with --verbose)."""
+    from sparkext.errors import SparkextError
+    from sparkext.iceberg.errors import translate
+
+    if isinstance(failure, SparkextError):
+        return str(failure)
+    translated = translate(failure)
+    text = str(translated) if translated is not None else str(failure)
+    first = (text.strip().splitlines() or [type(failure).__name__])[0].rstrip(".")
+    where = _partition_label(group.partition) or "the table"
+    return (
+        f"L{group.level} of {where} failed ({first}); nothing of it was committed: run "
+        "tiered_optimize again."
     )
 
 

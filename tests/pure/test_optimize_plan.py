@@ -165,3 +165,17 @@ def test_l0_merges_its_own_outputs_only_once_they_are_many_size_tiered():
     groups = plan([*merged, third, *fresh], SETTINGS)
     assert shapes(groups) == [('0:{"d":1}', 0, ["m0", "m1", "m2", "w0", "w1", "w2", "w3"], False)]
     assert "3 earlier L0 outputs" in groups[0].reason
+
+
+def test_an_l2_output_never_retriggers_l2_by_depth_alone():
+    """Bounds an L2 cannot separate (truncated string bounds, few distinct values): a fresh
+    L2's files overlap completely, but nothing was clustered since, so no new L2 is due."""
+    settings = Settings(small_file_bytes=1, cluster_columns=("a",))
+    l2 = [
+        fact(f"l2_{i}", 500, 7, level=2, bounds={"a": ("user_0000", "user_0001")})
+        for i in range(20)
+    ]
+    assert plan(l2, settings) == []
+    l1 = fact("l1", 500, 8, level=1, bounds={"a": ("user_0000", "user_0001")})
+    groups = plan([*l2, l1], settings)  # one L1 run since: now decay counts
+    assert [g.level for g in groups] == [2] and "clustering depth" in groups[0].reason

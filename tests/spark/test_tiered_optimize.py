@@ -581,3 +581,32 @@ def test_an_unknown_commit_state_deletes_nothing_and_stops_the_run(spark, table_
     paths = [r.file_path for r in spark.table(f"{table_name}.all_files").collect()]
     assert [p for p in paths if not Path(p.removeprefix("file:")).exists()] == []
     assert rows(spark, table_name) == before
+
+
+def test_a_failed_spark_job_fails_only_its_group(spark, table_name, monkeypatch):
+    """An executor-side failure in one group (here its clustering) is that group's error row,
+    in one sentence; the other partition's group still commits."""
+    from sparkext.optimize import cluster as clustering
+
+    create(spark, table_name)
+    for i in range(3):
+        insert(spark, table_name, i * 10, 10)
+    before = rows(spark, table_name)
+    real = clustering.cluster
+    calls = []
+
+    def failing_first(frame, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            return frame.where("raise_error('disk full on executor 3') IS NULL")
+        return real(frame, *args, **kwargs)
+
+    monkeypatch.setattr(clustering, "cluster", failing_first)
+    out = {r["partition"]: r for r in optimize(table_name, ", levels => 'l1', cluster_by => 'k'")}
+    failed, done = out['{"p":"a"}'], out['{"p":"b"}']
+    assert done["error"] is None and done["snapshot_id"] is not None
+    assert failed["snapshot_id"] is None and "disk full on executor 3" in failed["error"]
+    assert failed["error"].startswith('L1 of {"p":"a"} failed (')
+    assert "\n" not in failed["error"] and "at org.apache" not in failed["error"]
+    spark.catalog.refreshTable(table_name)
+    assert rows(spark, table_name) == before
