@@ -122,10 +122,14 @@ def parse_columns(text: str | None) -> tuple[str, ...]:
 
 
 def resolve_options(
-    routine: Routine, given: Mapping[str, str], properties: Mapping[str, str]
+    routine: Routine,
+    given: Mapping[str, str],
+    properties: Mapping[str, str],
+    prefix: str = PROPERTY_PREFIX,
 ) -> dict[str, Any]:
-    """Each option from ``options => map(...)``, else table property
-    ``sparkext.optimize.<key>``, else its default.
+    """Each option from ``options => map(...)``, else table property ``<prefix><key>``
+    (``sparkext.optimize.<key>`` here, ``sparkext.maintenance.<key>`` for maintain), else its
+    default.
 
     >>> o = resolve_options(ROUTINE, {"l0.min-files": "3"}, {"sparkext.optimize.l0.min-files":
     ...     "5", "sparkext.optimize.l1.min-bytes": "1MB"})
@@ -136,8 +140,8 @@ def resolve_options(
     for option in routine.options:
         if option.key in given:
             raw, source = given[option.key], None
-        elif PROPERTY_PREFIX + option.key in properties:
-            raw, source = properties[PROPERTY_PREFIX + option.key], PROPERTY_PREFIX + option.key
+        elif prefix + option.key in properties:
+            raw, source = properties[prefix + option.key], prefix + option.key
         else:
             raw, source = option.default, None
         try:
