@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from sparkext.history.changelog_stream import ChangelogStream
     from sparkext.planning.changelog_stream import ConsumerReport
+    from sparkext.service.service import Service
 
 __version__ = "0.1.0"
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "changelog_consumers",
     "changelog_stream",
     "ingest_cdc_stream",
+    "optimize_service",
     "session",
     "sql",
     "unregister_changelog_consumer",
@@ -165,3 +167,31 @@ def unregister_changelog_consumer(table: str, name: str, spark: SparkSession | N
 
     spark = spark or SparkSession.getActiveSession() or session()
     return remove(spark, table, name)
+
+
+def optimize_service(
+    tables: str,
+    *,
+    once: bool = False,
+    max_concurrent: int = 2,
+    poll_interval: str = "10 seconds",
+    fresh_window: str = "1 hour",
+    lease_ttl: str = "5 minutes",
+    log_table: str | None = None,
+    maintenance: bool = True,
+    spark: SparkSession | None = None,
+) -> Service:
+    """The optimisation service over ``tables`` (``'lake.ods.*,lake.dw.orders'``), as
+    ``sparkext-sql optimize-service`` runs it: ``.run()`` serves (until ``.stop()`` from another
+    thread, or with ``once`` until nothing is due), ``.stats`` counts jobs, the run log table
+    keeps every job."""
+    from pyspark.sql import SparkSession
+
+    from sparkext.service.service import serve
+
+    spark = spark or SparkSession.getActiveSession() or session()
+    return serve(
+        spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
+        fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
+        maintenance=maintenance,
+    )  # fmt: skip

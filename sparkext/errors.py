@@ -98,3 +98,7 @@ class SnapshotExpiredError(EventTimeError):
 class ChangelogRangeLostError(SparkextError, LookupError):
     """A changelog stream's next range includes snapshots that are no longer retained (or no
     longer on the history it follows): those changes cannot be delivered."""
+
+
+class TableBusyError(SparkextError, RuntimeError):
+    """Another process holds the table's optimisation lease."""

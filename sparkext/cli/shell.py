@@ -367,9 +367,9 @@ def cli(
 
 
 def _add_commands() -> None:
-    from sparkext.cli.streaming import COMMANDS
+    from sparkext.cli import service, streaming
 
-    for name, command in COMMANDS.items():
+    for name, command in {**streaming.COMMANDS, **service.COMMANDS}.items():
         cli.add_command(command, name)
 
 

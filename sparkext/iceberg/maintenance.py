@@ -15,6 +15,7 @@ was decided.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,9 @@ def expire_snapshots(spark: SparkSession, name: str, snapshot_ids: list[int]) ->
     finally:
         release_checkpoint(before)
     lists = int(result.deletedManifestListsCount())
+    deletes = int(result.deletedPositionDeleteFilesCount()) + int(
+        result.deletedEqualityDeleteFilesCount()
+    )
     counted = (
         int(result.deletedDataFilesCount())
         + int(result.deletedPositionDeleteFilesCount())
@@ -139,8 +143,8 @@ def expire_snapshots(spark: SparkSession, name: str, snapshot_ids: list[int]) ->
         counted,
         int(row.b or 0) + (lists_bytes if lists else 0),
         f"{int(result.deletedDataFilesCount())} data files, "
-        f"{int(result.deletedPositionDeleteFilesCount()) + int(result.deletedEqualityDeleteFilesCount())}"
-        f" delete files, {int(result.deletedManifestsCount())} manifests, {lists} manifest lists",
+        f"{deletes} delete files, {int(result.deletedManifestsCount())} manifests, "
+        f"{lists} manifest lists",
     )
 
 
@@ -165,7 +169,7 @@ class _Collect:
         self.paths.append(str(path))
 
     class Java:
-        implements = ["java.util.function.Consumer"]
+        implements = ("java.util.function.Consumer",)
 
 
 def orphan_files(spark: SparkSession, name: str, older_than_ms: int) -> list[str]:
@@ -191,10 +195,8 @@ def sizes(spark: SparkSession, name: str, paths: list[str]) -> int:
     io = _java_table(spark, name).io()
     total = 0
     for path in paths:
-        try:
+        with contextlib.suppress(Exception):  # removed meanwhile
             total += int(io.newInputFile(path).getLength())
-        except Exception:  # removed meanwhile
-            pass
     return total
 
 

@@ -64,6 +64,9 @@ class Rewritten:
     paths: tuple[str, ...]
 
 
+CACHE_CATALOG = "spark.sql.catalog.default_cache_iceberg"
+
+
 class OptimizeTable:
     """An Iceberg table being optimised. Java objects never leave it."""
 
@@ -77,6 +80,10 @@ class OptimizeTable:
         self._tasks: dict[str, Any] = {}  # path -> FileScanTask at the planned snapshot
         self._planned: int | None = None
         self._written: dict[str, Any] = {}  # group id -> Java Set<DataFile>
+        # Iceberg's source registers the catalog of staged scans on first use, unguarded: two
+        # threads' first staged reads at once (the optimisation service) can miss it
+        if spark.conf.get(CACHE_CATALOG, None) is None:
+            spark.conf.set(CACHE_CATALOG, "org.apache.iceberg.spark.SparkCachedTableCatalog")
 
     # ---- facts --------------------------------------------------------------------------
     def refresh(self) -> None:

@@ -412,7 +412,7 @@ ROUTINE = Routine(
             "which actions run: all, or a list of " + ", ".join(plan.ACTIONS),
             parse_actions,
         ),
-    ),  # fmt: skip
+    ),
     output=(
         OutputColumn(
             "action",
@@ -436,6 +436,6 @@ ROUTINE = Routine(
         OutputColumn("snapshot_id", "bigint", "the commit the action made (NULL: none)"),
         OutputColumn("duration_ms", "bigint", "wall-clock time of the action"),
         OutputColumn("error", "string", "why the action failed (NULL: it did not)"),
-    ),  # fmt: skip
+    ),
     run=run,
 )

@@ -200,9 +200,17 @@ def optimize(
     options: Mapping[str, str] | None = None,
     dry_run: bool = False,
     only_levels: frozenset[int] | None = None,
+    only_partitions: frozenset[str] | None = None,
+    leased: bool = False,
 ) -> list[tuple[Any, ...]]:
     """One tiered_optimize run (the procedure's body; ``ingest_cdc``'s ``optimize-every`` calls
-    it with ``only_levels={0}``: level 0 where its trigger says so, nothing forced)."""
+    it with ``only_levels={0}``: level 0 where its trigger says so, nothing forced; the
+    optimisation service with one job's level and partition).
+
+    Unless ``leased`` (the caller holds it) or ``dry_run``, the run holds the table's
+    optimisation lease (:mod:`sparkext.service.lease`): while another process optimises the
+    table, it raises :class:`~sparkext.errors.TableBusyError` and changes nothing.
+    """
     from sparkext.iceberg.optimize_table import OptimizeTable
 
     where = (where or "").strip() or None
@@ -222,10 +230,64 @@ def optimize(
     settings = settings_from(resolved, ref.target_file_size_bytes, columns, forced)
     if only_levels is not None:
         settings = dataclasses.replace(settings, levels=settings.levels & only_levels)
-    return _optimize(context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run)
+    arguments = (context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run)
+    if dry_run or leased:
+        return _optimize(*arguments, only_partitions)
+    from sparkext.service import lease
+
+    with lease.held(context.spark, ref.name, lease.owner_name("tiered_optimize")):
+        return _optimize(*arguments, only_partitions)
 
 
-def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run):
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One group a run would do now, for a scheduler: its partition and level, why, its size,
+    and when the partition last received data (its freshness)."""
+
+    partition: str
+    level: int
+    reason: str
+    input_files: int
+    input_bytes: int
+    target_file_bytes: int
+    converts_deletes: bool
+    last_commit_ms: int | None
+
+
+def planned(context: Context, ref: TableRef) -> list[Planned]:
+    """What a run with the table's own settings would do now (metadata only, no change)."""
+    from sparkext.iceberg.optimize_table import OptimizeTable
+
+    properties = dict(ref.properties)
+    resolved = resolve_options(ROUTINE, {}, properties)
+    columns = parse_columns(properties.get(CLUSTER_BY_PROPERTY))
+    table = OptimizeTable(context.spark, ref)
+    _check_cluster_columns(ref.name, table, columns, frozenset())
+    settings = settings_from(resolved, ref.target_file_size_bytes, columns, frozenset())
+    table.refresh()
+    start = table.current_snapshot_id()
+    if start is None:
+        return []
+    facts = table.facts(start, None, columns)
+    equality = facts.equality_delete_partitions if resolved[CONVERT_EQUALITY_DELETES] else ()
+    groups = plan(facts.files, settings, equality, facts.last_commit_ms, facts.now_ms)
+    return [
+        Planned(
+            g.partition,
+            g.level,
+            g.reason,
+            len(g.files),
+            g.input_bytes,
+            settings.target_file_bytes,
+            g.convert_deletes,
+            facts.last_commit_ms.get(g.partition),
+        )
+        for g in groups
+        if len(g.files) >= 2 or g.level > 0 or g.convert_deletes
+    ]
+
+
+def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run, only):
     table.refresh()  # the catalog may cache the table: plan from its current state
     start = table.current_snapshot_id()
     if start is None:
@@ -234,6 +296,8 @@ def _optimize(context, ref, table, where, cluster_by, curve, settings, options, 
     facts = table.facts(start, where, cluster_by)
     equality = facts.equality_delete_partitions if options[CONVERT_EQUALITY_DELETES] else ()
     groups = plan(facts.files, settings, equality, facts.last_commit_ms, facts.now_ms)
+    if only is not None:
+        groups = [g for g in groups if g.partition in only]
     groups = groups[: options[MAX_GROUPS]]
     context.progress(f"plan: {_describe_plan(groups)}")
     if dry_run:
@@ -249,6 +313,8 @@ def _optimize(context, ref, table, where, cluster_by, curve, settings, options, 
             start = table.current_snapshot_id()
             facts = table.facts(start, where, cluster_by)
             groups = plan(facts.files, settings, (), facts.last_commit_ms, facts.now_ms)
+            if only is not None:
+                groups = [g for g in groups if g.partition in only]
             groups = groups[: options[MAX_GROUPS]]
             for partition, (removed, snapshot_id) in converted.items():
                 if not any(g.partition == partition for g in groups):

@@ -289,5 +289,5 @@ def test_a_bad_policy_property_names_the_property(spark, table_name):
         f"ALTER TABLE {table_name} SET TBLPROPERTIES "
         "('sparkext.maintenance.min-snapshots' = 'many')"
     )
-    with pytest.raises(OptionError, match="sparkext.maintenance.min-snapshots"):
+    with pytest.raises(OptionError, match=r"sparkext\.maintenance\.min-snapshots"):
         maintain(table_name, "map()")

@@ -1,0 +1,496 @@
+"""The optimisation service: many tables, one Spark application (Bilibili Magnus' loop).
+
+Each cycle (every ``poll_interval``):
+
+1. **discover** the tables that match the patterns (``lake.ods.*``, exact names);
+2. **poll** each table's current snapshot from its metadata file (one small read per table, no
+   Spark job); a table whose snapshot changed since it was last planned is **planned** with
+   ``tiered_optimize``'s own planner (metadata only) and its groups are queued as jobs; its
+   maintenance actions are queued when their interval since the last successful run (kept in
+   the run log, so a restart remembers) has passed. A table that no poll finds changed is not
+   planned again — except when a job of it failed or was busy, so nothing is ever missed: the
+   plan is always made from the table's state, never from an event.
+3. **run** jobs from the priority queue (:mod:`sparkext.service.queue`) on up to
+   ``max_concurrent`` threads, one job per table at a time, each under the table's lease across
+   processes (:mod:`sparkext.service.lease`); a job re-plans its (partition, level) when it
+   starts, so work another process already committed is not redone.
+
+Every job ends as one log line and rows in the run log (:mod:`sparkext.service.runlog`).
+:meth:`Service.stop` (Ctrl-C) stops taking jobs and lets the running ones finish;
+:meth:`Service.cancel` (a second Ctrl-C) cancels them: they commit nothing more.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkext import cancellation
+from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
+from sparkext.planning.changelog_stream import parse_duration_ms
+from sparkext.service import lease, runlog
+from sparkext.service.queue import MAINTENANCE, Job, JobQueue, benefit, tier_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# how often each maintenance action is due, unless the table property
+# sparkext.maintenance.<action>-every says otherwise (Magnus: hourly expiry, daily orphans and
+# manifests)
+EVERY_DEFAULT = {
+    "expire_snapshots": "1 hour",
+    "remove_dangling_deletes": "1 day",
+    "rewrite_manifests": "1 day",
+    "remove_orphan_files": "1 day",
+}
+
+
+@dataclass
+class Settings:
+    patterns: tuple[str, ...]
+    max_concurrent: int = 2
+    poll_interval_s: float = 10.0
+    fresh_window_ms: int = 3_600_000
+    lease_ttl_ms: int = lease.TTL_MS
+    log_table: str | None = None
+    maintenance: bool = True
+    once: bool = False
+
+
+@dataclass
+class Stats:
+    cycles: int = 0
+    jobs_ok: int = 0
+    jobs_failed: int = 0
+    jobs_busy: int = 0
+    discovery_s: list[float] = field(default_factory=list)
+
+
+def parse_patterns(text: str) -> tuple[str, ...]:
+    """``'lake.ods.*, lake.dw.orders'`` → the two patterns; each needs catalog.namespace.table.
+
+    >>> parse_patterns("lake.ods.*, lake.dw.orders")
+    ('lake.ods.*', 'lake.dw.orders')
+    """
+    out = tuple(p.strip() for p in (text or "").split(",") if p.strip())
+    if not out:
+        raise ProcedureArgumentError(
+            "--tables names no table; pass patterns such as 'lake.ods.*,lake.dw.orders'."
+        )
+    for pattern in out:
+        if pattern.count(".") < 2:
+            raise ProcedureArgumentError(
+                f"'{pattern}' is not catalog.namespace.table; write e.g. 'lake.ods.*' or "
+                "'lake.dw.orders'."
+            )
+    return out
+
+
+class Service:
+    """One optimisation service in this Spark application (see the module docstring)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        log: Callable[[str], None] = print,
+        status: Callable[[str], None] = lambda text: None,
+    ):
+        self.spark = spark
+        self.settings = settings
+        self.log = log
+        self.status = status
+        self.owner = lease.owner_name("optimize-service")
+        self.queue = JobQueue()
+        self.stats = Stats()
+        self.log_table = settings.log_table or runlog.default_table(settings.patterns)
+        self._seen: dict[str, int | None] = {}  # table -> snapshot it was last planned at
+        self._last_runs: dict[tuple[str, str], int] = {}
+        self._running: dict[str, tuple[Job, cancellation.Statement]] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._maintained: set[str] = set()
+        self.tables: list[str] = []
+        self.ran: list[Job] = []  # every job taken, in order (tests, the report)
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def run(self) -> Stats:
+        """Serve until :meth:`stop` (or, with ``once``, until nothing is left to do)."""
+        runlog.ensure(self.spark, self.log_table)
+        self._last_runs = runlog.last_runs(self.spark, self.log_table, self._discover())
+        with ThreadPoolExecutor(self.settings.max_concurrent, "optimize") as pool:
+            futures: list[Future] = []
+            while not self._stopping.is_set():
+                self._cycle()
+                futures = self._dispatch(pool, futures)
+                if self.settings.once and not len(self.queue) and not futures:
+                    break
+                self._wake.wait(self.settings.poll_interval_s if not futures else 0.5)
+                self._wake.clear()
+            for future in futures:
+                future.exception()  # wait: running jobs finish (or were cancelled)
+        return self.stats
+
+    def stop(self) -> None:
+        """Take no new job; running jobs finish."""
+        self._stopping.set()
+        self._wake.set()
+
+    def cancel(self) -> None:
+        """Cancel the running jobs too (their uncommitted files are discarded)."""
+        self.stop()
+        with self._lock:
+            running = list(self._running.values())
+        for _, statement in running:
+            statement.cancelled.set()
+            self.spark.sparkContext.cancelJobGroup(statement.group)
+
+    def running(self) -> list[Job]:
+        with self._lock:
+            return [job for job, _ in self._running.values()]
+
+    # ---- discovery and planning -------------------------------------------------------------
+
+    def _discover(self) -> list[str]:
+        found: list[str] = []
+        for pattern in self.settings.patterns:
+            catalog_namespace, _, table_pattern = pattern.rpartition(".")
+            if not any(c in table_pattern for c in "*?["):
+                found.append(pattern)
+                continue
+            rows = self.spark.sql(f"SHOW TABLES IN {catalog_namespace}").collect()
+            for row in rows:
+                if not row.isTemporary and fnmatch.fnmatchcase(row.tableName, table_pattern):
+                    found.append(f"{catalog_namespace}.{row.tableName}")
+        log_table = self.log_table.lower()
+        self.tables = sorted({t for t in found if t.lower() != log_table})
+        return self.tables
+
+    def _cycle(self) -> None:
+        started = time.perf_counter()
+        self.stats.cycles += 1
+        with self._lock:
+            busy = set(self._running)
+        for name in self._discover():
+            if self._stopping.is_set():
+                return
+            try:
+                current = _current_snapshot(self.spark, name)
+            except Exception as error:  # dropped meanwhile, not Iceberg, unreadable
+                self._log_line("failed", f"{name} poll", _sentence(error))
+                continue
+            if name not in busy and self._seen.get(name, -1) != current:
+                self._plan(name, current)
+            if self.settings.maintenance and name not in busy and name not in self._maintained:
+                self._plan_maintenance(name)
+        self.stats.discovery_s.append(time.perf_counter() - started)
+        self.status(self._status_text())
+
+    def _plan(self, name: str, current: int | None) -> None:
+        from sparkext.iceberg.catalog import resolve_table
+        from sparkext.procedures.base import Context
+        from sparkext.procedures.tiered_optimize import planned
+
+        try:
+            ref = resolve_table(self.spark, name)
+            groups = planned(Context(self.spark), ref) if current is not None else []
+        except Exception as error:
+            self._log_line("failed", f"{name} plan", _sentence(error))
+            return
+        self._seen[name] = current
+        now = int(time.time() * 1000)
+        for group in groups:
+            self.queue.put(
+                Job(
+                    table=name,
+                    kind=f"L{group.level}",
+                    partition=group.partition,
+                    reason=group.reason,
+                    tier=tier_of(group.last_commit_ms, now, self.settings.fresh_window_ms),
+                    benefit=benefit(
+                        group.input_files,
+                        group.input_bytes,
+                        group.target_file_bytes,
+                        group.level,
+                        group.converts_deletes,
+                    ),
+                    input_files=group.input_files,
+                    input_bytes=group.input_bytes,
+                )
+            )
+
+    def _plan_maintenance(self, name: str) -> None:
+        from sparkext.iceberg.catalog import resolve_table
+
+        try:
+            properties = dict(resolve_table(self.spark, name).properties)
+        except Exception:
+            return
+        now = int(time.time() * 1000)
+        due = []
+        for action, default in EVERY_DEFAULT.items():
+            every = properties.get(f"sparkext.maintenance.{action}-every", default)
+            try:
+                interval = parse_duration_ms(every)
+            except ValueError:
+                interval = parse_duration_ms(default)
+            last = self._last_runs.get((name, action))
+            if last is None or now - last >= interval:
+                due.append(action)
+        if due:
+            if self.settings.once:
+                self._maintained.add(name)  # --once: one maintenance job per table
+            self.queue.put(
+                Job(name, "maintain", None, "due by policy", MAINTENANCE, 1.0, frozenset(due))
+            )
+
+    # ---- running jobs -----------------------------------------------------------------------
+
+    def _dispatch(self, pool: ThreadPoolExecutor, futures: list[Future]) -> list[Future]:
+        futures = [f for f in futures if not f.done()]
+        while not self._stopping.is_set() and len(futures) < self.settings.max_concurrent:
+            with self._lock:
+                job = self.queue.pop(busy=set(self._running))
+                if job is None:
+                    break
+                statement = cancellation.Statement()
+                self._running[job.table] = (job, statement)
+            self.ran.append(job)
+            futures.append(pool.submit(self._run_job, job, statement))
+        self.status(self._status_text())
+        return futures
+
+    def _run_job(self, job: Job, statement: cancellation.Statement) -> None:
+        context = self.spark.sparkContext
+        started = time.monotonic()
+        entries: list[runlog.Entry] = []
+        outcome, error = "ok", None
+        try:
+            with cancellation.bound(statement):
+                # a pool thread's JVM twin has no active session: Iceberg's source would then
+                # read a default SQLConf (without the catalogs) on its first staged scan
+                self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
+                    self.spark._jsparkSession
+                )
+                context.setJobGroup(statement.group, job.describe()[:200], True)
+                with lease.held(
+                    self.spark, job.table, self.owner, self.settings.lease_ttl_ms,
+                    "optimize-service",
+                ):  # fmt: skip
+                    entries = self._execute(job)
+        except TableBusyError as busy:
+            outcome, error = "busy", str(busy)
+        except cancellation.StatementCancelled as cancelled:
+            outcome, error = "failed", str(cancelled)
+        except Exception as failure:
+            outcome, error = "failed", _sentence(failure)
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
+            with self._lock:
+                self._running.pop(job.table, None)
+            self._wake.set()
+        if not entries:
+            entries = [self._entry(job, outcome, error, int((time.monotonic() - started) * 1000))]
+        for entry in entries:
+            if entry.outcome in ("failed", "busy") and not self.settings.once:
+                self._seen.pop(job.table, None)  # plan it again next cycle (--once: give up)
+            if job.kind == "maintain" and entry.outcome in ("ok", "skipped"):
+                self._last_runs[(job.table, entry.job)] = int(time.time() * 1000)
+        worst = next((e for e in entries if e.outcome == "failed"), None) or entries[0]
+        if worst.outcome == "failed":
+            self.stats.jobs_failed += 1
+        elif worst.outcome == "busy":
+            self.stats.jobs_busy += 1
+        else:
+            self.stats.jobs_ok += 1
+        try:
+            runlog.append(self.spark, self.log_table, entries)
+        except Exception as failure:
+            self.log(f"run log not written ({_sentence(failure)})")
+        for entry in entries:
+            self._log_line(entry.outcome, _entry_label(entry), _entry_detail(entry))
+
+    def _execute(self, job: Job) -> list[runlog.Entry]:
+        from sparkext.iceberg.catalog import resolve_table
+        from sparkext.procedures.base import Context
+        from sparkext.procedures.maintain import maintain
+        from sparkext.procedures.tiered_optimize import optimize
+
+        context = Context(self.spark)
+        ref = resolve_table(self.spark, job.table)
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        if job.kind == "maintain":
+            rows = maintain(context, ref, only=job.actions)
+            return [
+                runlog.Entry(
+                    now,
+                    self.owner,
+                    job.table,
+                    None,
+                    r[0],
+                    r[2],
+                    r[3],
+                    None,
+                    r[4],
+                    r[5],
+                    r[7],
+                    r[8],
+                    r[1] if r[1] != "planned" else "ok",
+                    r[9],
+                )
+                for r in rows
+            ]
+        level = int(job.kind[1:])
+        rows = optimize(
+            context,
+            ref,
+            only_levels=frozenset({level}),
+            only_partitions=frozenset({job.partition or ""}),
+            leased=True,
+        )
+        if not rows:
+            return [self._entry(job, "skipped", None, 0, "nothing due any more")]
+        return [
+            runlog.Entry(
+                now,
+                self.owner,
+                job.table,
+                r[0],
+                f"L{r[1]}",
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[8],
+                r[9],
+                "ok" if r[10] is None else "failed",
+                r[10],
+            )
+            for r in rows
+        ]
+
+    def _entry(
+        self, job: Job, outcome: str, error: str | None, duration_ms: int, reason: str = ""
+    ) -> runlog.Entry:
+        return runlog.Entry(
+            dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+            self.owner,
+            job.table,
+            job.partition,
+            job.kind if job.kind != "maintain" else ",".join(sorted(job.actions)),
+            reason or job.reason,
+            job.input_files,
+            job.input_bytes,
+            None,
+            None,
+            None,
+            duration_ms,
+            outcome,
+            error,
+        )
+
+    def _log_line(self, outcome: str, label: str, detail: str) -> None:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.log(f"{stamp} {outcome:<7} {label}: {detail}")
+
+    def _status_text(self) -> str:
+        running = ", ".join(j.describe() for j in self.running()) or "idle"
+        return (
+            f"{len(self.tables)} tables · queue {len(self.queue)} · running: {running} · "
+            f"ok {self.stats.jobs_ok}, failed {self.stats.jobs_failed}, busy "
+            f"{self.stats.jobs_busy}"
+        )
+
+
+def _current_snapshot(spark: SparkSession, name: str) -> int | None:
+    from sparkext.iceberg.catalog import refreshed_snapshot_id
+
+    return refreshed_snapshot_id(spark, name)
+
+
+def _sentence(error: BaseException) -> str:
+    from sparkext.iceberg.errors import translate
+
+    if isinstance(error, SparkextError):
+        return str(error)
+    translated = translate(error)
+    text = str(translated) if translated is not None else f"{type(error).__name__}: {error}"
+    return (text.strip().splitlines() or ["failed"])[0]
+
+
+def _entry_label(entry: runlog.Entry) -> str:
+    where = f" {entry.partition}" if entry.partition else ""
+    return f"{entry.table_name}{where} {entry.job}"
+
+
+def _entry_detail(entry: runlog.Entry) -> str:
+    if entry.error:
+        return entry.error
+    parts = [entry.reason] if entry.reason else []
+    if entry.job.startswith("L") and entry.output_files is not None:
+        parts.append(
+            f"{entry.input_files} files {_mb(entry.input_bytes)} → {entry.output_files} files "
+            f"{_mb(entry.output_bytes)}"
+        )
+    if entry.snapshot_id is not None:
+        parts.append(f"snapshot {entry.snapshot_id}")
+    parts.append(f"{entry.duration_ms / 1000:.1f} s")
+    return "; ".join(parts)
+
+
+def _mb(size: int | None) -> str:
+    return f"{(size or 0) / 2**20:,.1f} MB"
+
+
+def serve(
+    spark: SparkSession,
+    tables: str | Sequence[str],
+    *,
+    once: bool = False,
+    max_concurrent: int = 2,
+    poll_interval: str = "10 seconds",
+    fresh_window: str = "1 hour",
+    lease_ttl: str = "5 minutes",
+    log_table: str | None = None,
+    maintenance: bool = True,
+    log: Callable[[str], None] = print,
+) -> Service:
+    """Build a service (``.run()`` serves; ``.stop()`` from another thread ends it)."""
+    patterns = parse_patterns(tables if isinstance(tables, str) else ",".join(tables))
+    if max_concurrent < 1:
+        raise ProcedureArgumentError(
+            f"max_concurrent = {max_concurrent} runs nothing; use 1 or more, e.g. 4."
+        )
+    settings = Settings(
+        patterns=patterns,
+        max_concurrent=max_concurrent,
+        poll_interval_s=_duration(poll_interval, "poll interval") / 1000,
+        fresh_window_ms=_duration(fresh_window, "fresh window"),
+        lease_ttl_ms=_duration(lease_ttl, "lease TTL"),
+        log_table=log_table,
+        maintenance=maintenance,
+        once=once,
+    )
+    return Service(spark, settings, log=log)
+
+
+def _duration(text: str, what: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError:
+        raise ProcedureArgumentError(
+            f"The {what} '{text}' is not a duration; write e.g. '10 seconds' or '5 minutes'."
+        ) from None
+
+
+__all__: list[Any] = ["Service", "Settings", "serve"]
