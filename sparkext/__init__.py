@@ -14,6 +14,8 @@ from sparkext.errors import SparkextError
 from sparkext.session import session
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -179,12 +181,13 @@ def optimize_service(
     lease_ttl: str = "5 minutes",
     log_table: str | None = None,
     maintenance: bool = True,
+    log: Callable[[str], None] = print,
     spark: SparkSession | None = None,
 ) -> Service:
     """The optimisation service over ``tables`` (``'lake.ods.*,lake.dw.orders'``), as
     ``sparkext-sql optimize-service`` runs it: ``.run()`` serves (until ``.stop()`` from another
     thread, or with ``once`` until nothing is due), ``.stats`` counts jobs, the run log table
-    keeps every job."""
+    keeps every job; ``log`` gets one line per job."""
     from pyspark.sql import SparkSession
 
     from sparkext.service.service import serve
@@ -193,5 +196,5 @@ def optimize_service(
     return serve(
         spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
         fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
-        maintenance=maintenance,
+        maintenance=maintenance, log=log,
     )  # fmt: skip

@@ -252,6 +252,7 @@ class Planned:
     target_file_bytes: int
     converts_deletes: bool
     last_commit_ms: int | None
+    label: str | None = None  # the partition as the output's "partition" column shows it
 
 
 def planned(context: Context, ref: TableRef) -> list[Planned]:
@@ -281,6 +282,7 @@ def planned(context: Context, ref: TableRef) -> list[Planned]:
             settings.target_file_bytes,
             g.convert_deletes,
             facts.last_commit_ms.get(g.partition),
+            _partition_label(g.partition),
         )
         for g in groups
         if len(g.files) >= 2 or g.level > 0 or g.convert_deletes

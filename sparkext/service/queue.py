@@ -40,13 +40,14 @@ class Job:
     actions: frozenset[str] = frozenset()  # maintain: the actions that are due
     input_files: int = 0
     input_bytes: int = 0
+    label: str | None = None  # the partition as people read it (JSON)
 
     @property
     def key(self) -> tuple[str, str | None, str]:
         return (self.table, self.partition, self.kind)
 
     def describe(self) -> str:
-        where = f" {self.partition}" if self.partition not in (None, "") else ""
+        where = f" {self.label}" if self.label else ""
         if self.kind == "maintain":
             return f"{self.table} maintain {','.join(sorted(self.actions))}"
         return f"{self.table}{where} {self.kind}"

@@ -224,6 +224,7 @@ class Service:
                     ),
                     input_files=group.input_files,
                     input_bytes=group.input_bytes,
+                    label=group.label,
                 )
             )
 
@@ -386,7 +387,7 @@ class Service:
             dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
             self.owner,
             job.table,
-            job.partition,
+            job.label,
             job.kind if job.kind != "maintain" else ",".join(sorted(job.actions)),
             reason or job.reason,
             job.input_files,

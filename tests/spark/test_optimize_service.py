@@ -1,0 +1,224 @@
+"""The optimisation service and the per-table lease.
+
+Oracles: the tables read exactly what they read before (stock Iceberg-Spark); the run log, read
+back with SQL, says what ran; lease intervals recorded by real concurrent processes never
+overlap on one table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import sparkext
+from sparkext.errors import ProcedureArgumentError, TableBusyError
+from sparkext.service import lease
+
+NAMESPACE = "lake.svc"
+
+
+@pytest.fixture
+def namespace(spark, request):
+    """A fresh namespace per test (the service discovers tables by pattern)."""
+    name = f"{NAMESPACE}{request.node.name.split('[')[0][-12:].replace('-', '_')}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}")
+    return name
+
+
+def small_files(spark, name: str, parts: str = "ab", files: int = 4, start: int = 0) -> None:
+    if not spark.catalog.tableExists(name):
+        spark.sql(
+            f"CREATE TABLE {name} (k int, p string) USING iceberg PARTITIONED BY (p) "
+            "TBLPROPERTIES ('format-version'='2', 'sparkext.optimize.l0.min-files'='3')"
+        )
+    for i in range(files):
+        values = ", ".join(f"({start + i * 10 + j}, '{p}')" for j, p in enumerate(parts))
+        spark.sql(f"INSERT INTO {name} VALUES {values}")
+
+
+def rows(spark, name: str) -> list[tuple]:
+    spark.catalog.refreshTable(name)
+    return sorted(tuple(r) for r in spark.table(name).collect())
+
+
+def file_count(spark, name: str) -> int:
+    spark.catalog.refreshTable(name)
+    return spark.sql(f"SELECT count(*) FROM {name}.files").first()[0]
+
+
+def log(spark, log_table: str, where: str = "true") -> list:
+    spark.catalog.refreshTable(log_table)
+    return spark.sql(f"SELECT * FROM {log_table} WHERE {where} ORDER BY ts").collect()
+
+
+def test_the_lease_is_exclusive_and_a_dead_holders_lease_expires(spark, table_name):
+    small_files(spark, table_name, files=1)
+    assert lease.try_acquire(spark, table_name, "a", ttl_ms=60_000) is None
+    assert lease.try_acquire(spark, table_name, "a", ttl_ms=60_000) is None  # renewal
+    blocker = lease.try_acquire(spark, table_name, "b", ttl_ms=60_000)
+    assert blocker is not None and blocker.owner == "a"
+    lease.release(spark, table_name, "b")  # not b's: nothing happens
+    assert lease.try_acquire(spark, table_name, "b") is not None
+    lease.release(spark, table_name, "a")
+    assert lease.try_acquire(spark, table_name, "b", ttl_ms=1) is None  # b dies at once
+    time.sleep(0.01)
+    assert lease.try_acquire(spark, table_name, "c", ttl_ms=60_000) is None  # b's expired
+    lease.release(spark, table_name, "c")
+
+
+def test_a_manual_tiered_optimize_waits_for_the_lease_holder(spark, table_name):
+    small_files(spark, table_name)
+    before = rows(spark, table_name)
+    files = file_count(spark, table_name)
+    assert lease.try_acquire(spark, table_name, "optimize-service@elsewhere:1", 60_000) is None
+    with pytest.raises(TableBusyError) as busy:
+        sparkext.sql(f"CALL sparkext.tiered_optimize(table => '{table_name}')")
+    text = str(busy.value)
+    assert "optimize-service@elsewhere:1" in text and "\n" not in text
+    assert file_count(spark, table_name) == files
+    lease.release(spark, table_name, "optimize-service@elsewhere:1")
+    sparkext.sql(f"CALL sparkext.tiered_optimize(table => '{table_name}')").collect()
+    assert file_count(spark, table_name) == 2 and rows(spark, table_name) == before
+    assert lease.store.holder(spark, table_name) is None  # released after the run
+
+
+def test_once_optimises_every_matching_table_and_logs_every_job(spark, namespace):
+    first, second, other = (f"{namespace}.orders", f"{namespace}.users", "lake.test.untouched")
+    for name in (first, second):
+        small_files(spark, name)
+    small_files(spark, other)
+    before = {n: rows(spark, n) for n in (first, second)}
+    other_files = file_count(spark, other)
+    log_table = f"{namespace}.log"
+    service = sparkext.optimize_service(
+        f"{namespace}.*", once=True, log_table=log_table, log=lambda line: None
+    )
+    stats = service.run()
+    assert stats.jobs_failed == 0
+    for name in (first, second):
+        assert rows(spark, name) == before[name]
+        assert file_count(spark, name) == 2  # 4 small files per partition merged into 1
+    assert file_count(spark, other) == other_files
+    entries = log(spark, log_table)
+    merged = {(e.table_name, e.partition) for e in entries if e.job == "L0" and e.outcome == "ok"}
+    assert merged == {(n, f'{{"p":"{p}"}}') for n in (first, second) for p in "ab"}
+    actions = {(e.table_name, e.job) for e in entries if e.partition is None}
+    assert (first, "expire_snapshots") in actions and (second, "remove_orphan_files") in actions
+    assert log(spark, log_table, "outcome <> 'ok' AND outcome <> 'skipped'") == []
+    assert all(e.service == service.owner and e.duration_ms >= 0 for e in entries)
+
+    # a restart resumes: nothing committed is redone, maintenance is not yet due again
+    again = sparkext.optimize_service(
+        f"{namespace}.*", once=True, log_table=log_table, log=lambda line: None
+    )
+    again.run()
+    assert again.ran == []
+
+
+def test_fresh_partitions_go_before_history(spark, namespace):
+    name = f"{namespace}.events"
+    small_files(spark, name, parts="o", files=6)  # more files: the bigger benefit
+    time.sleep(3)
+    small_files(spark, name, parts="n", files=3, start=1000)
+    lines: list[str] = []
+    service = sparkext.optimize_service(
+        name, once=True, max_concurrent=1, fresh_window="2 seconds", maintenance=False,
+        log_table=f"{namespace}.log", log=lines.append,
+    )  # fmt: skip
+    service.run()
+    assert [(j.label, j.tier) for j in service.ran] == [('{"p":"n"}', 0), ('{"p":"o"}', 2)]
+    assert len(lines) == 2 and "ok" in lines[0] and '{"p":"n"} L0' in lines[0]
+
+
+def test_a_table_leased_by_another_process_is_left_alone(spark, namespace):
+    name = f"{namespace}.busy"
+    small_files(spark, name)
+    files = file_count(spark, name)
+    assert lease.try_acquire(spark, name, "optimize-service@other:2", 60_000) is None
+    try:
+        service = sparkext.optimize_service(
+            name, once=True, maintenance=False, log_table=f"{namespace}.log", log=lambda x: None
+        )
+        stats = service.run()
+    finally:
+        lease.release(spark, name, "optimize-service@other:2")
+    assert stats.jobs_busy == 2 and stats.jobs_ok == 0
+    assert file_count(spark, name) == files
+    busy = log(spark, f"{namespace}.log", "outcome = 'busy'")
+    assert len(busy) == 2 and "optimize-service@other:2" in busy[0].error
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"tables": "orders"}, "catalog.namespace.table"),
+        ({"tables": " , "}, "names no table"),
+        ({"tables": "lake.a.b", "max_concurrent": 0}, "use 1 or more"),
+        ({"tables": "lake.a.b", "poll_interval": "often"}, "not a duration"),
+    ],
+)
+def test_bad_service_settings_are_one_sentence(spark, kwargs, words):
+    tables = kwargs.pop("tables")
+    with pytest.raises(ProcedureArgumentError) as error:
+        sparkext.optimize_service(tables, **kwargs)
+    assert words in str(error.value) and "\n" not in str(error.value)
+
+
+SERVICE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import sparkext
+    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
+                             **{"spark.sql.shuffle.partitions": "1"})
+    service = sparkext.optimize_service(sys.argv[2], once=True, max_concurrent=2,
+                                        maintenance=False, log_table=sys.argv[3])
+    stats = service.run()
+    print("OWNER", service.owner, "FAILED", stats.jobs_failed)
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_service_processes_never_optimise_one_table_at_once(spark, namespace, tmp_path,
+                                                                warehouse):  # fmt: skip
+    names = [f"{namespace}.t{i}" for i in range(3)]
+    for name in names:
+        small_files(spark, name, parts="abcd", files=4)
+    before = {n: rows(spark, n) for n in names}
+    log_table = f"{namespace}.log"
+    from sparkext.service import runlog
+
+    runlog.ensure(spark, log_table)
+    script = tmp_path / "service.py"
+    script.write_text(SERVICE_SCRIPT)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(warehouse), f"{namespace}.t*", log_table],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=900) for p in processes]
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+        assert "FAILED 0" in out, out + err[-2000:]
+    entries = [e for e in log(spark, log_table) if e.outcome in ("ok", "busy")]
+    assert {e.service for e in entries if e.outcome == "ok"}  # somebody did the work
+    held = [e for e in entries if e.outcome == "ok"]
+    for a in held:
+        for b in held:
+            if a.service != b.service and a.table_name == b.table_name:
+                a_start = a.ts.timestamp() - a.duration_ms / 1000
+                b_start = b.ts.timestamp() - b.duration_ms / 1000
+                assert a.ts.timestamp() <= b_start or b.ts.timestamp() <= a_start, (a, b)
+    for name in names:
+        assert rows(spark, name) == before[name]
+        assert file_count(spark, name) == 4  # every partition merged exactly once
