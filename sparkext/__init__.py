@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "changelog_consumers",
     "changelog_stream",
+    "health_report",
     "ingest_cdc_stream",
     "optimize_service",
     "session",
@@ -198,3 +199,42 @@ def optimize_service(
         fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
         maintenance=maintenance, log=log,
     )  # fmt: skip
+
+
+def health_report(
+    tables: str,
+    out: str | None = None,
+    *,
+    log_table: str | None = None,
+    title: str = "sparkext table health",
+    record: bool = True,
+    spark: SparkSession | None = None,
+) -> str | DataFrame:
+    """The health report of ``tables``: with ``out``, write the HTML page there and return its
+    path; without, return the rows ``CALL sparkext.health_report`` returns."""
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    from sparkext.procedures.base import Context
+    from sparkext.procedures.health_report import gather
+    from sparkext.service import report
+
+    spark = spark or SparkSession.getActiveSession() or session()
+    if out is None:
+        return sql(
+            f"CALL sparkext.health_report(tables => {_literal(tables)}"
+            + (f", log_table => {_literal(log_table)}" if log_table else "")
+            + f", record => {str(record).lower()})",
+            spark,
+        )
+    partitions, trend = gather(Context(spark), tables, log_table, record)
+    path = Path(out)
+    path.write_text(report.render(partitions, trend, title), encoding="utf-8")
+    return str(path)
+
+
+def _literal(text: str) -> str:
+    from sparkext.literals import sql_string
+
+    return sql_string(text)

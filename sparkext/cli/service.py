@@ -14,11 +14,11 @@ import threading
 import click
 
 from sparkext.cli.common import fail, overrides_of
-from sparkext.cli.streaming import EXIT_CANCELLED, _common, _inherited, _session
+from sparkext.cli.streaming import EXIT_CANCELLED, _inherited, _session, spark_options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@_common
+@spark_options
 @click.option(
     "--tables",
     required=True,
@@ -142,3 +142,36 @@ class _Status:
 
 
 COMMANDS = {"optimize-service": optimize_service}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@spark_options
+@click.option("--tables", required=True, metavar="PATTERNS", help="e.g. 'lake.ods.*,lake.dw.t'.")
+@click.option(
+    "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+    help="The HTML page to write (self-contained: opens offline).",
+)  # fmt: skip
+@click.option("--log-table", help="Run log table (default: <catalog>.sparkext.optimize_log).")
+@click.option("--title", default="sparkext table health", show_default=True)
+def report(confs, master, verbose, tables, out, log_table, title) -> None:
+    """Write one HTML page: per table and partition, files, small files, delete files,
+    optimised share, health score and their trends, the worst partitions first with their fix."""
+    from sparkext.service.service import parse_patterns
+
+    confs, master, verbose = _inherited(confs, master, verbose)
+    try:
+        parse_patterns(tables)
+    except Exception as error:
+        fail(error, verbose)
+    spark = _session(overrides_of(confs, master), verbose)
+    import sparkext
+
+    try:
+        path = sparkext.health_report(tables, out=out, log_table=log_table, title=title,
+                                      spark=spark)  # fmt: skip
+    except Exception as error:
+        fail(error, verbose)
+    click.echo(f"wrote {path}", err=True)
+
+
+COMMANDS["report"] = report

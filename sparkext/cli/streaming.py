@@ -19,18 +19,25 @@ from sparkext import times
 from sparkext.cli.common import fail, overrides_of, start_session
 from sparkext.cli.output import FORMATS, write
 
-_COMMON = [
-    click.argument("job", type=click.Path(dir_okay=False)),
+_SPARK = [
     click.option(
         "--conf", "confs", multiple=True, metavar="K=V", help="A Spark setting; repeatable."
     ),
     click.option("--master", help="Spark master URL (default from conf/spark-defaults.conf)."),
     click.option("--verbose", is_flag=True, help="Show Spark's logs and full stack traces."),
 ]
+_COMMON = [click.argument("job", type=click.Path(dir_okay=False)), *_SPARK]
 
 
 def _common(function):
     for decorator in reversed(_COMMON):
+        function = decorator(function)
+    return function
+
+
+def spark_options(function):
+    """--conf, --master, --verbose (the subcommands without a job file)."""
+    for decorator in reversed(_SPARK):
         function = decorator(function)
     return function
 

@@ -36,6 +36,12 @@ SCHEMA = (
     ("duration_ms", "bigint", "wall-clock time"),
     ("outcome", "string", "ok, skipped, busy (another process held the table) or failed"),
     ("error", "string", "the one-sentence error (NULL: none)"),
+    # job 'health': the table's state when it was recorded (the report's trends)
+    ("health_score", "double", "health: the table's 0-100 score"),
+    ("data_files", "bigint", "health: live data files"),
+    ("small_files", "bigint", "health: small data files"),
+    ("delete_files", "bigint", "health: delete files and deletion vectors"),
+    ("optimized_share", "double", "health: share of bytes clustered by L1/L2"),
 )
 DDL = ", ".join(f"{name} {kind}" for name, kind, _ in SCHEMA)
 
@@ -56,6 +62,11 @@ class Entry:
     duration_ms: int
     outcome: str
     error: str | None = None
+    health_score: float | None = None
+    data_files: int | None = None
+    small_files: int | None = None
+    delete_files: int | None = None
+    optimized_share: float | None = None
 
 
 def default_table(served: Sequence[str]) -> str:
@@ -79,6 +90,13 @@ def ensure(spark: SparkSession, name: str) -> None:
         "PARTITIONED BY (days(ts)) TBLPROPERTIES ('format-version'='2', "
         "'commit.retry.num-retries'='20')"
     )
+    have = {c.lower() for c in spark.table(identifiers.join(parts)).columns}
+    missing = [(n, k) for n, k, _ in SCHEMA if n.lower() not in have]
+    if missing:  # a log made by an older sparkext: add the new columns (NULL in old rows)
+        spark.sql(
+            f"ALTER TABLE {identifiers.join(parts)} ADD COLUMNS "
+            f"({', '.join(f'{n} {k}' for n, k in missing)})"
+        )
 
 
 def append(spark: SparkSession, name: str, entries: Iterable[Entry]) -> None:
@@ -96,7 +114,11 @@ def last_runs(spark: SparkSession, name: str, tables: Sequence[str]) -> dict[tup
         return {}
     rows = (
         spark.table(name)
-        .where(F.col("outcome").isin("ok", "skipped") & F.col("table_name").isin(*tables))
+        .where(
+            F.col("outcome").isin("ok", "skipped")
+            & F.col("table_name").isin(*tables)
+            & (F.col("job") != "health")
+        )
         .groupBy("table_name", "job")
         .agg(F.max("ts").alias("ts"))
         .collect()  # one row per (table, job)

@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkext import cancellation
+from sparkext import cancellation, identifiers
 from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
 from sparkext.planning.changelog_stream import parse_duration_ms
 from sparkext.service import lease, runlog
@@ -90,6 +90,24 @@ def parse_patterns(text: str) -> tuple[str, ...]:
                 "'lake.dw.orders'."
             )
     return out
+
+
+def discover(
+    spark: SparkSession, patterns: Sequence[str], exclude: Sequence[str] = ()
+) -> list[str]:
+    """The tables the patterns name (``*``, ``?``, ``[...]`` in the table part), sorted."""
+    found: list[str] = []
+    for pattern in patterns:
+        catalog_namespace, _, table_pattern = pattern.rpartition(".")
+        if not any(c in table_pattern for c in "*?["):
+            found.append(pattern)
+            continue
+        namespace = identifiers.join(catalog_namespace.split("."))
+        for row in spark.sql(f"SHOW TABLES IN {namespace}").collect():
+            if not row.isTemporary and fnmatch.fnmatchcase(row.tableName, table_pattern):
+                found.append(f"{catalog_namespace}.{row.tableName}")
+    skip = {e.lower() for e in exclude}
+    return sorted({t for t in found if t.lower() not in skip})
 
 
 class Service:
@@ -160,18 +178,7 @@ class Service:
     # ---- discovery and planning -------------------------------------------------------------
 
     def _discover(self) -> list[str]:
-        found: list[str] = []
-        for pattern in self.settings.patterns:
-            catalog_namespace, _, table_pattern = pattern.rpartition(".")
-            if not any(c in table_pattern for c in "*?["):
-                found.append(pattern)
-                continue
-            rows = self.spark.sql(f"SHOW TABLES IN {catalog_namespace}").collect()
-            for row in rows:
-                if not row.isTemporary and fnmatch.fnmatchcase(row.tableName, table_pattern):
-                    found.append(f"{catalog_namespace}.{row.tableName}")
-        log_table = self.log_table.lower()
-        self.tables = sorted({t for t in found if t.lower() != log_table})
+        self.tables = discover(self.spark, self.settings.patterns, exclude=(self.log_table,))
         return self.tables
 
     def _cycle(self) -> None:
@@ -331,6 +338,7 @@ class Service:
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         if job.kind == "maintain":
             rows = maintain(context, ref, only=job.actions)
+            self._record_health(job.table)
             return [
                 runlog.Entry(
                     now,
@@ -379,6 +387,15 @@ class Service:
             )
             for r in rows
         ]
+
+    def _record_health(self, name: str) -> None:
+        """A data point of the report's trends, with each maintenance run (hourly)."""
+        from sparkext.service import report
+
+        try:
+            report.record(self.spark, self.log_table, self.owner, report.health(self.spark, [name]))
+        except Exception as failure:
+            self._log_line("failed", f"{name} health", _sentence(failure))
 
     def _entry(
         self, job: Job, outcome: str, error: str | None, duration_ms: int, reason: str = ""

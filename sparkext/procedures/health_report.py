@@ -1,0 +1,68 @@
+"""CALL sparkext.health_report(tables [, log_table, record]): the health report's data as rows.
+
+One row per partition of every table the patterns name, worst score first, with the fix that
+would raise it and the table's score change over the run log's window; ``record`` (default
+true) also appends the tables' current health to the run log, where the trends come from.
+``sparkext-sql report --out report.html`` renders the same data as a page
+(:mod:`sparkext.service.report`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkext.procedures.base import BoundArgs, Context, OutputColumn, Param, ParamType, Routine
+
+
+def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    partitions, trend = gather(context, args["tables"], args["log_table"], args["record"])
+    from sparkext.service.report import rows
+
+    return rows(partitions, trend)
+
+
+def gather(context: Context, tables: str, log_table: str | None, record: bool):
+    """(partitions worst first, trends) for the report and the procedure."""
+    from sparkext.service import report, runlog
+    from sparkext.service.lease import owner_name
+    from sparkext.service.service import discover, parse_patterns
+
+    patterns = parse_patterns(tables)
+    log_table = log_table or runlog.default_table(patterns)
+    names = discover(context.spark, patterns, exclude=(log_table,))
+    context.progress(f"reading the health of {len(names)} tables")
+    partitions = report.health(context.spark, names)
+    if record and partitions:
+        runlog.ensure(context.spark, log_table)
+        report.record(context.spark, log_table, owner_name("health_report"), partitions)
+    return partitions, report.trends(context.spark, log_table, names)
+
+
+ROUTINE = Routine(
+    name="health_report",
+    doc="Health of many tables per partition, worst first, with the fix for each and the "
+    "trend from the run log (sparkext-sql report renders it as HTML).",
+    params=(
+        Param("tables", ParamType.STRING, "tables or patterns, e.g. 'lake.ods.*,lake.dw.t'", True),
+        Param("log_table", ParamType.STRING, "run log (default: <catalog>.sparkext.optimize_log)"),
+        Param("record", ParamType.BOOLEAN, "append the current health to the run log", False, True),
+    ),
+    output=(
+        OutputColumn("table_name", "string", "the table"),
+        OutputColumn("partition", "string", "partition as JSON (NULL: unpartitioned)"),
+        OutputColumn("health_score", "int", "0-100 partition score (table_health)"),
+        OutputColumn("table_health_score", "int", "0-100 score of the whole table"),
+        OutputColumn("data_files", "bigint", "live data files"),
+        OutputColumn("data_bytes", "bigint", "their bytes"),
+        OutputColumn("small_files", "bigint", "small data files"),
+        OutputColumn("delete_files", "bigint", "delete files and deletion vectors"),
+        OutputColumn("optimized_share", "double", "share of bytes clustered by L1/L2"),
+        OutputColumn("fix", "string", "the call that would raise the score (or 'none needed')"),
+        OutputColumn(
+            "score_change",
+            "int",
+            "table score now minus the first one the run log recorded in 14 days (NULL: none)",
+        ),
+    ),
+    run=run,
+)
