@@ -90,6 +90,13 @@ def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside t
     )
 
 
+def activate_session(spark: SparkSession) -> None:
+    """Make ``spark`` the JVM thread's active session: a Python thread of a pool has a fresh JVM
+    twin without one, and Iceberg's source would then read a default SQLConf (without the
+    catalogs) on its first staged scan."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def refreshed_snapshot_id(spark: SparkSession, name: str) -> int | None:
     """The table's current snapshot, read from its metadata now (the catalog's cached table is
     refreshed, so later reads in this session see at least this snapshot)."""

@@ -76,7 +76,7 @@ def default_table(served: Sequence[str]) -> str:
     'lake.sparkext.optimize_log'
     """
     catalog = served[0].split(".", 1)[0] if served else "lake"
-    return identifiers.join((catalog, NAMESPACE, TABLE))
+    return f"{catalog}.{NAMESPACE}.{TABLE}"
 
 
 def ensure(spark: SparkSession, name: str) -> None:

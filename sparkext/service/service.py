@@ -277,17 +277,15 @@ class Service:
         return futures
 
     def _run_job(self, job: Job, statement: cancellation.Statement) -> None:
+        from sparkext.iceberg.catalog import activate_session
+
         context = self.spark.sparkContext
         started = time.monotonic()
         entries: list[runlog.Entry] = []
         outcome, error = "ok", None
         try:
             with cancellation.bound(statement):
-                # a pool thread's JVM twin has no active session: Iceberg's source would then
-                # read a default SQLConf (without the catalogs) on its first staged scan
-                self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
-                    self.spark._jsparkSession
-                )
+                activate_session(self.spark)
                 context.setJobGroup(statement.group, job.describe()[:200], True)
                 with lease.held(
                     self.spark, job.table, self.owner, self.settings.lease_ttl_ms,
