@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures.base import BoundArgs, Context, OutputColumn, Param, ParamType, Routine
+from sparkext.procedures.base import (
+    BoundArgs,
+    Context,
+    Kind,
+    OutputColumn,
+    Param,
+    ParamType,
+    Routine,
+)
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
@@ -40,6 +48,7 @@ def gather(context: Context, tables: str, log_table: str | None, record: bool):
 
 ROUTINE = Routine(
     name="health_report",
+    kind=Kind.PROCEDURE | Kind.FUNCTION,
     doc="Health of many tables per partition, worst first, with the fix for each and the "
     "trend from the run log (sparkext-sql report renders it as HTML).",
     params=(
