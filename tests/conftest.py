@@ -34,6 +34,9 @@ def spark(warehouse):
     import sparkext
 
     os.environ.setdefault("SPARKEXT_HISTORY", str(warehouse.parent / "history"))
+    from tests.helpers.postgres import JDBC_JAR
+
+    extra = {"spark.driver.extraClassPath": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
     session = sparkext.session(
         master="local[2]",
         warehouse=str(warehouse),
@@ -41,6 +44,7 @@ def spark(warehouse):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.driver.memory": "2g",
+            **extra,  # the JDBC-catalog tests' driver (tests/helpers/postgres.py)
         },
     )
     session.sql("CREATE NAMESPACE IF NOT EXISTS lake.test")
@@ -52,3 +56,38 @@ def spark(warehouse):
 def table_name(spark) -> str:
     """A fresh, unused table name in lake.test."""
     return f"lake.test.t{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for the whole run (skipped, with the reason, where it cannot be
+    installed or started)."""
+    from tests.helpers import postgres
+
+    reason = postgres.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = postgres.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def jdbc_catalog(spark, postgres_server, tmp_path_factory) -> str:
+    """Catalog ``pg``: Iceberg's JDBC catalog on that PostgreSQL server."""
+    from tests.helpers.postgres import catalog_conf
+
+    warehouse = tmp_path_factory.mktemp("pg-warehouse")
+    for key, value in catalog_conf("pg", postgres_server, str(warehouse)).items():
+        spark.conf.set(key, value)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS pg.test")
+    return "pg"
+
+
+@pytest.fixture(params=["hadoop", "jdbc"])
+def catalog(request) -> str:
+    """Each concurrency test on both catalogs: the Hadoop catalog 'lake' (commit by rename) and
+    Iceberg's JDBC catalog on PostgreSQL 'pg' (commit by a conditional UPDATE)."""
+    if request.param == "hadoop":
+        return "lake"
+    return request.getfixturevalue("jdbc_catalog")

@@ -94,3 +94,16 @@ def test_missing_or_old_java_is_one_actionable_sentence(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(home))
     with pytest.raises(EnvironmentSetupError, match=r"is Java 11; install Java 17"):
         check_java()
+
+
+def test_the_jdbc_catalog_example_parses_into_a_jdbc_catalog():
+    from pathlib import Path
+
+    from sparkext.conf import parse_defaults
+
+    text = (Path(__file__).parents[2] / "conf" / "jdbc-catalog.conf.example").read_text()
+    conf = parse_defaults(text, {"ICEBERG_DB_PASSWORD": "p"})
+    assert conf["spark.sql.catalog.lake.catalog-impl"] == "org.apache.iceberg.jdbc.JdbcCatalog"
+    assert conf["spark.sql.catalog.lake.uri"].startswith("jdbc:postgresql://")
+    assert conf["spark.sql.catalog.lake.jdbc.password"] == "p"
+    assert conf["spark.driver.extraClassPath"].endswith("postgresql.jar")

@@ -7,6 +7,8 @@ overlap on one table.
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from sparkext.errors import ProcedureArgumentError, TableBusyError
 from sparkext.service import lease
 
 NAMESPACE = "lake.svc"
+_ids = itertools.count(1)
 
 
 @pytest.fixture
@@ -41,6 +44,22 @@ def small_files(spark, name: str, parts: str = "ab", files: int = 4, start: int 
         spark.sql(f"INSERT INTO {name} VALUES {values}")
 
 
+def catalog_settings(spark, catalog: str) -> dict[str, str]:
+    """What another process needs to open ``catalog`` as this session does."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(prefix)}
+    for key in ("uri", "catalog-impl", "jdbc.user", "jdbc.password", "jdbc.schema-version",
+                "warehouse", ""):  # fmt: skip
+        full = f"{prefix}.{key}" if key else prefix
+        value = spark.conf.get(full, None)
+        if value is not None:
+            out[full] = value
+    extra = spark.sparkContext.getConf().get("spark.driver.extraClassPath", None)
+    if extra:
+        out["spark.driver.extraClassPath"] = extra
+    return out
+
+
 def rows(spark, name: str) -> list[tuple]:
     spark.catalog.refreshTable(name)
     return sorted(tuple(r) for r in spark.table(name).collect())
@@ -56,7 +75,8 @@ def log(spark, log_table: str, where: str = "true") -> list:
     return spark.sql(f"SELECT * FROM {log_table} WHERE {where} ORDER BY ts").collect()
 
 
-def test_the_lease_is_exclusive_and_a_dead_holders_lease_expires(spark, table_name):
+def test_the_lease_is_exclusive_and_a_dead_holders_lease_expires(spark, catalog):
+    table_name = f"{catalog}.test.leased_{next(_ids)}"
     small_files(spark, table_name, files=1)
     assert lease.try_acquire(spark, table_name, "a", ttl_ms=60_000) is None
     assert lease.try_acquire(spark, table_name, "a", ttl_ms=60_000) is None  # renewal
@@ -171,10 +191,10 @@ def test_bad_service_settings_are_one_sentence(spark, kwargs, words):
 
 SERVICE_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import json, sys
     import sparkext
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
-                             **{"spark.sql.shuffle.partitions": "1"})
+                             **{"spark.sql.shuffle.partitions": "1", **json.loads(sys.argv[4])})
     service = sparkext.optimize_service(sys.argv[2], once=True, max_concurrent=2,
                                         maintenance=False, log_table=sys.argv[3])
     stats = service.run()
@@ -184,8 +204,10 @@ SERVICE_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_two_service_processes_never_optimise_one_table_at_once(spark, namespace, tmp_path,
+def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, tmp_path,
                                                                 warehouse):  # fmt: skip
+    namespace = f"{catalog}.svc{next(_ids)}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     names = [f"{namespace}.t{i}" for i in range(3)]
     for name in names:
         small_files(spark, name, parts="abcd", files=4)
@@ -198,7 +220,14 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, namespace
     script.write_text(SERVICE_SCRIPT)
     processes = [
         subprocess.Popen(
-            [sys.executable, str(script), str(warehouse), f"{namespace}.t*", log_table],
+            [
+                sys.executable,
+                str(script),
+                str(warehouse),
+                f"{namespace}.t*",
+                log_table,
+                json.dumps(catalog_settings(spark, catalog)),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
