@@ -481,8 +481,15 @@ def run_stream(
 
     failures: list[BaseException] = []
 
+    from sparkext.streaming.holds import SourceHolds
+
+    holds = SourceHolds(
+        spark, [s.name for s in sources], checkpoint, location.child("offsets", "offsets")
+    )
+
     def guarded(batch: DataFrame, batch_id: int) -> None:
         try:
+            holds.before_batch(batch_id)  # maintenance keeps what a restart resumes from
             on_batch(batch, batch_id)
         except Exception as error:  # kept for StreamRun.wait: Spark's report hides it
             failures.append(error)

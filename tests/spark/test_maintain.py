@@ -291,3 +291,44 @@ def test_a_bad_policy_property_names_the_property(spark, table_name):
     )
     with pytest.raises(OptionError, match=r"sparkext\.maintenance\.min-snapshots"):
         maintain(table_name, "map()")
+
+
+def test_a_stream_jobs_progress_on_its_iceberg_source_is_kept(spark, tmp_path, table_name):
+    """A stream job registers on its source what a restart resumes from; maintenance keeps it,
+    and the job resumes after maintenance without a lost snapshot."""
+    from sparkext.streaming import run_stream
+    from sparkext.streaming.holds import consumer_name
+    from tests.spark.test_streaming import BIDS_1, BIDS_2, BIDS_DDL, BIDS_SENTINEL, append
+
+    sink = f"{table_name}_out"
+    spark.sql(f"CREATE TABLE {table_name} ({BIDS_DDL}) USING iceberg")
+    job = (
+        f"CREATE TABLE {table_name} (bidtime TIMESTAMP, price DOUBLE, item STRING, "
+        "supplier_id STRING, WATERMARK FOR bidtime AS bidtime - INTERVAL '1' MINUTE);\n"
+        f"CREATE TABLE {sink} (window_start TIMESTAMP, window_end TIMESTAMP, total DOUBLE);\n"
+        f"INSERT INTO {sink} SELECT window_start, window_end, SUM(price) AS total FROM "
+        f"TABLE(TUMBLE(TABLE {table_name}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)) "
+        "GROUP BY window_start, window_end;"
+    )
+    checkpoint = str(tmp_path / "ck")
+
+    def stream() -> None:
+        run_stream(spark, job, checkpoint, available_now=True).wait()
+
+    append(spark, table_name, BIDS_DDL, BIDS_1)
+    stream()
+    first = current(spark, table_name)
+    append(spark, table_name, BIDS_DDL, BIDS_2)
+    stream()  # its batch registers the snapshot it resumed from
+    for row in BIDS_SENTINEL * 3:
+        append(spark, table_name, BIDS_DDL, [row])
+    name = consumer_name(checkpoint)
+    registered = changelog_consumers.properties(spark, table_name)[consumer_key(name)]
+    assert f'"snapshot-id": {first}' in registered
+    result = maintain(table_name)["expire_snapshots"]
+    assert first in snapshots(spark, table_name)
+    assert result["items"] == 0 and f"changelog consumer '{name}'" in result["reason"]
+    stream()  # resumes from the kept snapshot
+    spark.catalog.refreshTable(sink)
+    totals = sorted(tuple(r) for r in spark.table(sink).collect())
+    assert [t for *_, t in totals] == [11.0, 10.0]
