@@ -34,6 +34,7 @@ BENCHMARKS = (
     "changelog",
     "dim_join",
     "tiered_optimize",
+    "optimize_service",
 )
 RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
 LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)
