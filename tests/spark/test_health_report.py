@@ -148,3 +148,32 @@ def test_the_shell_commands_run_the_service_and_write_the_report(spark, warehous
                          text=True, timeout=120, env=env)  # fmt: skip
     assert bad.returncode == 1 and "catalog.namespace.table" in bad.stderr
     assert "Starting Spark" not in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_the_service_on_a_terminal_shows_progress_and_stops_on_ctrl_c(spark, warehouse):
+    """In a real pseudo-terminal: the status line, one line per job, Ctrl-C stops gracefully
+    (running jobs finish, exit status 0), nothing printed as a traceback."""
+    import pexpect
+
+    name = "lake.test.served_on_a_terminal"
+    make(spark, name)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "sparkext.cli.shell", "--conf", "spark.master=local[1]", "--conf",
+         f"spark.sql.catalog.lake.warehouse={warehouse}", "optimize-service", "--tables", name,
+         "--poll-interval", "1 second", "--log-table", "lake.test.terminal_log"],
+        env=dict(os.environ), encoding="utf-8", timeout=300, dimensions=(40, 200),
+    )  # fmt: skip
+    try:
+        child.expect("Ctrl-C stops")
+        child.expect(r"tables · queue")  # the status line
+        child.expect(r"ok\s+lake\.test\.served_on_a_terminal")  # one line per job
+        child.sendintr()
+        child.expect("stopping: waiting for")
+        child.expect("done: ")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in (child.before or "")
