@@ -109,6 +109,8 @@ def optimize_service(
         "busy.",
         err=True,
     )
+    if once and s.jobs_failed:  # cron and CI see that something failed (the log says what)
+        sys.exit(1)
 
 
 class _Status:

@@ -4,7 +4,10 @@ The lease is table property ``sparkext.lease`` = JSON ``{"owner", "expires", "pu
 is read and replaced through the table's ``TableOperations``: ``commit(base, updated)`` fails
 when another commit landed since ``base`` was read, so two processes (on any catalog: Hadoop,
 JDBC, REST) can never both see the lease free and both take it. A property change is a metadata
-commit, not a snapshot: data writers that lose a race to it retry as for any other commit.
+commit, not a snapshot: data writers that lose a race to it retry as for any other commit. The
+guarantee is the catalog's: a JDBC, Hive or REST catalog swaps atomically, and so does the
+Hadoop catalog on HDFS; on a local disk or an object store the Hadoop catalog's
+check-then-rename leaves a small window (use a JDBC catalog for several processes there).
 
 Iceberg's own ``UpdateProperties`` cannot be used here: on a lost race it refreshes and applies
 the same change again, blindly overwriting a lease someone else just took.
@@ -17,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.errors import CommitConflictError
 from sparkext.iceberg.errors import java_exception_classes
 
 if TYPE_CHECKING:
@@ -98,7 +102,12 @@ def swap(
             return None
         except Exception as error:
             lost = any(c.endswith("CommitFailedException") for c in java_exception_classes(error))
-            if not lost or round_number == ROUNDS:
+            if not lost:
                 raise
+            if round_number == ROUNDS:
+                raise CommitConflictError(
+                    f"Could not update the optimisation lease of {name}: other commits kept "
+                    f"winning the race {ROUNDS} times; run again."
+                ) from None
             time.sleep(0.05 * round_number)
     return None

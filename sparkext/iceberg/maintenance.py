@@ -49,7 +49,20 @@ class TableState:
 
 
 def state(spark: SparkSession, name: str) -> TableState:
-    """Snapshots (ids, parents, times, summaries) and refs, freshly read (metadata rows only)."""
+    """Snapshots (ids, parents, times, summaries) and refs, freshly read (metadata rows only);
+    read again when a commit landed between the reads."""
+    from sparkext.errors import CommitConflictError
+
+    for attempt in range(4):
+        try:
+            return _state(spark, name)
+        except CommitConflictError:
+            if attempt == 3:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _state(spark: SparkSession, name: str) -> TableState:
     from sparkext.iceberg.catalog import metadata_name
 
     table = _java_table(spark, name)  # refreshed: the metadata tables below read this state
@@ -75,6 +88,15 @@ def state(spark: SparkSession, name: str) -> TableState:
         .select("name", "type", "snapshot_id")
         .collect()
     )
+    heads = [r.snapshot_id for r in refs if r.kind.upper() == "BRANCH"]
+    if current is not None:
+        heads.append(int(current.snapshotId()))
+    if any(h not in snapshots for h in heads):  # a commit between the reads: never plan on it
+        from sparkext.errors import CommitConflictError
+
+        raise CommitConflictError(
+            f"{name} changed while its snapshots were read; run maintain again."
+        )
     return TableState(
         snapshots,
         refs,
@@ -110,6 +132,7 @@ def expire_snapshots(spark: SparkSession, name: str, snapshot_ids: list[int]) ->
 
     from sparkext.iceberg.catalog import release_checkpoint
 
+    _check_exactly(spark, name, snapshot_ids)
     lists_bytes = sizes(spark, name, _manifest_lists(spark, name, snapshot_ids))
     before = _reachable(spark, name)
     try:
@@ -146,6 +169,26 @@ def expire_snapshots(spark: SparkSession, name: str, snapshot_ids: list[int]) ->
         f"{deletes} delete files, {int(result.deletedManifestsCount())} manifests, "
         f"{lists} manifest lists",
     )
+
+
+def _check_exactly(spark: SparkSession, name: str, snapshot_ids: list[int]) -> None:
+    """Refuse when Iceberg would expire more than the plan: a branch with its own snapshot
+    retention (``... WITH SNAPSHOT RETENTION``) applies it whatever the expiry is told, and
+    could take a snapshot a hold keeps. Asked with ``apply()``, which commits nothing."""
+    from sparkext.errors import SparkextError
+
+    update = _java_table(spark, name).expireSnapshots().expireOlderThan(0)
+    for snapshot_id in snapshot_ids:
+        update = update.expireSnapshotId(snapshot_id)
+    would = {int(s.snapshotId()) for s in update.apply()}
+    extra = sorted(would - set(snapshot_ids))
+    if extra:
+        raise SparkextError(
+            f"Iceberg would also expire snapshot(s) {', '.join(map(str, extra[:5]))} of {name}, "
+            "which the policy keeps, because a branch sets its own snapshot retention; remove "
+            "that retention (ALTER TABLE ... REPLACE BRANCH ... without WITH SNAPSHOT RETENTION) "
+            "or expire with Iceberg's own procedure."
+        )
 
 
 def _manifest_lists(spark: SparkSession, name: str, snapshot_ids: list[int]) -> list[str]:

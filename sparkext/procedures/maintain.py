@@ -169,7 +169,10 @@ def _sentence(failure: Exception, action: str, name: str) -> str:
     translated = translate(failure)
     text = str(translated) if translated is not None else str(failure)
     first = (text.strip().splitlines() or [type(failure).__name__])[0].rstrip(".")
-    return f"{action} on {name} failed ({first}); nothing else was changed: run maintain again."
+    return (
+        f"{action} on {name} failed ({first}); the other actions still ran: run maintain again "
+        "(what this one committed before failing, if anything, is in the table's history)."
+    )
 
 
 def expiry_plan(context: Context, ref: TableRef, policy: plan.Policy) -> plan.ExpiryPlan:

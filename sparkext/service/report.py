@@ -108,7 +108,7 @@ def record(spark: SparkSession, log_table: str, owner: str, partitions: Sequence
     """Append one 'health' row per table to the run log (the trends' data points)."""
     from sparkext.service import runlog
 
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = runlog.utc_now()
     by_table: dict[str, list[PartitionHealth]] = {}
     for p in partitions:
         by_table.setdefault(p.table, []).append(p)

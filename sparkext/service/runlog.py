@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 NAMESPACE = "sparkext"
 TABLE = "optimize_log"
 SCHEMA = (
-    ("ts", "timestamp", "when the job ended"),
+    ("ts", "timestamp", "when the job ended, after it released the table's lease"),
     ("service", "string", "who ran it: owner name of the service process (or procedure)"),
     ("table_name", "string", "the table"),
     ("partition", "string", "the partition as JSON (NULL: whole table)"),
@@ -42,6 +42,7 @@ SCHEMA = (
     ("small_files", "bigint", "health: small data files"),
     ("delete_files", "bigint", "health: delete files and deletion vectors"),
     ("optimized_share", "double", "health: share of bytes clustered by L1/L2"),
+    ("started", "timestamp", "when the job started, before it took the table's lease"),
 )
 DDL = ", ".join(f"{name} {kind}" for name, kind, _ in SCHEMA)
 
@@ -67,6 +68,13 @@ class Entry:
     small_files: int | None = None
     delete_files: int | None = None
     optimized_share: float | None = None
+    started: dt.datetime | None = None
+
+
+def utc_now() -> dt.datetime:
+    """Now, time-zone aware: Spark stores it as the same instant whatever the host's zone (a
+    naive datetime would be read in the host's zone)."""
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def default_table(served: Sequence[str]) -> str:

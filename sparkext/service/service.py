@@ -22,6 +22,7 @@ Every job ends as one log line and rows in the run log (:mod:`sparkext.service.r
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
 import threading
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 # how often each maintenance action is due, unless the table property
 # sparkext.maintenance.<action>-every says otherwise (Magnus: hourly expiry, daily orphans and
 # manifests)
+RETRY_MS = 10 * 60 * 1000  # a failed maintenance action is tried again after this (or its interval)
 EVERY_DEFAULT = {
     "expire_snapshots": "1 hour",
     "remove_dangling_deletes": "1 day",
@@ -130,6 +132,7 @@ class Service:
         self.log_table = settings.log_table or runlog.default_table(settings.patterns)
         self._seen: dict[str, int | None] = {}  # table -> snapshot it was last planned at
         self._last_runs: dict[tuple[str, str], int] = {}
+        self._attempts: dict[tuple[str, str], int] = {}  # failed maintenance: when last tried
         self._running: dict[str, tuple[Job, cancellation.Statement]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -186,7 +189,12 @@ class Service:
         self.stats.cycles += 1
         with self._lock:
             busy = set(self._running)
-        for name in self._discover():
+        try:
+            names = self._discover()
+        except Exception as error:  # a catalog blip: the next cycle tries again
+            self._log_line("failed", "discovery", _sentence(error))
+            return
+        for name in names:
             if self._stopping.is_set():
                 return
             try:
@@ -194,7 +202,8 @@ class Service:
             except Exception as error:  # dropped meanwhile, not Iceberg, unreadable
                 self._log_line("failed", f"{name} poll", _sentence(error))
                 continue
-            if name not in busy and self._seen.get(name, -1) != current:
+            planned_once = self.settings.once and name in self._seen  # --once: plan once
+            if name not in busy and not planned_once and self._seen.get(name, -1) != current:
                 self._plan(name, current)
             if self.settings.maintenance and name not in busy and name not in self._maintained:
                 self._plan_maintenance(name)
@@ -240,7 +249,8 @@ class Service:
 
         try:
             properties = dict(resolve_table(self.spark, name).properties)
-        except Exception:
+        except Exception as error:
+            self._log_line("failed", f"{name} policy", _sentence(error))
             return
         now = int(time.time() * 1000)
         due = []
@@ -251,7 +261,9 @@ class Service:
             except ValueError:
                 interval = parse_duration_ms(default)
             last = self._last_runs.get((name, action))
-            if last is None or now - last >= interval:
+            tried = self._attempts.get((name, action))
+            retry = min(interval, RETRY_MS)  # a failing action is tried again, not every poll
+            if (last is None or now - last >= interval) and (tried is None or now - tried >= retry):
                 due.append(action)
         if due:
             if self.settings.once:
@@ -281,15 +293,21 @@ class Service:
 
         context = self.spark.sparkContext
         started = time.monotonic()
+        job_started = runlog.utc_now()
         entries: list[runlog.Entry] = []
         outcome, error = "ok", None
+
+        def lost() -> None:  # the lease was lost mid-job: stop before the next commit
+            statement.cancelled.set()
+            context.cancelJobGroup(statement.group)
+
         try:
             with cancellation.bound(statement):
                 activate_session(self.spark)
                 context.setJobGroup(statement.group, job.describe()[:200], True)
                 with lease.held(
                     self.spark, job.table, self.owner, self.settings.lease_ttl_ms,
-                    "optimize-service",
+                    "optimize-service", on_lost=lost,
                 ):  # fmt: skip
                     entries = self._execute(job)
         except TableBusyError as busy:
@@ -301,23 +319,33 @@ class Service:
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)
             context.setLocalProperty("spark.job.description", None)
-            with self._lock:
-                self._running.pop(job.table, None)
-            self._wake.set()
         if not entries:
             entries = [self._entry(job, outcome, error, int((time.monotonic() - started) * 1000))]
-        for entry in entries:
-            if entry.outcome in ("failed", "busy") and not self.settings.once:
-                self._seen.pop(job.table, None)  # plan it again next cycle (--once: give up)
-            if job.kind == "maintain" and entry.outcome in ("ok", "skipped"):
-                self._last_runs[(job.table, entry.job)] = int(time.time() * 1000)
+        ended = runlog.utc_now()  # after the lease was released
+        entries = [dataclasses.replace(e, ts=ended, started=job_started) for e in entries]
+        now_ms = int(time.time() * 1000)
         worst = next((e for e in entries if e.outcome == "failed"), None) or entries[0]
-        if worst.outcome == "failed":
-            self.stats.jobs_failed += 1
-        elif worst.outcome == "busy":
-            self.stats.jobs_busy += 1
-        else:
-            self.stats.jobs_ok += 1
+        with self._lock:  # bookkeeping before the table is free for the next job
+            for entry in entries:
+                if entry.outcome in ("failed", "busy") and not self.settings.once:
+                    self._seen.pop(job.table, None)  # plan it again next cycle
+                if job.kind == "maintain":
+                    key = (job.table, entry.job)
+                    if entry.outcome in ("ok", "skipped"):
+                        self._last_runs[key] = now_ms
+                    else:
+                        self._attempts[key] = now_ms
+            if job.kind == "maintain" and outcome != "ok":
+                for action in job.actions:
+                    self._attempts[(job.table, action)] = now_ms
+            if worst.outcome == "failed":
+                self.stats.jobs_failed += 1
+            elif worst.outcome == "busy":
+                self.stats.jobs_busy += 1
+            else:
+                self.stats.jobs_ok += 1
+            self._running.pop(job.table, None)
+        self._wake.set()
         try:
             runlog.append(self.spark, self.log_table, entries)
         except Exception as failure:
@@ -333,7 +361,7 @@ class Service:
 
         context = Context(self.spark)
         ref = resolve_table(self.spark, job.table)
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        now = runlog.utc_now()
         if job.kind == "maintain":
             rows = maintain(context, ref, only=job.actions)
             self._record_health(job.table)
@@ -399,7 +427,7 @@ class Service:
         self, job: Job, outcome: str, error: str | None, duration_ms: int, reason: str = ""
     ) -> runlog.Entry:
         return runlog.Entry(
-            dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+            runlog.utc_now(),
             self.owner,
             job.table,
             job.label,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sparkext.planning.changelog_stream import Registration
@@ -60,8 +60,9 @@ class SourceHolds:
     """Registers a running stream job on its Iceberg sources (module docstring)."""
 
     def __init__(self, spark: SparkSession, sources: Sequence[str], checkpoint: str,
-                 offsets: Location):  # fmt: skip
+                 offsets: Location, progress: Callable[[str], None] = lambda m: None):  # fmt: skip
         self.spark = spark
+        self.progress = progress
         self.sources = list(sources)
         self.name = consumer_name(checkpoint)
         self.checkpoint = checkpoint
@@ -87,6 +88,8 @@ class SourceHolds:
             changelog_consumers.set_property(
                 self.spark, source, registration.key, registration.to_text()
             )
-        except Exception:  # never fail the stream for it: the next batch retries
+        except Exception as error:  # never fail the stream for it: the next batch retries
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.progress(f"could not register on {source} for maintenance ({first}); retried")
             return
         self._written[source] = (snapshot, now)

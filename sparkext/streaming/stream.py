@@ -484,7 +484,11 @@ def run_stream(
     from sparkext.streaming.holds import SourceHolds
 
     holds = SourceHolds(
-        spark, [s.name for s in sources], checkpoint, location.child("offsets", "offsets")
+        spark,
+        [s.name for s in sources],
+        checkpoint,
+        location.child("offsets", "offsets"),
+        progress,
     )
 
     def guarded(batch: DataFrame, batch_id: int) -> None:

@@ -32,6 +32,15 @@ def test_one_job_per_table_and_a_newer_plan_replaces_the_waiting_one():
     assert q.pop(busy=()).partition == "a"
 
 
+def test_a_replaced_job_keeps_its_place_among_equals():
+    q = JobQueue()
+    q.put(Job("t", "L0", "first"))
+    q.put(Job("u", "L0", "second"))
+    q.put(Job("t", "L0", "first", reason="newer plan"))  # same key, same priority
+    first = q.pop(busy=())
+    assert (first.partition, first.reason) == ("first", "newer plan")
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_pop_order_is_the_sorted_order(seed):
     rng = random.Random(seed)

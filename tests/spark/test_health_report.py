@@ -82,9 +82,6 @@ def test_the_page_opens_in_chromium_with_its_plots(spark, table_name, tmp_path):
     page_path = sparkext.health_report(
         table_name, out=str(tmp_path / "report.html"), log_table=log_table
     )
-    with open(page_path, encoding="utf-8") as page_file:
-        text = page_file.read()
-    assert "cdn.plot.ly" not in text.split("<script")[0]  # nothing fetched at view time
     errors: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(

@@ -332,3 +332,22 @@ def test_a_stream_jobs_progress_on_its_iceberg_source_is_kept(spark, tmp_path, t
     spark.catalog.refreshTable(sink)
     totals = sorted(tuple(r) for r in spark.table(sink).collect())
     assert [t for *_, t in totals] == [11.0, 10.0]
+
+
+def test_a_branch_with_its_own_retention_refuses_expiry_beyond_the_plan(spark, table_name):
+    """Iceberg applies a branch's own snapshot retention whatever the expiry is told; when that
+    would take a snapshot the policy keeps, expiry refuses in one sentence and expires nothing."""
+    create(spark, table_name)
+    ids = [append(spark, table_name, k) for k in range(5)]
+    now = int(time.time() * 1000)
+    live = Registration("keep", ids[1], heartbeat_ms=now)
+    changelog_consumers.set_property(spark, table_name, live.key, live.to_text())
+    from tests.helpers.iceberg import java_table
+
+    java_table(spark, table_name).manageSnapshots().setMaxSnapshotAgeMs(
+        "main", 1
+    ).setMinSnapshotsToKeep("main", 1).commit()
+    result = maintain(table_name)["expire_snapshots"]
+    assert result["outcome"] == "failed" and "own snapshot retention" in result["error"]
+    assert "\n" not in result["error"]
+    assert snapshots(spark, table_name) == ids
