@@ -327,8 +327,12 @@ class Service:
         worst = next((e for e in entries if e.outcome == "failed"), None) or entries[0]
         with self._lock:  # bookkeeping before the table is free for the next job
             for entry in entries:
-                if entry.outcome in ("failed", "busy") and not self.settings.once:
-                    self._seen.pop(job.table, None)  # plan it again next cycle
+                # plan it again next cycle; with --once only after "busy": the holder finishes
+                # soon, and its work then leaves ours due or not (a failure is not retried)
+                if entry.outcome == "busy" or (
+                    entry.outcome == "failed" and not self.settings.once
+                ):
+                    self._seen.pop(job.table, None)
                 if job.kind == "maintain":
                     key = (job.table, entry.job)
                     if entry.outcome in ("ok", "skipped"):
