@@ -268,7 +268,16 @@ def latency(spark, minutes: float) -> tuple[list[Result], dict]:
     due_orphans = [p for p, t in writer_figures["orphans"] if end - t > 120 + 60]
     removed = sum(1 for p in due_orphans if not os.path.exists(p))
     failed = spark.sql(f"SELECT count(*) FROM {log_table} WHERE outcome = 'failed'").first()[0]
+    health = spark.sql(
+        f"SELECT table_name, min(health_score) AS low, max_by(health_score, ts) AS last, "
+        f"count(*) AS points FROM {log_table} WHERE job = 'health' GROUP BY table_name"
+    ).collect()
+    from sparkext.service import report
+
+    now_scores = {p.table: p.table_score for p in report.health(spark, names)}
     figures = {
+        "health_recorded": {r.table_name: (r.low, r.last, r.points) for r in health},
+        "table_scores_at_end": now_scores,
         "minutes": minutes,
         "writer_commits": len(writer_figures["commits"]),
         "writer_failed": writer_figures["failed"],
@@ -290,6 +299,10 @@ def latency(spark, minutes: float) -> tuple[list[Result], dict]:
                p95, "Magnus (reported)", 900.0, "<= 120 s", p95 <= 120,
                notes=f"median {figures['median_commit_to_l0_s']}; {len(waits)} commits, "
                f"{TABLES} tables every {WRITER_INTERVAL} s"),
+        Result("optimize_service health", "lowest table score at the end",
+               min(now_scores.values()), "goal", 90, ">= 90 (healthy)",
+               min(now_scores.values()) >= 90,
+               notes="recorded (low, last, points): " + json.dumps(figures["health_recorded"])),
         Result("optimize_service writer safety", "failed writer commits",
                writer_figures["failed"], "goal", 0, "0", writer_figures["failed"] == 0),
         Result("optimize_service maintenance", "share of due snapshots expired on schedule",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RUN_ID = "sparkext.run-id"
-RETRIES_DEFAULT = 4
+RETRIES_DEFAULT = 8  # ~25 s of back-off in all: a busy table (a service's lease and rewrites)
 _BACKOFF_MIN_S = 0.1
 _BACKOFF_MAX_S = 5.0
 

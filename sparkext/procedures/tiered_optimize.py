@@ -230,13 +230,19 @@ def optimize(
     settings = settings_from(resolved, ref.target_file_size_bytes, columns, forced)
     if only_levels is not None:
         settings = dataclasses.replace(settings, levels=settings.levels & only_levels)
-    arguments = (context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run)
-    if dry_run or leased:
-        return _optimize(*arguments, only_partitions)
+    hold = None if dry_run or leased else _lease_for(context, ref)
+    return _optimize(
+        context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run,
+        only_partitions, hold,
+    )  # fmt: skip
+
+
+def _lease_for(context: Context, ref: TableRef):
+    """The table's lease, taken only once the plan has work (a call with nothing to do makes no
+    metadata commit: a loop of calls beside a writer must not crowd its commits out)."""
     from sparkext.service import lease
 
-    with lease.held(context.spark, ref.name, lease.owner_name("tiered_optimize")):
-        return _optimize(*arguments, only_partitions)
+    return lease.held(context.spark, ref.name, lease.owner_name("tiered_optimize"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,7 +295,9 @@ def planned(context: Context, ref: TableRef) -> list[Planned]:
     ]
 
 
-def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run, only):
+def _optimize(context, ref, table, where, cluster_by, curve, settings, options, dry_run, only,
+              hold=None):  # fmt: skip
+    """Plan; run the groups — holding ``hold`` (a lease context) when there are any."""
     table.refresh()  # the catalog may cache the table: plan from its current state
     start = table.current_snapshot_id()
     if start is None:
@@ -300,6 +308,10 @@ def _optimize(context, ref, table, where, cluster_by, curve, settings, options, 
     groups = plan(facts.files, settings, equality, facts.last_commit_ms, facts.now_ms)
     if only is not None:
         groups = [g for g in groups if g.partition in only]
+    if hold is not None and groups and not dry_run:
+        with hold:  # plan again under the lease: another holder may have done it meanwhile
+            return _optimize(context, ref, table, where, cluster_by, curve, settings, options,
+                             dry_run, only)  # fmt: skip
     groups = groups[: options[MAX_GROUPS]]
     context.progress(f"plan: {_describe_plan(groups)}")
     if dry_run:
