@@ -43,7 +43,7 @@ from pathlib import Path
 import sparkext
 from benchmarks.harness import Result
 
-IDLE_CYCLES = 5
+IDLE_CYCLES = 15
 TABLES = 5
 WRITER_INTERVAL = 10
 BASE = "lake.bench_svc.base"
@@ -95,11 +95,17 @@ def _copies(spark, count: int) -> list[str]:
 
 
 def _memory(spark) -> tuple[float, float]:
-    """(JVM heap used after a GC, Python max RSS), MiB."""
+    """(JVM heap used after a GC, Python resident set now), MiB."""
     runtime = spark._jvm.java.lang.Runtime.getRuntime()
+    spark._jvm.java.lang.System.gc()
+    time.sleep(0.2)
     spark._jvm.java.lang.System.gc()
     heap = (runtime.totalMemory() - runtime.freeMemory()) / 2**20
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open("/proc/self/status") as status:  # Linux; else the peak above
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
     return heap, rss
 
 
@@ -121,11 +127,12 @@ def discovery(spark, sizes: list[int], snapshots: int) -> tuple[list[Result], di
         service._cycle()  # the first cycle plans every table
         first = time.perf_counter() - t0
         before = _memory(spark)
-        idle = []
+        idle, heaps = [], []
         for _ in range(IDLE_CYCLES):
             t0 = time.perf_counter()
             service._cycle()
             idle.append(time.perf_counter() - t0)
+            heaps.append(round(_memory(spark)[0]))
         after = _memory(spark)
         naive = []
         for _ in range(2):
@@ -141,6 +148,7 @@ def discovery(spark, sizes: list[int], snapshots: int) -> tuple[list[Result], di
             "jvm_heap_mib_before": before[0], "jvm_heap_mib_after": after[0],
             "python_maxrss_mib_before": before[1], "python_maxrss_mib_after": after[1],
             "queued_jobs": len(service.queue),
+            "jvm_heap_mib_per_idle_cycle": heaps,
         }  # fmt: skip
         print("discovery", size, figures[size], flush=True)
         results.append(
@@ -153,7 +161,8 @@ def discovery(spark, sizes: list[int], snapshots: int) -> tuple[list[Result], di
                 "< 10 s at 100 tables",
                 statistics.median(idle) < 10,
                 notes=f"first cycle {first:.1f} s; JVM heap {before[0]:.0f} -> "
-                f"{after[0]:.0f} MiB; Python max RSS {before[1]:.0f} -> {after[1]:.0f} MiB",
+                f"{after[0]:.0f} MiB (max {max(heaps)}) over {IDLE_CYCLES} idle cycles; Python RSS "
+                f"{before[1]:.0f} -> {after[1]:.0f} MiB",
             )
         )
     return results, figures
