@@ -31,7 +31,11 @@ from sparkext.procedures.base import (
     parse_bytes,
     parse_count,
 )
-from sparkext.procedures.tiered_optimize import parse_duration, resolve_options
+from sparkext.procedures.tiered_optimize import (
+    parse_duration,
+    parse_number_above,
+    resolve_options,
+)
 
 if TYPE_CHECKING:
     from sparkext.iceberg.catalog import TableRef
@@ -54,14 +58,7 @@ def parse_actions(text: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def parse_positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise Expected("a positive number such as 4 or 2.5") from None
-    if not value > 0:
-        raise Expected("a positive number such as 4 or 2.5")
-    return value
+parse_positive = parse_number_above(0, "a positive number such as 4 or 2.5")
 
 
 def parse_orphan_age(text: str) -> int:

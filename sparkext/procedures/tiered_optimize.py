@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkext import cancellation
@@ -65,19 +65,28 @@ CONVERT_EQUALITY_DELETES = "convert-equality-deletes"
 MAX_GROUPS = "max-groups"
 
 
+def parse_number_above(minimum: float, example: str) -> Callable[[str], float]:
+    """A parser of numbers strictly above ``minimum`` (options of tiered_optimize, maintain)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise Expected(example) from None
+        if not value > minimum:
+            raise Expected(example)
+        return value
+
+    return parse
+
+
 def parse_ratio(text: str) -> float:
     """A number above 1: ``4`` or ``2.5``.
 
     >>> parse_ratio("2.5")
     2.5
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise Expected("a number above 1 such as 4 or 2.5") from None
-    if not value > 1:
-        raise Expected("a number above 1 such as 4 or 2.5")
-    return value
+    return parse_number_above(1, "a number above 1 such as 4 or 2.5")(text)
 
 
 def parse_duration(text: str) -> int:

@@ -267,3 +267,21 @@ def test_a_holder_that_loses_its_lease_is_told_before_its_next_commit(spark, tab
         assert lost.wait(10)
     assert lease.store.holder(spark, table_name).owner == "thief"  # ours never overwrote it
     lease.release(spark, table_name, "thief")
+
+
+@pytest.mark.parametrize("zone", ["Asia/Shanghai", "America/Los_Angeles"])
+def test_run_log_times_are_instants_whatever_the_hosts_zone(spark, namespace, zone):
+    """A job logged on a host east or west of UTC reads back as the same instant: a restart
+    neither repeats maintenance nor holds it back by the zone's offset."""
+    from sparkext.service import runlog
+    from tests.helpers.zones import host_zone
+
+    log_table = f"{namespace}.log_{zone.split('/')[1].lower()}"
+    runlog.ensure(spark, log_table)
+    with host_zone(zone):
+        now = runlog.utc_now()
+        entry = runlog.Entry(now, "me", "lake.x.t", None, "expire_snapshots", "", 0, None, None,
+                             None, None, 0, "ok", started=now)  # fmt: skip
+        runlog.append(spark, log_table, [entry])
+        last = runlog.last_runs(spark, log_table, ["lake.x.t"])[("lake.x.t", "expire_snapshots")]
+    assert abs(last - time.time() * 1000) < 120_000
