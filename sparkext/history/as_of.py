@@ -67,6 +67,12 @@ def state_as_of(
                 f"their source event time {EVENT_TIME}; omit the event-time column argument "
                 f"('{event_time_column}')."
             )
+        if not system:
+            from sparkext.history.tags import exact_tag
+
+            tagged = exact_tag(spark, table, chain, epoch_ms(as_of))
+            if tagged is not None:
+                return _tag_state(spark, table, tagged)
         plan = plan_as_of(chain, epoch_ms(as_of), allow_full_replay=allow_full_replay)
         return _cdc_state(spark, table, plan, as_of, system)
     column = event_time_column or table.prop(EVENT_TIME_PROPERTY)
@@ -82,6 +88,16 @@ def state_as_of(
             f"{', '.join(names)}."
         )
     return _append_state(spark, table, column, as_of)
+
+
+def _tag_state(spark: SparkSession, table: TableRef, record) -> AsOfResult:
+    """The state an event-time tag made for this T0 holds (read like any tag)."""
+    from sparkext.iceberg.snapshots import live_files
+
+    frame = spark.read.option("snapshot-id", str(record.snapshot_id)).table(table.name)
+    names = [c for c in frame.columns if c not in SYSTEM_NAMES]
+    files, bytes_ = live_files(spark, table, record.snapshot_id)
+    return AsOfResult(frame.select(*cols(names)), "tag", record.snapshot_id, 0, 0, files, bytes_)
 
 
 # ---- append-only tables -------------------------------------------------------------------
@@ -105,18 +121,27 @@ def _append_state(
 
 
 # ---- CDC tables ---------------------------------------------------------------------------
-def _cdc_state(
-    spark: SparkSession,
-    table: TableRef,
-    plan: EventTimePlan,
-    as_of: dt.datetime,
-    system: bool = False,
-) -> AsOfResult:
+@dataclass(frozen=True)
+class CdcInputs:
+    """The inputs of a CDC table's state as of T0: the base read by time travel and the events
+    <= T0 of the later commits' event logs (both lazy DataFrames)."""
+
+    base: DataFrame | None
+    changes: DataFrame | None
+    user: list  # (name, Spark type) of the user columns
+    key: list[str]
+    logs: int  # event logs read
+    log_files: int
+    log_bytes: int
+
+
+def cdc_inputs(
+    spark: SparkSession, table: TableRef, plan: EventTimePlan, as_of: dt.datetime
+) -> CdcInputs:
     from pyspark.sql import functions as F
 
     from sparkext.cdc.checkpoint import batch_directories, tree_size
     from sparkext.iceberg.catalog import identifier_columns
-    from sparkext.iceberg.snapshots import live_files
 
     schema = spark.table(table.name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
@@ -142,24 +167,64 @@ def _cdc_state(
     for log in logs:
         n, b = tree_size(log)
         files, bytes_ = files + n, bytes_ + b
-    base_bytes = 0
-    if plan.base_snapshot_id is not None:
-        n, base_bytes = live_files(spark, table, plan.base_snapshot_id)
-        files, bytes_ = files + n, bytes_ + base_bytes
-
-    t0 = times.lit(as_of)
     changes = _read_logs(spark, logs, user, key)
-    changes = changes.where(F.col(EVENT_TIME) <= t0) if changes is not None else None
+    if changes is not None:
+        changes = changes.where(F.col(EVENT_TIME) <= times.lit(as_of))
     base = None
     if plan.base_snapshot_id is not None:
         base = _conform(
             spark.read.option("snapshot-id", str(plan.base_snapshot_id)).table(table.name),
             user,
-            (POSITION, EVENT_TIME),
+            (OP, POSITION, EVENT_TIME),
         )
-    frame = _merge(spark, table, base, changes, plan, user, key, bytes_ - base_bytes, system)
+    return CdcInputs(base, changes, user, key, len(logs), files, bytes_)
+
+
+def delta_as_of(
+    spark: SparkSession, table: TableRef, plan: EventTimePlan, inputs: CdcInputs
+) -> Delta | None:
+    """What turns the plan's base into the state as of T0 (None: no change <= T0 after it)."""
+    if inputs.changes is None:
+        return None
+    return _delta(
+        spark,
+        table,
+        inputs.base,
+        inputs.changes,
+        plan,
+        inputs.user,
+        inputs.key,
+        inputs.log_bytes,
+    )
+
+
+def _cdc_state(
+    spark: SparkSession,
+    table: TableRef,
+    plan: EventTimePlan,
+    as_of: dt.datetime,
+    system: bool = False,
+) -> AsOfResult:
+    from sparkext.iceberg.snapshots import live_files
+
+    inputs = cdc_inputs(spark, table, plan, as_of)
+    files, bytes_ = inputs.log_files, inputs.log_bytes
+    if plan.base_snapshot_id is not None:
+        n, base_bytes = live_files(spark, table, plan.base_snapshot_id)
+        files, bytes_ = files + n, bytes_ + base_bytes
+    frame = _merge(
+        spark,
+        table,
+        inputs.base,
+        inputs.changes,
+        plan,
+        inputs.user,
+        inputs.key,
+        inputs.log_bytes,
+        system,
+    )
     mode = "full-replay" if plan.full_replay else "cdc"
-    return AsOfResult(frame, mode, plan.base_snapshot_id, len(logs), plan.pruned, files, bytes_)
+    return AsOfResult(frame, mode, plan.base_snapshot_id, inputs.logs, plan.pruned, files, bytes_)
 
 
 def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequence[str]):
@@ -203,36 +268,47 @@ def _read_logs(
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _merge(
+@dataclass(frozen=True)
+class Delta:
+    """What turns the base into the state as of T0, per key (computed on executors).
+
+    ``frame``: one row per key whose state at T0 differs from its base row: the user columns,
+    ``w_op`` (``d``: the key is gone), ``w_pos`` and ``w_et`` (position and event time of the
+    winning change). ``truncate``: the position of a truncate after the base that counts; base
+    rows at or below it are gone too (None: no such truncate).
+    """
+
+    frame: DataFrame
+    truncate: str | None
+
+
+def _small(frame: DataFrame, log_bytes: int) -> DataFrame:
+    """``frame`` hinted for broadcast to the base scan (no base shuffle) when the logs are small."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if log_bytes <= _BROADCAST_LOG_BYTES else frame
+
+
+def _delta(
     spark: SparkSession,
     table: TableRef,
     base: DataFrame | None,
-    changes: DataFrame | None,
+    changes: DataFrame,
     plan: EventTimePlan,
     user,
     key: Sequence[str],
     log_bytes: int,
-    system: bool = False,
-) -> DataFrame:
-    """Per key, the newest of (base row, newest change <= T0) by source position."""
+) -> Delta:
+    """Per key, the newest change <= T0 after the base that beats the key's base row.
+
+    A change newer than the base's high-water mark always wins. A late one (at or below the
+    mark) wins only when its key's base row, or a delete the base already applied, is older:
+    judged from the event logs alone when they cover the base, else by a key-and-position scan
+    of the base (rows at or below a newer truncate already removed from ``base``).
+    """
     from pyspark.sql import functions as F
 
     names = [name for name, _ in user]
-
-    def out(from_base: bool) -> list:  # the user columns, plus position and event time if asked
-        if not system:
-            return cols(names)
-        if from_base:
-            return [*cols(names), F.col(POSITION), F.col(EVENT_TIME)]
-        return [*cols(names), F.col("w_pos").alias(POSITION), F.col("w_et").alias(EVENT_TIME)]
-
-    if changes is None:
-        if base is None:
-            from pyspark.sql.types import StringType, TimestampType
-
-            extra = [(POSITION, StringType()), (EVENT_TIME, TimestampType())] if system else []
-            return spark.createDataFrame([], _ddl([*user, *extra]))
-        return base.select(*cols(names), *((POSITION, EVENT_TIME) if system else ()))
     truncate_row = changes.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
     floors = [p for p in (truncate_row.p, plan.base_truncate_position) if p is not None]
     floor = max(floors) if floors else None
@@ -255,55 +331,86 @@ def _merge(
     )
     if floor is not None:  # changes older than a truncate that counts are gone
         winners = winners.where(F.col("w_pos") > F.lit(floor))
-    if base is None:
-        return winners.where(F.col("w_op") != "d").select(*out(False))
-    newer_truncate = truncate_row.p
-    if newer_truncate is not None:
-        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newer_truncate))
-
-    def small(frame: DataFrame) -> DataFrame:  # broadcast to the base scan: no base shuffle
-        return F.broadcast(frame) if log_bytes <= _BROADCAST_LOG_BYTES else frame
-
     high = plan.base_max_position
-    suspects = None if high is None else winners.where(F.col("w_pos") <= F.lit(high))
+    if base is None or high is None:
+        return Delta(winners, truncate_row.p)
+    if truncate_row.p is not None:
+        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > truncate_row.p))
+    suspects = winners.where(F.col("w_pos") <= F.lit(high))
     # one small job over the changes: the oldest late change, None when there is none
-    oldest = suspects.agg(F.min("w_pos")).first()[0] if suspects is not None else None
+    oldest = suspects.agg(F.min("w_pos")).first()[0]
     if oldest is None:
-        suspects = None
-    elif _logs_cover_base(spark, plan, table, oldest):
-        # late changes judged by the event logs alone (one base scan): a change is stale when a
+        return Delta(winners, truncate_row.p)
+    if _logs_cover_base(spark, plan, table, oldest):
+        # late changes judged by the event logs alone (no base scan): a change is stale when a
         # logged event at or before the base is at least as new; else it beats the base row
         stale = _stale(spark, plan, suspects, oldest, user, key)
-        winners = winners.join(stale, list(key), "left_anti")
-        suspects = None
-        high = None
-    # 1. the base, scanned once: its rows that no newer change replaces
-    versions = winners.select(*cols(key), "w_pos")
-    kept = (
-        base.join(small(versions), list(key), "left")
-        .where(
-            F.col("w_pos").isNull()
-            | (F.col(POSITION).isNotNull() & (F.col(POSITION) >= F.col("w_pos")))
-        )
-        .select(*out(True))
-    )
-    # 2. changes newer than the base's high-water mark beat whatever the base holds
-    sure = winners if high is None else winners.where(F.col("w_pos") > F.lit(high))
-    result = kept.unionByName(sure.where(F.col("w_op") != "d").select(*out(False)))
-    if suspects is None:
-        return result
-    # 3. otherwise late changes (at or below the mark) are compared with their key's base row,
-    #    found by a key-and-position scan of the base
+        return Delta(winners.join(stale, list(key), "left_anti"), truncate_row.p)
+    # otherwise late changes are compared with their key's base row, found by a key-and-position
+    # scan of the base
+    sure = winners.where(F.col("w_pos") > F.lit(high))
     at_base = base.select(*cols(key), F.col(POSITION).alias("b_pos"), F.lit(True).alias("present"))
     resolved = suspects.join(
-        at_base.join(small(suspects.select(*cols(key))), list(key), "left_semi"), list(key), "left"
+        at_base.join(_small(suspects.select(*cols(key)), log_bytes), list(key), "left_semi"),
+        list(key),
+        "left",
     ).localCheckpoint(eager=True)  # few rows; keeps the key scan from running twice
     wins = resolved.where(
         F.col("present") & (F.col("b_pos").isNull() | (F.col("w_pos") > F.col("b_pos")))
     )
     absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
-    late = wins.select(*out(False), "w_op").unionByName(absent.select(*out(False), "w_op"))
-    return result.unionByName(late.where(F.col("w_op") != "d").select(*cols(result.columns)))
+    columns = winners.columns
+    late = wins.select(*columns).unionByName(absent.select(*columns))
+    return Delta(sure.unionByName(late), truncate_row.p)
+
+
+def _merge(
+    spark: SparkSession,
+    table: TableRef,
+    base: DataFrame | None,
+    changes: DataFrame | None,
+    plan: EventTimePlan,
+    user,
+    key: Sequence[str],
+    log_bytes: int,
+    system: bool = False,
+) -> DataFrame:
+    """Per key, the newest of (base row, newest change <= T0) by source position."""
+    from pyspark.sql import functions as F
+
+    names = [name for name, _ in user]
+
+    def out(from_base: bool) -> list:  # the user columns, plus op, position and event time
+        if not system:
+            return cols(names)
+        if from_base:
+            return [*cols(names), F.col(OP), F.col(POSITION), F.col(EVENT_TIME)]
+        return [
+            *cols(names),
+            F.col("w_op").alias(OP),
+            F.col("w_pos").alias(POSITION),
+            F.col("w_et").alias(EVENT_TIME),
+        ]
+
+    if changes is None:
+        if base is None:
+            from pyspark.sql.types import StringType, TimestampType
+
+            extra = (
+                [(OP, StringType()), (POSITION, StringType()), (EVENT_TIME, TimestampType())]
+                if system
+                else []
+            )
+            return spark.createDataFrame([], _ddl([*user, *extra]))
+        return base.select(*out(True))
+    delta = _delta(spark, table, base, changes, plan, user, key, log_bytes)
+    winners = delta.frame.where(F.col("w_op") != "d").select(*out(False))
+    if base is None:
+        return winners
+    if delta.truncate is not None:
+        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > delta.truncate))
+    changed = _small(delta.frame.select(*cols(key)), log_bytes)
+    return base.join(changed, list(key), "left_anti").select(*out(True)).unionByName(winners)
 
 
 def _logs_cover_base(

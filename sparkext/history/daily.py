@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 class Written:
     rows: int
     snapshot_id: int | None
+    files: int = 0
+    bytes: int = 0
 
 
 def write_partition(
@@ -62,4 +64,9 @@ def write_partition(
         return Written(0, None)
     cancellation.record_commit(target, snapshot_id, f"{column} = {value}")  # told to a Ctrl-C
     summary = snapshot_facts(spark, target, snapshot_id).summary
-    return Written(int(summary.get("added-records", 0)), snapshot_id)
+    return Written(
+        int(summary.get("added-records", 0)),
+        snapshot_id,
+        int(summary.get("added-data-files", 0)),
+        int(summary.get("added-files-size", 0)),
+    )

@@ -464,22 +464,6 @@ class CdcCommit:
             update = update.updateColumn(column, iceberg_type(jvm, spark_type))
         update.commit()
 
-    def _partition(self, spec, values: Sequence[str]):
-        """Iceberg's PartitionData for partition strings (parsed by Iceberg, typed in Java)."""
-        jvm = self._spark._jvm
-        strings = jvm.java.util.ArrayList()
-        for value in values:
-            strings.add(value)
-        probe = (  # DataFiles parses the strings into a typed PartitionData for the spec
-            jvm.org.apache.iceberg.DataFiles.builder(spec)
-            .withPath("partition-probe.parquet")
-            .withFileSizeInBytes(0)
-            .withRecordCount(0)
-            .withPartitionValues(strings)
-            .build()
-        )
-        return probe.partition()
-
     @staticmethod
     def _ids(txn) -> dict[str, int]:
         """Field ids by name, nested fields by path (``tags.element``, ``m.key``)."""
@@ -546,58 +530,11 @@ class CdcCommit:
         return commit(self._spark, self._table, request).snapshot_id
 
     def _row_delta(self, txn, files: Sequence[WrittenFile], key: Sequence[str], truncate: bool):
-        from sparkext.cdc.files import DATA
-
-        jvm = self._spark._jvm
-        iceberg = jvm.org.apache.iceberg
-        table = txn.table()
-        spec = table.spec()
-        schema = table.schema()
-        key_ids = _int_array(self._spark, [schema.findField(k).fieldId() for k in key])
         delta = txn.newRowDelta()
         if truncate:  # every live file goes, in the same snapshot as the batch's new files
-            removed_deletes = set()
-            scan = self._table.newScan()  # the snapshot the batch started from
-            if self._start is not None:
-                scan = scan.useSnapshot(self._start.snapshotId())
-            tasks = scan.planFiles()
-            try:
-                iterator = tasks.iterator()
-                while iterator.hasNext():
-                    task = iterator.next()
-                    delta = delta.removeRows(task.file())
-                    for delete in task.deletes():
-                        if str(delete.location()) not in removed_deletes:
-                            removed_deletes.add(str(delete.location()))
-                            delta = delta.removeDeletes(delete)
-            finally:
-                tasks.close()
-        for f in files:
-            file_metrics = java_metrics(self._spark, table, f.path, f.metrics)
-            partition = self._partition(spec, f.partition) if f.partition else None
-            if f.kind == DATA:
-                builder = (
-                    iceberg.DataFiles.builder(spec)
-                    .withPath(f.path)
-                    .withFormat(iceberg.FileFormat.PARQUET)
-                    .withFileSizeInBytes(f.bytes)
-                    .withMetrics(file_metrics)
-                )
-                if partition is not None:
-                    builder = builder.withPartition(partition)
-                delta = delta.addRows(builder.build())
-            else:
-                builder = (
-                    iceberg.FileMetadata.deleteFileBuilder(spec)
-                    .ofEqualityDeletes(key_ids)
-                    .withPath(f.path)
-                    .withFormat(iceberg.FileFormat.PARQUET)
-                    .withFileSizeInBytes(f.bytes)
-                    .withMetrics(file_metrics)
-                )
-                if partition is not None:
-                    builder = builder.withPartition(partition)
-                delta = delta.addDeletes(builder.build())
+            start = self._start.snapshotId() if self._start is not None else None
+            delta = remove_live_files(self._table, delta, start)
+        delta = add_written_files(self._spark, txn.table(), delta, files, key)
         if not truncate:
             # no table-wide validation: writers on other keys must not starve this one; the
             # batch's ``check`` reads which keys the snapshots since the plan touched
@@ -647,6 +584,81 @@ class CdcCommit:
         for path in sorted({f.path for f in files}):
             with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
                 io.deleteFile(path)
+
+
+def partition_data(spark: SparkSession, spec, values: Sequence[str]):
+    """Iceberg's PartitionData for partition strings (parsed by Iceberg, typed in Java)."""
+    jvm = spark._jvm
+    strings = jvm.java.util.ArrayList()
+    for value in values:
+        strings.add(value)
+    probe = (  # DataFiles parses the strings into a typed PartitionData for the spec
+        jvm.org.apache.iceberg.DataFiles.builder(spec)
+        .withPath("partition-probe.parquet")
+        .withFileSizeInBytes(0)
+        .withRecordCount(0)
+        .withPartitionValues(strings)
+        .build()
+    )
+    return probe.partition()
+
+
+def remove_live_files(table, delta, snapshot_id: int | None):
+    """``delta`` removing every data and delete file live in ``snapshot_id`` (None: nothing)."""
+    if snapshot_id is None:
+        return delta
+    removed_deletes = set()
+    tasks = table.newScan().useSnapshot(snapshot_id).planFiles()
+    try:
+        iterator = tasks.iterator()
+        while iterator.hasNext():
+            task = iterator.next()
+            delta = delta.removeRows(task.file())
+            for delete in task.deletes():
+                if str(delete.location()) not in removed_deletes:
+                    removed_deletes.add(str(delete.location()))
+                    delta = delta.removeDeletes(delete)
+    finally:
+        tasks.close()
+    return delta
+
+
+def add_written_files(spark: SparkSession, table, delta, files: Sequence[WrittenFile], key):
+    """``delta`` adding files written by :func:`sparkext.cdc.files.file_writer`: data files and
+    equality deletes on the ``key`` columns, with the metrics their writers computed."""
+    from sparkext.cdc.files import DATA
+
+    iceberg = spark._jvm.org.apache.iceberg
+    spec = table.spec()
+    schema = table.schema()
+    key_ids = _int_array(spark, [schema.findField(k).fieldId() for k in key])
+    for f in files:
+        file_metrics = java_metrics(spark, table, f.path, f.metrics)
+        partition = partition_data(spark, spec, f.partition) if f.partition else None
+        if f.kind == DATA:
+            builder = (
+                iceberg.DataFiles.builder(spec)
+                .withPath(f.path)
+                .withFormat(iceberg.FileFormat.PARQUET)
+                .withFileSizeInBytes(f.bytes)
+                .withMetrics(file_metrics)
+            )
+            if partition is not None:
+                builder = builder.withPartition(partition)
+            delta = delta.addRows(builder.build())
+        else:
+            builder = (
+                iceberg.FileMetadata.deleteFileBuilder(spec)
+                .ofEqualityDeletes(key_ids)
+                .withPath(f.path)
+                .withFormat(iceberg.FileFormat.PARQUET)
+                .withFileSizeInBytes(f.bytes)
+                .withMetrics(file_metrics)
+            )
+            if partition is not None:
+                builder = builder.withPartition(partition)
+            delta = delta.addDeletes(builder.build())
+    return delta
 
 
 def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, deletes=False):

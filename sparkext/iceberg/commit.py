@@ -143,6 +143,7 @@ class CommitRequest:
     summary: Mapping[str, str] = field(default_factory=dict)
     run_id: str = field(default_factory=new_run_id)
     retries: int = RETRIES_DEFAULT
+    ref: str | None = None  # a tag or branch whose snapshot the commit reports (None: main)
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,10 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
             # 5xx) may have landed: unknown, like Iceberg's own non-cleanable failures, so no
             # caller deletes the files the commit may now reference.
             raise _unknown(error, request) from error
-        snapshot = staged.currentSnapshot()
-        snapshot_id = int(snapshot.snapshotId())
+        if request.ref is None:
+            snapshot_id = int(staged.currentSnapshot().snapshotId())
+        else:
+            snapshot_id = int(staged.ref(request.ref).snapshotId())
         cancellation.record_commit(request.table_name, snapshot_id, request.what)
         with contextlib.suppress(Exception):  # the commit landed: a failed refresh changes nothing
             java_table.refresh()

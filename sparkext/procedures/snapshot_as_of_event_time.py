@@ -18,6 +18,7 @@ from typing import Any
 
 from sparkext import times
 from sparkext.errors import EventTimeError
+from sparkext.planning.event_time_tags import MAX_REF_AGE_DEFAULT
 from sparkext.procedures.base import (
     BoundArgs,
     Context,
@@ -29,7 +30,10 @@ from sparkext.procedures.base import (
     Routine,
     parse_boolean,
 )
+from sparkext.procedures.tiered_optimize import parse_duration
 
+REPLACE_TAG = "replace-tag"
+TAG_MAX_AGE = "tag-max-age"
 ALLOW_FULL_REPLAY = "allow-full-replay"
 ALLOW_FULL_REPLAY_DEFAULT = "false"
 PARTITION_COLUMN = "partition-column"
@@ -39,11 +43,7 @@ PARTITION_COLUMN_DEFAULT = "dt"
 def _state(context: Context, args: BoundArgs):
     from sparkext.history.as_of import state_as_of
 
-    as_of = args["as_of"]
-    if not isinstance(as_of, dt.datetime):
-        raise EventTimeError(
-            f"as_of must be a timestamp, got {as_of!r}; write TIMESTAMP '2026-11-21 00:00:00'."
-        )
+    as_of = _as_of(args)
     when = times.wall_clock_text(as_of, times.session_zone(context.spark))
     context.progress(f"planning {args.table().name} as of {when}")
     result = state_as_of(
@@ -73,9 +73,69 @@ def _partition_value(spark, as_of: dt.datetime) -> str:
     return times.wall_clock(as_of, zone).date().isoformat()  # naive: already a wall clock
 
 
+def _as_of(args: BoundArgs) -> dt.datetime:
+    as_of = args["as_of"]
+    if not isinstance(as_of, dt.datetime):
+        raise EventTimeError(
+            f"as_of must be a timestamp, got {as_of!r}; write TIMESTAMP '2026-11-21 00:00:00'."
+        )
+    return as_of
+
+
+def run_tag(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
+    from sparkext.history.tags import create_tag
+
+    started = time.monotonic()
+    tag = args["tag"]
+    context.progress(f"making tag {tag} of {args.table().name}")
+    result = create_tag(
+        context.spark,
+        args.table(),
+        _as_of(args),
+        tag,
+        replace=args.options[REPLACE_TAG],
+        max_ref_age_ms=args.options[TAG_MAX_AGE],
+        event_time_column=args["event_time_column"],
+        allow_full_replay=args.options[ALLOW_FULL_REPLAY],
+        progress=context.progress,
+    )
+    return [
+        (
+            result.base_snapshot_id,
+            result.change_commits,
+            result.pruned_commits,
+            result.files_read,
+            result.bytes_read,
+            result.rows_written,
+            None,
+            None,
+            result.mode,
+            int((time.monotonic() - started) * 1000),
+            result.tag,
+            result.snapshot_id,
+            result.action,
+            result.rows_changed,
+            result.files_written,
+            result.bytes_written,
+        )
+    ]
+
+
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     from sparkext.history.daily import write_partition
 
+    if args["tag"] is not None and args["target"] is not None:
+        raise EventTimeError(
+            "Pass either target => (a daily partition of a table) or tag => (an Iceberg tag of "
+            "the source table), not both."
+        )
+    if args["tag"] is not None:
+        return run_tag(context, args)
+    if args["target"] is None:
+        raise EventTimeError(
+            "Say where the state goes: tag => 'et_2026-11-21' (an Iceberg tag of the table, "
+            "written in O(changes)) or target => 'lake.ods.orders_daily' (a daily partition)."
+        )
     started = time.monotonic()
     spark = context.spark
     column = args.options[PARTITION_COLUMN]
@@ -88,6 +148,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         )
     context.progress(f"writing {args['target']} partition {column}={value}")
     written = write_partition(spark, result.frame, args["target"], column, value)
+    action = "wrote-partition"
     return [
         (
             result.base_snapshot_id,
@@ -100,6 +161,12 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             value,
             result.mode,
             int((time.monotonic() - started) * 1000),
+            None,
+            None,
+            action,
+            None,
+            written.files,
+            written.bytes,
         )
     ]
 
@@ -140,10 +207,11 @@ ROUTINE = Routine(
     params=(
         _TABLE,
         _AS_OF,
-        Param("target", ParamType.STRING, "table to write, created if missing", True),
+        Param("target", ParamType.STRING, "table to write, created if missing (or tag =>)"),
         Param("partition_value", ParamType.STRING, "partition to (re)write (default: T0's date)"),
         _COLUMN,
         Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
+        Param("tag", ParamType.STRING, "Iceberg tag of the table to make instead of a target"),
     ),
     options=(
         _FULL_REPLAY,
@@ -152,6 +220,18 @@ ROUTINE = Routine(
             PARTITION_COLUMN_DEFAULT,
             "the target's string partition column holding partition_value",
         ),
+        Option(
+            REPLACE_TAG,
+            "false",
+            "move an existing tag made for another event time (or a stale one) to this state",
+            parse_boolean,
+        ),
+        Option(
+            TAG_MAX_AGE,
+            MAX_REF_AGE_DEFAULT,
+            "the tag's max-ref-age: snapshot expiry drops the tag after this long",
+            parse_duration,
+        ),
     ),
     output=(
         OutputColumn("base_snapshot_id", "bigint", "snapshot s1 read by time travel (or NULL)"),
@@ -159,11 +239,21 @@ ROUTINE = Routine(
         OutputColumn("pruned_commits", "bigint", "later commits skipped: min event time > T0"),
         OutputColumn("files_read", "bigint", "base data/delete files plus event-log files"),
         OutputColumn("bytes_read", "bigint", "bytes of those files"),
-        OutputColumn("rows_written", "bigint", "rows in the written partition"),
+        OutputColumn("rows_written", "bigint", "rows in the written partition (tag: data rows)"),
         OutputColumn("target_snapshot_id", "bigint", "the target's new snapshot"),
         OutputColumn("partition_value", "string", "the partition written"),
         OutputColumn("mode", "string", "cdc, append or full-replay"),
         OutputColumn("duration_ms", "bigint", "wall-clock time"),
+        OutputColumn("tag", "string", "the tag made (NULL: target form)"),
+        OutputColumn("tag_snapshot_id", "bigint", "the snapshot the tag names"),
+        OutputColumn(
+            "action",
+            "string",
+            "wrote-partition, tagged-base, committed-changes, rewrote-state or exists",
+        ),
+        OutputColumn("rows_changed", "bigint", "tag: keys whose state differs from the base"),
+        OutputColumn("files_written", "bigint", "data and delete files written"),
+        OutputColumn("bytes_written", "bigint", "bytes of those files"),
     ),
     run=run,
     function=FUNCTION,

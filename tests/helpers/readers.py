@@ -59,8 +59,11 @@ def _extension(module) -> str:
     ]
 
 
-def duckdb_query(spark, name: str, sql_with_table: str) -> list[tuple]:
-    """Run ``sql_with_table`` in DuckDB, with ``{table}`` bound to an iceberg_scan of ``name``."""
+def duckdb_query(
+    spark, name: str, sql_with_table: str, snapshot_id: int | None = None
+) -> list[tuple]:
+    """Run ``sql_with_table`` in DuckDB, with ``{table}`` bound to an iceberg_scan of ``name``
+    (of its snapshot ``snapshot_id`` when given, e.g. a tag's)."""
     import duckdb
     import duckdb_extension_avro
     import duckdb_extension_iceberg
@@ -68,5 +71,6 @@ def duckdb_query(spark, name: str, sql_with_table: str) -> list[tuple]:
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{_extension(duckdb_extension_avro)}'")
     con.execute(f"LOAD '{_extension(duckdb_extension_iceberg)}'")
-    scan = f"iceberg_scan('{metadata_location(spark, name)}')"
+    version = f", snapshot_from_id => {int(snapshot_id)}" if snapshot_id is not None else ""
+    scan = f"iceberg_scan('{metadata_location(spark, name)}'{version})"
     return con.execute(sql_with_table.format(table=scan)).fetchall()
