@@ -61,6 +61,12 @@ def records(table: CdcTable) -> dict[str, TagRecord]:
     }
 
 
+def snapshot_time_ms(table: CdcTable, snapshot_id: int) -> int | None:
+    """When ``snapshot_id`` was committed (a ref's max-ref-age counts from it)."""
+    snapshot = table._table.snapshot(snapshot_id)
+    return int(snapshot.timestampMillis()) if snapshot is not None else None
+
+
 def field_ids(table: CdcTable) -> dict[str, int]:
     """Field ids of the current schema by name (nested fields by path)."""
     schema = table._table.schema()

@@ -6,6 +6,7 @@ from sparkext.procedures import (
     changelog,
     create_changelog_view,
     dim_join_changelog,
+    event_time_tags,
     health_report,
     help,
     ingest_cdc,
@@ -13,6 +14,7 @@ from sparkext.procedures import (
     rewrite_equality_deletes,
     snapshot_as_of_event_time,
     table_health,
+    tag_event_time_days,
     tiered_optimize,
 )
 from sparkext.procedures.base import Routine
@@ -23,6 +25,7 @@ ROUTINES: dict[str, Routine] = {
         changelog.ROUTINE,
         create_changelog_view.ROUTINE,
         dim_join_changelog.ROUTINE,
+        event_time_tags.ROUTINE,
         health_report.ROUTINE,
         help.ROUTINE,
         ingest_cdc.ROUTINE,
@@ -30,6 +33,7 @@ ROUTINES: dict[str, Routine] = {
         rewrite_equality_deletes.ROUTINE,
         snapshot_as_of_event_time.ROUTINE,
         table_health.ROUTINE,
+        tag_event_time_days.ROUTINE,
         tiered_optimize.ROUTINE,
     )
 }

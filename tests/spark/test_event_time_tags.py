@@ -8,7 +8,12 @@ tag is read back by stock Spark (``VERSION AS OF 'tag'``) and some by DuckDB's i
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import random
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -16,7 +21,7 @@ import sparkext
 from sparkext.errors import EventTimeError
 from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import refreshed_snapshot_id, resolve_table
-from tests.helpers.cdc_calls import ingest
+from tests.helpers.cdc_calls import binlog_event, ingest, land
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of
 from tests.helpers.readers import duckdb_query
 
@@ -92,7 +97,7 @@ def test_thirty_event_times_equal_the_replay_oracle_and_main_is_untouched(spark,
         actions.add(out["action"])
         assert tagged_rows(spark, table, f"t30_{i}") == state_as_of(delivered, ms), f"T0={ms}"
         assert out["tag_snapshot_id"] is not None and out["tag"] == f"t30_{i}"
-    assert {"committed-changes", "tagged-base"} <= actions, actions
+    assert {"committed-changes", "tagged-base", "rewrote-state"} <= actions, actions
     assert main_state(spark, table) == before  # main's snapshot and history unchanged
     assert {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()} == current
 
@@ -116,7 +121,7 @@ def test_a_rerun_is_idempotent_and_moving_a_tag_is_explicit(spark, history):
     again = make_tag(table, t1, "again")
     assert again["action"] == "exists" and again["tag_snapshot_id"] == first["tag_snapshot_id"]
     assert again["files_written"] == 0
-    with pytest.raises(EventTimeError, match="already exists.*replace-tag"):
+    with pytest.raises(EventTimeError, match=r"already exists.*replace-tag"):
         make_tag(table, t2, "again")
     assert tagged_rows(spark, table, "again") == state_as_of(delivered, t1)  # untouched
     moved = make_tag(table, t2, "again", "'replace-tag', 'true'")
@@ -153,3 +158,220 @@ def test_bad_tag_calls_are_one_sentence(spark, history):
             f"CALL sparkext.snapshot_as_of_event_time(table => '{table}', "
             "as_of => TIMESTAMP '2026-01-01 00:00:00')"
         )
+
+
+def test_the_listing_names_each_tag_with_its_event_time(spark, history):
+    table, _ = history
+    listed = {
+        r.tag: r
+        for r in sparkext.sql(f"SELECT * FROM sparkext.event_time_tags('{table}')").collect()
+    }
+    assert {"duck", "again", "for_function"} <= set(listed)
+    row = listed["duck"]
+    assert row.late_commits == 0 and row.as_recorded and row.how in ("changes", "rewrite")
+    assert row.files_written > 0 and row.bytes_written > 0
+    assert row.expires_at > row.created_at  # 35 days from the tagged snapshot's commit
+
+
+# ---- daily tags, late events, stale tags ---------------------------------------------------
+SHANGHAI = dt.timezone(dt.timedelta(hours=8))
+
+
+def local_ms(day: int, hour: float) -> int:
+    """Epoch ms of 2026-11-<day> <hour> in Shanghai."""
+    moment = dt.datetime(2026, 11, day, tzinfo=SHANGHAI) + dt.timedelta(hours=hour)
+    return int(moment.timestamp() * 1000)
+
+
+def event(op: str, key: int, pos: int, ts: int, name: str = "n") -> dict:
+    e = binlog_event(
+        op, None if op == "c" else {"id": key, "name": "old"}, None if op == "d" else
+        {"id": key, "name": f"{name}{pos}"}, pos
+    )  # fmt: skip
+    e["source"]["ts_ms"], e["ts_ms"] = ts, ts + 5
+    return e
+
+
+def oracle(delivered: list[dict], ms: int) -> dict[int, dict]:
+    return {k: {"id": k, "name": v["name"]} for k, v in state_as_of(delivered, ms).items()}
+
+
+def days_call(table: str, extra: str = "") -> dict[str, dict]:
+    rows = sparkext.sql(f"CALL sparkext.tag_event_time_days(table => '{table}'{extra})").collect()
+    return {r.day: r.asDict() for r in rows}
+
+
+def two_columns(spark, table: str, tag: str) -> dict[int, dict]:
+    frame = spark.sql(f"SELECT id, name FROM {table} VERSION AS OF '{tag}'")
+    return {r.id: r.asDict() for r in frame.collect()}
+
+
+def test_daily_tags_close_days_in_the_session_zone_and_late_events_make_them_stale(
+    spark, tmp_path, table_name
+):
+    from tests.helpers.zones import session_zone
+
+    landing, checkpoint = tmp_path / "landing", tmp_path / "ck"
+    end_20 = local_ms(21, 0) - 1
+    batches = [
+        [  # 2026-11-20 (Shanghai), one event on its last millisecond, one on the next midnight
+            event("c", 1, 10, local_ms(20, 1)),
+            event("c", 2, 20, local_ms(20, 9)),
+            event("u", 1, 30, end_20),
+        ],
+        [  # 2026-11-21 (from its first millisecond), and a late change of 11-20
+            event("c", 3, 40, local_ms(21, 0)),
+            event("u", 2, 50, local_ms(21, 2)),
+            event("d", 3, 60, local_ms(21, 5)),
+            event("c", 4, 45, local_ms(20, 22)),
+            event("c", 5, 70, local_ms(21, 20)),
+        ],
+        [  # a change of 11-20 that arrives after its tag, and 11-22 02:00
+            event("c", 6, 35, local_ms(20, 12)),
+            event("u", 5, 80, local_ms(22, 2)),
+        ],
+    ]
+    delivered: list[dict] = []
+
+    def deliver(i: int) -> None:
+        land(landing, f"b{i}.json", batches[i])
+        delivered.extend(batches[i])
+        ingest(table_name, landing, checkpoint, key="id")
+
+    with session_zone(spark, "Asia/Shanghai"):
+        deliver(0)
+        assert days_call(table_name) == {}  # 11-20 not closed yet: nothing to do
+        with pytest.raises(EventTimeError, match=r"Day 2026-11-20 .* may still receive late"):
+            days_call(table_name, ", day => '2026-11-20'")
+        deliver(1)
+        first = days_call(table_name)
+        assert list(first) == ["2026-11-20"]
+        assert first["2026-11-20"]["tag"] == "et_2026-11-20"
+        assert first["2026-11-20"]["action"] == "committed-changes"
+        assert two_columns(spark, table_name, "et_2026-11-20") == oracle(delivered, end_20)
+        assert days_call(table_name)["2026-11-20"]["action"] == "exists"
+        with pytest.raises(EventTimeError, match=r"Day 2026-11-21 .* may still receive late"):
+            days_call(table_name, ", day => '2026-11-21'")
+        forced = days_call(table_name, ", day => '2026-11-21', force => true")
+        assert forced["2026-11-21"]["action"] != "exists"
+        end_21 = local_ms(22, 0) - 1
+        assert two_columns(spark, table_name, "et_2026-11-21") == oracle(delivered, end_21)
+        tagged_before_late = oracle(delivered, end_20)
+        deliver(2)  # a late change of 11-20 after its tag
+        again = days_call(table_name, ", options => map('backfill-days', '3')")
+        assert again["2026-11-20"]["action"] == "stale"
+        assert again["2026-11-20"]["late_commits"] == 1
+        assert again["2026-11-21"]["action"] == "stale"  # 11-20's late event counts for it too
+        assert two_columns(spark, table_name, "et_2026-11-20") == tagged_before_late  # kept
+        listed = {
+            r.tag: r.late_commits
+            for r in sparkext.sql(f"CALL sparkext.event_time_tags('{table_name}')").collect()
+        }
+        assert listed == {"et_2026-11-20": 1, "et_2026-11-21": 1}
+        # the table function does not read a stale tag: it computes the state with the event
+        fresh = sparkext.sql(
+            f"SELECT id, name FROM sparkext.snapshot_as_of_event_time('{table_name}', "
+            "TIMESTAMP '2026-11-20 23:59:59.999')"
+        ).collect()
+        assert {r.id: r.asDict() for r in fresh} == oracle(delivered, end_20)
+        moved = days_call(
+            table_name, ", day => '2026-11-20', options => map('replace-stale', 'true')"
+        )
+        assert moved["2026-11-20"]["action"] == "replaced"
+        assert two_columns(spark, table_name, "et_2026-11-20") == oracle(delivered, end_20)
+        assert 6 in oracle(delivered, end_20)
+
+
+def test_a_bad_day_is_one_sentence(spark, history):
+    table, _ = history
+    with pytest.raises(EventTimeError, match=r"is not a date; write day => '2026-11-21'"):
+        days_call(table, ", day => 'yesterday'")
+
+
+# ---- concurrency ---------------------------------------------------------------------------
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import shutil, sys, time
+    from pathlib import Path
+    import sparkext
+    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
+                             **{"spark.sql.shuffle.partitions": "2"})
+    staged, landing = Path(sys.argv[3]), Path(sys.argv[4])
+    print("READY", flush=True)
+    for path in sorted(staged.iterdir()):
+        shutil.copy(path, landing / path.name)
+        sparkext.sql(
+            f"CALL sparkext.ingest_cdc(table => '{sys.argv[2]}', source => '{landing}', "
+            f"checkpoint => '{sys.argv[5]}', primary_key => 'id', create => true)"
+        ).collect()
+        print("COMMITTED", path.name, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_tags_are_exact_while_another_process_ingests_into_main(
+    spark, tmp_path, table_name, warehouse
+):
+    source = SourceTable(seed=77, key_space=30)
+    delivery = Delivery(tmp_path / "landing", seed=7, late_rate=0.2)
+    for batch in range(3):
+        delivery.deliver(source.run(50), final=batch == 2)
+        ingest(table_name, tmp_path / "landing", tmp_path / "ck")
+    known = list(delivery.delivered)
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    for i in range(6):  # later changes of the same source, landed by the other process
+        lines = [json.dumps(e) for e in source.run(40)]
+        (staged / f"later-{i:02d}.json").write_text("\n".join(lines) + "\n")
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER_SCRIPT)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(warehouse), table_name, str(staged),
+         str(tmp_path / "landing"), str(tmp_path / "ck")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )  # fmt: skip
+    times = sorted({event_time(e) for e in known})
+    picks = [times[len(times) * i // 8] for i in range(1, 8)]
+    try:
+        assert writer.stdout.readline().startswith("READY")
+        made = [make_tag(table_name, ms, f"c{i}") for i, ms in enumerate(picks)]
+        out, err = writer.communicate(timeout=900)
+    finally:
+        writer.kill()
+    assert writer.returncode == 0, err[-3000:]
+    assert out.count("COMMITTED") == 6
+    spark.sql(f"REFRESH TABLE {table_name}")  # the other process's commits
+    commits = spark.table(f"{table_name}.snapshots").where(
+        "summary['sparkext.cdc.checkpoint-id'] IS NOT NULL"
+    )
+    assert commits.count() >= 3 + 6  # main was never blocked
+    for i, ms in enumerate(picks):
+        assert tagged_rows(spark, table_name, f"c{i}") == state_as_of(known, ms), made[i]
+    current = {r.id: r.asDict() for r in spark.table(table_name).select(*COLUMNS).collect()}
+    assert current == source.rows
+
+
+# ---- maintenance ---------------------------------------------------------------------------
+def test_maintenance_keeps_every_tagged_state(spark, history):
+    """Last in the module: expires every snapshot no tag or hold needs."""
+    table, delivered = history
+    times = sorted({event_time(e) for e in delivered})
+    make_tag(table, times[len(times) // 5], "kept")
+    records = {
+        r.tag: r.as_of
+        for r in sparkext.sql(f"SELECT * FROM sparkext.event_time_tags('{table}')").collect()
+    }
+    assert "kept" in records
+    before = {tag: tagged_rows(spark, table, tag) for tag in records}
+    assert before["kept"] == state_as_of(delivered, times[len(times) // 5])
+    out = sparkext.sql(
+        f"CALL sparkext.maintain(table => '{table}', options => map('snapshot-max-age', '1 ms', "
+        "'min-snapshots', '1', 'event-time-retention', '1 ms'))"
+    ).collect()
+    expired = {r.action: r for r in out}["expire_snapshots"]
+    assert expired.outcome == "ok" and expired.items > 0, expired
+    for tag, rows in before.items():
+        assert tagged_rows(spark, table, tag) == rows, tag
+    listed = sparkext.sql(f"SELECT tag FROM sparkext.event_time_tags('{table}')").collect()
+    assert {r.tag for r in listed} == set(records)
