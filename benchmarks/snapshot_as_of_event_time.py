@@ -1,6 +1,10 @@
 """Daily snapshot as of an event time after 30 days of CDC history, next to a full recompute.
 
 Goal (issue 5): >= 5x faster than the full recompute and <= 20% of its bytes read.
+Goals of the tag form (issue 20): creating the day's tag >= 20x faster than the full recompute
+and >= 10x faster than the partition copy; bytes written <= 2% of the state; reading the tag
+within 1.3x of reading the current table; the tag's cost flat as the history grows (run again
+with SPARKEXT_BENCH_ASOF_DAYS=120 for a 4x longer history and compare).
 
 Setup (not measured): a base of SPARKEXT_BENCH_ASOF_ROWS rows (default 5,000,000) appended in
 bulk, then SPARKEXT_BENCH_ASOF_DAYS daily batches (default 30) each changing
@@ -116,6 +120,114 @@ def _recompute(spark, binlog: str, as_of_ms: int):
         .where((F.col("rn") == 1) & (F.col("op") != "d"))
         .select(*COLUMNS)
     )
+
+
+def _same_rows(spark, a, b) -> None:
+    if not (a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()):
+        raise AssertionError("the tag and the full recompute differ")
+
+
+def _tags(
+    spark, ours, binlog, peer_daily, as_of_ms, literal, peer_s, copy_s, scale
+) -> list[Result]:
+    """The tag form at the same T0 (the day's tag), checked equal to the recompute."""
+    import statistics
+
+    from pyspark.sql import functions as F
+
+    import sparkext
+
+    t = time.perf_counter()
+    tag = sparkext.sql(
+        f"CALL sparkext.snapshot_as_of_event_time(table => '{ours}', "
+        f"as_of => TIMESTAMP '{literal}', tag => 'et_bench')"
+    ).first()
+    tag_s = time.perf_counter() - t
+    _same_rows(
+        spark,
+        spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {ours} VERSION AS OF 'et_bench'"),
+        spark.table(peer_daily).select(*COLUMNS),
+    )
+    state_bytes = (
+        spark.read.option("snapshot-id", str(tag.tag_snapshot_id))
+        .table(f"{ours}.files")
+        .where("content = 0")
+        .agg(F.sum("file_size_in_bytes"))
+        .first()[0]
+    )
+    reads: dict[str, list[float]] = {"tag": [], "current": []}
+    queries = {
+        "tag": f"SELECT count(*), sum(qty), max(name) FROM {ours} VERSION AS OF 'et_bench'",
+        "current": f"SELECT count(*), sum(qty), max(name) FROM {ours}",
+    }
+    for i in range(7):  # interleaved, the first round a warm-up
+        for name in ("tag", "current") if i % 2 == 0 else ("current", "tag"):
+            t = time.perf_counter()
+            spark.sql(queries[name]).collect()
+            if i:
+                reads[name].append(time.perf_counter() - t)
+    tag_read, current_read = (statistics.median(reads[n]) for n in ("tag", "current"))
+    # a T0 in the middle of the last day: half a day's changes go into the tag
+    mid_ms = as_of_ms + DAY_MS // 2
+    mid_literal = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mid_ms / 1000))
+    t = time.perf_counter()
+    mid = sparkext.sql(
+        f"CALL sparkext.snapshot_as_of_event_time(table => '{ours}', "
+        f"as_of => TIMESTAMP '{mid_literal}', tag => 'et_bench_mid')"
+    ).first()
+    mid_s = time.perf_counter() - t
+    _same_rows(
+        spark,
+        spark.sql(f"SELECT {', '.join(COLUMNS)} FROM {ours} VERSION AS OF 'et_bench_mid'"),
+        _recompute(spark, binlog, mid_ms),
+    )
+    print(
+        f"tag {tag.action}: {tag_s:.2f} s, {tag.rows_changed:,} keys changed, "
+        f"{tag.files_written} files / {tag.bytes_written:,} bytes of a {state_bytes:,}-byte "
+        f"state; read tag {tag_read:.2f} s vs current {current_read:.2f} s; mid-day tag "
+        f"{mid_s:.2f} s ({mid.rows_changed:,} keys, {mid.bytes_written:,} bytes)",
+        flush=True,
+    )
+    return [
+        Result(
+            benchmark="event_time_tag",
+            metric=f"seconds to create the day's tag ({scale})",
+            ours=tag_s,
+            baseline_name="full recompute (row_number over all changes)",
+            baseline=peer_s,
+            goal=">= 20x faster",
+            met=peer_s / tag_s >= 20,
+            notes=f"{tag.action}; {tag.rows_changed:,} keys changed; mid-day T0: {mid_s:.2f} s "
+            f"for {mid.rows_changed:,} keys",
+        ),
+        Result(
+            benchmark="event_time_tag_vs_copy",
+            metric="seconds to create the day's tag",
+            ours=tag_s,
+            baseline_name="the same state written as a daily partition (target form)",
+            baseline=copy_s,
+            goal=">= 10x faster",
+            met=copy_s / tag_s >= 10,
+        ),
+        Result(
+            benchmark="event_time_tag_bytes",
+            metric="bytes the tag's commit wrote",
+            ours=float(tag.bytes_written),
+            baseline_name="bytes of the tagged state's data files",
+            baseline=float(state_bytes),
+            goal="<= 2% of the state",
+            met=tag.bytes_written <= 0.02 * state_bytes,
+        ),
+        Result(
+            benchmark="event_time_tag_read",
+            metric="median seconds of count/sum/max over the table (6 interleaved runs)",
+            ours=tag_read,
+            baseline_name="the same query on the current table",
+            baseline=current_read,
+            goal="within 1.3x",
+            met=tag_read <= 1.3 * current_read,
+        ),
+    ]
 
 
 def run(spark) -> list[Result]:
@@ -275,6 +387,7 @@ def run(spark) -> list[Result]:
             met=out.bytes_read <= 0.2 * peer_bytes,
         )
     )
+    results += _tags(spark, ours, binlog, peer_daily, as_of_ms, literal, peer_s, ours_s, scale)
     if os.environ.get("SPARKEXT_BENCH_KEEP"):  # for profiling: keep tables and event logs
         print(f"kept: {ours}, {binlog}, checkpoint {checkpoint}", flush=True)
         return results

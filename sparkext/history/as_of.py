@@ -195,6 +195,7 @@ def delta_as_of(
         inputs.user,
         inputs.key,
         inputs.log_bytes,
+        materialize=True,
     )
 
 
@@ -298,8 +299,12 @@ def _delta(
     user,
     key: Sequence[str],
     log_bytes: int,
+    materialize: bool = False,
 ) -> Delta:
     """Per key, the newest change <= T0 after the base that beats the key's base row.
+
+    ``materialize``: keep the per-key aggregate on the executors (a tag reads a day's changes
+    three times: newest truncate, oldest late change, the rows it writes).
 
     A change newer than the base's high-water mark always wins. A late one (at or below the
     mark) wins only when its key's base row, or a delete the base already applied, is older:
@@ -309,43 +314,60 @@ def _delta(
     from pyspark.sql import functions as F
 
     names = [name for name, _ in user]
-    truncate_row = changes.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
-    floors = [p for p in (truncate_row.p, plan.base_truncate_position) if p is not None]
-    floor = max(floors) if floors else None
-    newest = (
-        changes.where(F.col(OP) != "t")
-        .groupBy(*cols(key))
-        .agg(
-            F.max_by(
-                F.struct(*(col(n) for n in names if n not in key), OP, POSITION, EVENT_TIME),
-                POSITION,
-            ).alias("w")
+    newest_of = F.max_by(
+        F.struct(*(col(n) for n in names if n not in key), OP, POSITION, EVENT_TIME), POSITION
+    ).alias("w")
+    if materialize:
+        # ONE aggregation, kept on the executors: truncates (no key) fold into one group, so the
+        # newest truncate, the oldest late change and the rows to write all come from it
+        keys = [F.when(F.col(OP) != "t", col(k)).alias(k) for k in key]
+        grouped = (
+            changes.groupBy(*keys)
+            .agg(newest_of)
+            .select(
+                *cols(key),
+                *(col("w", n).alias(n) for n in names if n not in key),
+                F.col(f"w.{OP}").alias("w_op"),
+                F.col(f"w.{POSITION}").alias("w_pos"),
+                F.col(f"w.{EVENT_TIME}").alias("w_et"),
+            )
+            .localCheckpoint(eager=True)
         )
-    )
-    winners = newest.select(
-        *cols(key),
-        *(col("w", n).alias(n) for n in names if n not in key),
-        F.col(f"w.{OP}").alias("w_op"),
-        F.col(f"w.{POSITION}").alias("w_pos"),
-        F.col(f"w.{EVENT_TIME}").alias("w_et"),
-    )
+        newest_truncate = grouped.where(F.col("w_op") == "t").agg(F.max("w_pos")).first()[0]
+        winners = grouped.where(F.col("w_op") != "t")
+    else:
+        newest_truncate = changes.where(F.col(OP) == "t").agg(F.max(POSITION)).first()[0]
+        winners = (
+            changes.where(F.col(OP) != "t")
+            .groupBy(*cols(key))
+            .agg(newest_of)
+            .select(
+                *cols(key),
+                *(col("w", n).alias(n) for n in names if n not in key),
+                F.col(f"w.{OP}").alias("w_op"),
+                F.col(f"w.{POSITION}").alias("w_pos"),
+                F.col(f"w.{EVENT_TIME}").alias("w_et"),
+            )
+        )
+    floors = [p for p in (newest_truncate, plan.base_truncate_position) if p is not None]
+    floor = max(floors) if floors else None
     if floor is not None:  # changes older than a truncate that counts are gone
         winners = winners.where(F.col("w_pos") > F.lit(floor))
     high = plan.base_max_position
     if base is None or high is None:
-        return Delta(winners, truncate_row.p)
-    if truncate_row.p is not None:
-        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > truncate_row.p))
+        return Delta(winners, newest_truncate)
+    if newest_truncate is not None:
+        base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newest_truncate))
     suspects = winners.where(F.col("w_pos") <= F.lit(high))
     # one small job over the changes: the oldest late change, None when there is none
     oldest = suspects.agg(F.min("w_pos")).first()[0]
     if oldest is None:
-        return Delta(winners, truncate_row.p)
+        return Delta(winners, newest_truncate)
     if _logs_cover_base(spark, plan, table, oldest):
         # late changes judged by the event logs alone (no base scan): a change is stale when a
         # logged event at or before the base is at least as new; else it beats the base row
         stale = _stale(spark, plan, suspects, oldest, user, key)
-        return Delta(winners.join(stale, list(key), "left_anti"), truncate_row.p)
+        return Delta(winners.join(stale, list(key), "left_anti"), newest_truncate)
     # otherwise late changes are compared with their key's base row, found by a key-and-position
     # scan of the base
     sure = winners.where(F.col("w_pos") > F.lit(high))
@@ -358,10 +380,12 @@ def _delta(
     wins = resolved.where(
         F.col("present") & (F.col("b_pos").isNull() | (F.col("w_pos") > F.col("b_pos")))
     )
-    absent = _drop_superseded(spark, resolved.where(F.col("present").isNull()), plan, user, key)
+    absent = _drop_superseded(
+        spark, resolved.where(F.col("present").isNull()), plan, user, key, oldest
+    )
     columns = winners.columns
     late = wins.select(*columns).unionByName(absent.select(*columns))
-    return Delta(sure.unionByName(late), truncate_row.p)
+    return Delta(sure.unionByName(late), newest_truncate)
 
 
 def _merge(
@@ -443,8 +467,9 @@ def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest
     from pyspark.sql import functions as F
 
     key_columns = [(name, dtype) for name, dtype in user if name in key]
-    logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
-    assert logs is not None
+    logs = _read_logs(spark, plan.earlier_logs_reaching(oldest), key_columns, key)
+    if logs is None:
+        return suspects.select(*cols(key)).limit(0)
     return (
         logs.where(F.col(POSITION) >= F.lit(oldest))
         .select(*cols(key), F.col(POSITION).alias("e_pos"))
@@ -456,21 +481,28 @@ def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest
 
 
 def _drop_superseded(
-    spark: SparkSession, fresh: DataFrame, plan: EventTimePlan, user, key: Sequence[str]
+    spark: SparkSession,
+    fresh: DataFrame,
+    plan: EventTimePlan,
+    user,
+    key: Sequence[str],
+    oldest: str,
 ) -> DataFrame:
     """Changes for keys absent from the base that a newer change at or before it removed.
 
     A late event (position at or below the base's high-water mark) for a key the base does not
     hold may be older than a delete the base already applied. Only such candidates are checked,
-    against the event logs up to the base (key and position columns).
+    against the event logs up to the base (key and position columns) that reach ``oldest``, the
+    oldest candidate's position.
     """
     from pyspark.sql import functions as F
 
-    if not plan.earlier_logs:
+    reaching = plan.earlier_logs_reaching(oldest)
+    if not reaching:
         return fresh
     suspects = fresh.select(*cols(key), "w_pos")
     key_columns = [(name, dtype) for name, dtype in user if name in key]
-    logs = _read_logs(spark, plan.earlier_logs, key_columns, key)
+    logs = _read_logs(spark, reaching, key_columns, key)
     assert logs is not None
     earlier = logs.select(*cols(key), F.col(POSITION).alias("e_pos"))
     newer = (

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sparkext.identifiers import col
-from sparkext.literals import in_list
 from sparkext.planning.event_time import SnapshotFact
 
 if TYPE_CHECKING:
@@ -62,25 +60,33 @@ def newest_added_position(
 ) -> tuple[bool, str | None]:
     """Upper bound of ``column`` over the data files these snapshots added (manifests only).
 
-    Returns (known, bound): known is False when some added data file has no upper bound for the
-    column (metrics off, or only nulls).
+    Reads only the manifests those snapshots added (Iceberg's ``addedDataFiles``), so the cost
+    follows their files, not the table's history. Returns (known, bound): known is False when
+    some added data file has no upper bound for the column (metrics off, or only nulls) or a
+    snapshot is gone.
     """
-    from pyspark.sql import functions as F
+    from sparkext.iceberg.catalog import _java_table
+    from sparkext.iceberg.commit import _iterate
 
     if not snapshot_ids:
         return True, None
-    bound = col("readable_metrics", column, "upper_bound")
-    row = (
-        spark.table(table.metadata_table("all_entries"))
-        .where(
-            (F.col("status") == 1)
-            & (F.col("data_file.content") == 0)
-            & in_list("snapshot_id", [int(i) for i in snapshot_ids])
-        )
-        .agg(
-            F.sum(F.when(bound.isNull(), 1).otherwise(0)).alias("unknown"),
-            F.max(bound).alias("upper"),
-        )
-        .first()
-    )
-    return not (row.unknown or 0), row.upper
+    java = _java_table(spark, table.name)
+    field = java.schema().findField(column)
+    if field is None:
+        return False, None
+    field_id, field_type = field.fieldId(), field.type()
+    convert = spark._jvm.org.apache.iceberg.types.Conversions.fromByteBuffer
+    io = java.io()
+    upper: str | None = None
+    for snapshot_id in snapshot_ids:
+        snapshot = java.snapshot(int(snapshot_id))
+        if snapshot is None:
+            return False, None
+        for data_file in _iterate(snapshot.addedDataFiles(io)):
+            bounds = data_file.upperBounds()
+            buffer = bounds.get(field_id) if bounds is not None else None
+            if buffer is None:
+                return False, None
+            value = str(convert(field_type, buffer))
+            upper = value if upper is None or value > upper else upper
+    return True, upper

@@ -79,10 +79,30 @@ class EventTimePlan:
     # the base's whole history is retained, and these snapshots up to it may have added rows
     # that no event log holds (bulk loads, user writes); None: history not fully retained
     unlogged_snapshots: tuple[int, ...] | None = None
+    # the source high-water mark after each of ``earlier_logs``' commits: a log holds no
+    # position above its mark (None: unknown)
+    earlier_marks: tuple[str | None, ...] = ()
 
     @property
     def full_replay(self) -> bool:
         return bool(self.full_replay_roots)
+
+    def earlier_logs_reaching(self, position: str) -> tuple[str, ...]:
+        """The logs at or before the base that may hold a position >= ``position``: the high-
+        water mark only grows, so the logs before the first commit that reached it are skipped.
+
+        >>> p = EventTimePlan(0, 3, None, None, (), 0, ("a", "b", "c"), earlier_marks=("1",
+        ...                   "5", "9"))
+        >>> p.earlier_logs_reaching("4"), p.earlier_logs_reaching("0")
+        (('b', 'c'), ('a', 'b', 'c'))
+        """
+        if len(self.earlier_marks) != len(self.earlier_logs):
+            return self.earlier_logs
+        return tuple(
+            log
+            for log, mark in zip(self.earlier_logs, self.earlier_marks, strict=True)
+            if mark is None or mark >= position
+        )
 
 
 def has_event_time(ancestry: Sequence[SnapshotFact]) -> bool:
@@ -159,6 +179,9 @@ def plan_as_of(
         pruned=pruned,
         earlier_logs=tuple(
             s.summary[EVENTS_LOCATION] for s in upto if s.is_cdc and EVENTS_LOCATION in s.summary
+        ),
+        earlier_marks=tuple(
+            s.summary.get(MAX_POSITION) for s in upto if s.is_cdc and EVENTS_LOCATION in s.summary
         ),
         unlogged_snapshots=(
             tuple(s.snapshot_id for s in upto if not s.is_logged)

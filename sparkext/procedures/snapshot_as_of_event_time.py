@@ -17,7 +17,7 @@ import warnings
 from typing import Any
 
 from sparkext import times
-from sparkext.errors import EventTimeError
+from sparkext.errors import EventTimeError, ProcedureArgumentError
 from sparkext.planning.event_time_tags import MAX_REF_AGE_DEFAULT
 from sparkext.procedures.base import (
     BoundArgs,
@@ -125,14 +125,14 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     from sparkext.history.daily import write_partition
 
     if args["tag"] is not None and args["target"] is not None:
-        raise EventTimeError(
+        raise ProcedureArgumentError(
             "Pass either target => (a daily partition of a table) or tag => (an Iceberg tag of "
             "the source table), not both."
         )
     if args["tag"] is not None:
         return run_tag(context, args)
     if args["target"] is None:
-        raise EventTimeError(
+        raise ProcedureArgumentError(
             "Say where the state goes: tag => 'et_2026-11-21' (an Iceberg tag of the table, "
             "written in O(changes)) or target => 'lake.ods.orders_daily' (a daily partition)."
         )

@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 import sparkext
-from sparkext.errors import EventTimeError
+from sparkext.errors import EventTimeError, ProcedureArgumentError
 from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import refreshed_snapshot_id, resolve_table
 from tests.helpers.cdc_calls import binlog_event, ingest, land
@@ -148,12 +148,12 @@ def test_bad_tag_calls_are_one_sentence(spark, history):
         make_tag(table, 0, "main")
     with pytest.raises(EventTimeError, match="not a usable tag name"):
         make_tag(table, 0, "a b")
-    with pytest.raises(EventTimeError, match="not both"):
+    with pytest.raises(ProcedureArgumentError, match="not both"):
         sparkext.sql(
             f"CALL sparkext.snapshot_as_of_event_time(table => '{table}', "
             "as_of => TIMESTAMP '2026-01-01 00:00:00', tag => 'x', target => 'lake.test.x')"
         )
-    with pytest.raises(EventTimeError, match="Say where the state goes"):
+    with pytest.raises(ProcedureArgumentError, match="Say where the state goes"):
         sparkext.sql(
             f"CALL sparkext.snapshot_as_of_event_time(table => '{table}', "
             "as_of => TIMESTAMP '2026-01-01 00:00:00')"
