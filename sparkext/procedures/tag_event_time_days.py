@@ -108,7 +108,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
                 table,
                 times.from_millis(day.as_of_ms),
                 day.tag,
-                replace=record is not None,
+                replace=record is not None and record.as_of_ms == day.as_of_ms,  # stale
                 max_ref_age_ms=options[TAG_MAX_AGE],
                 progress=context.progress,
             )

@@ -13,3 +13,15 @@ CALL sparkext.snapshot_as_of_event_time(
   target => 'lake.dw.orders_daily',
   partition_value => '2026-11-21');
 SELECT * FROM lake.dw.orders_daily ORDER BY id;
+
+-- the same state as an Iceberg tag of the table itself: one small commit on a branch from the
+-- base (what changed by T0), no copy; every engine reads it with VERSION AS OF
+CALL sparkext.snapshot_as_of_event_time(
+  table => 'lake.ods.orders',
+  as_of => TIMESTAMP '2026-11-21 00:00:00',
+  tag => 'day_one');
+SELECT * FROM lake.ods.orders VERSION AS OF 'day_one' ORDER BY id;
+
+-- for cron: tag each day that closed (newest event time past its end + 1 hour) as et_<day>
+CALL sparkext.tag_event_time_days(table => 'lake.ods.orders');
+SELECT tag, as_of, how, rows_changed, late_commits FROM sparkext.event_time_tags('lake.ods.orders');
