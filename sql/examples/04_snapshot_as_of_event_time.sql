@@ -20,7 +20,7 @@ CALL sparkext.snapshot_as_of_event_time(
   table => 'lake.ods.orders',
   as_of => TIMESTAMP '2026-11-21 00:00:00',
   tag => 'day_one');
-SELECT * FROM lake.ods.orders VERSION AS OF 'day_one' ORDER BY id;
+SELECT id, customer, status, amount FROM lake.ods.orders VERSION AS OF 'day_one' ORDER BY id;
 
 -- for cron: tag each day that closed (newest event time past its end + 1 hour) as et_<day>
 CALL sparkext.tag_event_time_days(table => 'lake.ods.orders');
