@@ -140,6 +140,9 @@ def create_tag(
     if how == plan_tags.REWRITE:
         from sparkext.history.as_of import state_as_of
 
+        if not cdc:
+            _check_writable(java, table.name)
+
         progress(f"writing the state as of {as_of_text} for tag {tag}")
         state = state_as_of(
             spark,
@@ -245,6 +248,21 @@ def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
         data_only(F.col("w_pos"), POSITION),
         data_only(F.col("w_et"), EVENT_TIME),
     )
+
+
+def _check_writable(java, name: str) -> None:
+    """Refuse an append-only table whose partitions sparkext's writer cannot compute."""
+    from sparkext.cdc.partitioning import unsupported
+    from sparkext.errors import EventTimeError
+
+    fields = java.partition_fields()
+    bad = unsupported(fields, [f.source for f in fields])
+    if bad:
+        raise EventTimeError(
+            f"Table '{name}' is append-only and partitioned by {', '.join(bad)}, which a tag "
+            "cannot rewrite yet; write the state to a daily partition instead with target => "
+            "'lake.dw.t_daily'."
+        )
 
 
 def _state_rows(state: DataFrame) -> DataFrame:

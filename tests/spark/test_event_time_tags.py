@@ -375,3 +375,40 @@ def test_maintenance_keeps_every_tagged_state(spark, history):
         assert tagged_rows(spark, table, tag) == rows, tag
     listed = sparkext.sql(f"SELECT tag FROM sparkext.event_time_tags('{table}')").collect()
     assert {r.tag for r in listed} == set(records)
+
+
+def test_an_append_only_table_is_tagged_by_a_rewrite(spark, table_name):
+    spark.sql(
+        f"CREATE TABLE {table_name} (id bigint, ts timestamp, v string) USING iceberg "
+        "PARTITIONED BY (v) TBLPROPERTIES ('format-version'='2', "
+        "'sparkext.event-time-column'='ts')"
+    )
+    for day in (20, 21, 22):
+        spark.sql(
+            f"INSERT INTO {table_name} VALUES ({day}, TIMESTAMP '2026-11-{day} 08:00:00', 'a'), "
+            f"({day + 100}, TIMESTAMP '2026-11-{day} 23:59:59.999', 'b')"
+        )
+    before = refreshed_snapshot_id(spark, table_name)
+    out = sparkext.sql(
+        f"CALL sparkext.snapshot_as_of_event_time(table => '{table_name}', "
+        "as_of => TIMESTAMP '2026-11-21 23:59:59.999', tag => 'et_2026-11-21')"
+    ).first()
+    assert (out.action, out.mode, out.rows_written) == ("rewrote-state", "append", 4)
+    tagged = spark.sql(f"SELECT id FROM {table_name} VERSION AS OF 'et_2026-11-21'").collect()
+    assert sorted(r.id for r in tagged) == [20, 21, 120, 121]
+    assert refreshed_snapshot_id(spark, table_name) == before
+    assert spark.table(table_name).count() == 6
+
+
+def test_an_append_only_table_partitioned_by_time_is_one_sentence(spark, table_name):
+    spark.sql(
+        f"CREATE TABLE {table_name} (id bigint, ts timestamp) USING iceberg "
+        "PARTITIONED BY (days(ts)) TBLPROPERTIES ('sparkext.event-time-column'='ts')"
+    )
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, TIMESTAMP '2026-11-20 08:00:00')")
+    with pytest.raises(EventTimeError, match=r"partitioned by day\(ts\).*target =>"):
+        sparkext.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{table_name}', "
+            "as_of => TIMESTAMP '2026-11-21 00:00:00', tag => 'x')"
+        )
+    assert spark.table(table_name).count() == 1
