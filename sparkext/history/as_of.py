@@ -317,38 +317,26 @@ def _delta(
     newest_of = F.max_by(
         F.struct(*(col(n) for n in names if n not in key), OP, POSITION, EVENT_TIME), POSITION
     ).alias("w")
+
+    def winners_of(grouped: DataFrame) -> DataFrame:
+        return grouped.agg(newest_of).select(
+            *cols(key),
+            *(col("w", n).alias(n) for n in names if n not in key),
+            F.col(f"w.{OP}").alias("w_op"),
+            F.col(f"w.{POSITION}").alias("w_pos"),
+            F.col(f"w.{EVENT_TIME}").alias("w_et"),
+        )
+
     if materialize:
         # ONE aggregation, kept on the executors: truncates (no key) fold into one group, so the
         # newest truncate, the oldest late change and the rows to write all come from it
         keys = [F.when(F.col(OP) != "t", col(k)).alias(k) for k in key]
-        grouped = (
-            changes.groupBy(*keys)
-            .agg(newest_of)
-            .select(
-                *cols(key),
-                *(col("w", n).alias(n) for n in names if n not in key),
-                F.col(f"w.{OP}").alias("w_op"),
-                F.col(f"w.{POSITION}").alias("w_pos"),
-                F.col(f"w.{EVENT_TIME}").alias("w_et"),
-            )
-            .localCheckpoint(eager=True)
-        )
+        grouped = winners_of(changes.groupBy(*keys)).localCheckpoint(eager=True)
         newest_truncate = grouped.where(F.col("w_op") == "t").agg(F.max("w_pos")).first()[0]
         winners = grouped.where(F.col("w_op") != "t")
     else:
         newest_truncate = changes.where(F.col(OP) == "t").agg(F.max(POSITION)).first()[0]
-        winners = (
-            changes.where(F.col(OP) != "t")
-            .groupBy(*cols(key))
-            .agg(newest_of)
-            .select(
-                *cols(key),
-                *(col("w", n).alias(n) for n in names if n not in key),
-                F.col(f"w.{OP}").alias("w_op"),
-                F.col(f"w.{POSITION}").alias("w_pos"),
-                F.col(f"w.{EVENT_TIME}").alias("w_et"),
-            )
-        )
+        winners = winners_of(changes.where(F.col(OP) != "t").groupBy(*cols(key)))
     floors = [p for p in (newest_truncate, plan.base_truncate_position) if p is not None]
     floor = max(floors) if floors else None
     if floor is not None:  # changes older than a truncate that counts are gone

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import times
+from sparkext.cdc.files import DATA, EQUALITY_DELETES
 from sparkext.planning import event_time_tags as plan_tags
 from sparkext.planning.event_time import SnapshotFact, has_event_time, plan_as_of
 from sparkext.planning.event_time_tags import TagRecord
@@ -106,7 +107,7 @@ def create_tag(
         record = records[tag]
         return TagResult(
             tag,
-            record.snapshot_id,
+            existing.snapshot_id,
             record.base_snapshot_id,
             _ACTIONS[how],
             mode,
@@ -134,7 +135,7 @@ def create_tag(
         elif delta is not None:
             progress(f"writing the changes for tag {tag}")
             files = _write(spark, java, _delta_rows(delta.frame, inputs.key, inputs.user), tag)
-            rows_changed = sum(f.records for f in files if f.kind != 0)
+            rows_changed = sum(f.records for f in files if f.kind == EQUALITY_DELETES)
             if not files:
                 how = plan_tags.BASE  # every change lost to a newer base row
     if how == plan_tags.REWRITE:
@@ -197,7 +198,7 @@ def create_tag(
         _ACTIONS[how],
         mode,
         rows_changed,
-        sum(f.records for f in files if f.kind == 0),
+        sum(f.records for f in files if f.kind == DATA),
         len(files),
         record.bytes_written,
         change_commits,
@@ -210,15 +211,19 @@ def create_tag(
 def exact_tag(
     spark: SparkSession, table: TableRef, chain: Sequence[SnapshotFact], as_of_ms: int
 ) -> TagRecord | None:
-    """An event-time tag of ``table`` made for exactly this T0 that no late event has made
-    stale since (so reading it gives the same rows as computing the state)."""
+    """An event-time tag of ``table`` made for exactly this T0 that still names the snapshot it
+    was made on and that no late event has made stale since (so reading it gives the same rows
+    as computing the state)."""
     from sparkext.iceberg import tags as iceberg_tags
     from sparkext.iceberg.cdc_table import CdcTable
 
     if table.prop(plan_tags.TAGS_PROPERTY) is None:
         return None
-    for record in iceberg_tags.records(CdcTable(spark, table.name)).values():
-        if record.as_of_ms == as_of_ms and plan_tags.late_commits(record, chain) == 0:
+    java = CdcTable(spark, table.name)
+    refs = iceberg_tags.refs(java)
+    for record in iceberg_tags.records(java).values():
+        moved = refs[record.tag].snapshot_id != record.snapshot_id  # e.g. ALTER TABLE ... TAG
+        if record.as_of_ms == as_of_ms and not moved and not plan_tags.late_commits(record, chain):
             return record
     return None
 

@@ -636,27 +636,20 @@ def add_written_files(spark: SparkSession, table, delta, files: Sequence[Written
         file_metrics = java_metrics(spark, table, f.path, f.metrics)
         partition = partition_data(spark, spec, f.partition) if f.partition else None
         if f.kind == DATA:
-            builder = (
-                iceberg.DataFiles.builder(spec)
-                .withPath(f.path)
-                .withFormat(iceberg.FileFormat.PARQUET)
-                .withFileSizeInBytes(f.bytes)
-                .withMetrics(file_metrics)
-            )
-            if partition is not None:
-                builder = builder.withPartition(partition)
+            builder = iceberg.DataFiles.builder(spec)
+        else:
+            builder = iceberg.FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(key_ids)
+        builder = (
+            builder.withPath(f.path)
+            .withFormat(iceberg.FileFormat.PARQUET)
+            .withFileSizeInBytes(f.bytes)
+            .withMetrics(file_metrics)
+        )
+        if partition is not None:
+            builder = builder.withPartition(partition)
+        if f.kind == DATA:
             delta = delta.addRows(builder.build())
         else:
-            builder = (
-                iceberg.FileMetadata.deleteFileBuilder(spec)
-                .ofEqualityDeletes(key_ids)
-                .withPath(f.path)
-                .withFormat(iceberg.FileFormat.PARQUET)
-                .withFileSizeInBytes(f.bytes)
-                .withMetrics(file_metrics)
-            )
-            if partition is not None:
-                builder = builder.withPartition(partition)
             delta = delta.addDeletes(builder.build())
     return delta
 

@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from sparkext.cdc.summary import EVENT_TIME_MAX_SO_FAR, EVENT_TIME_MIN
+from sparkext.cdc.summary import EVENT_TIME_MAX, EVENT_TIME_MAX_SO_FAR, EVENT_TIME_MIN
 from sparkext.errors import EventTimeError
 from sparkext.planning.event_time import EventTimePlan, SnapshotFact
 
@@ -214,7 +214,7 @@ def watermark_ms(ancestry: Sequence[SnapshotFact]) -> int | None:
     """The newest event time ingested up to the current snapshot (None: no CDC commit)."""
     best = None
     for s in ancestry:
-        for value in (s.ms(EVENT_TIME_MAX_SO_FAR), s.ms("sparkext.event-time.max")):
+        for value in (s.ms(EVENT_TIME_MAX_SO_FAR), s.ms(EVENT_TIME_MAX)):
             if value is not None and (best is None or value > best):
                 best = value
     return best

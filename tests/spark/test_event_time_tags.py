@@ -412,3 +412,88 @@ def test_an_append_only_table_partitioned_by_time_is_one_sentence(spark, table_n
             "as_of => TIMESTAMP '2026-11-21 00:00:00', tag => 'x')"
         )
     assert spark.table(table_name).count() == 1
+
+
+# ---- races between the plan and the commit ---------------------------------------------------
+def two_day_table(table: str, tmp_path) -> tuple[int, list[dict]]:
+    """Day 20's rows in one commit, day 21's in the next: T0 = end of day 20 has a base and
+    a change after it (an update of day 20 that arrived late, in the second batch)."""
+    first = [event("c", 1, 10, local_ms(20, 1)), event("c", 2, 20, local_ms(20, 2))]
+    second = [event("u", 1, 30, local_ms(20, 23)), event("c", 3, 40, local_ms(21, 5))]
+    for i, batch in enumerate((first, second)):
+        land(tmp_path / "landing", f"b{i}.json", batch)
+        ingest(table, tmp_path / "landing", tmp_path / "ck", key="id")
+    return local_ms(21, 0) - 1, first + second
+
+
+def data_files_on_disk(spark, table: str) -> set[str]:
+    import glob
+
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'")
+    root = location.first().data_type.removeprefix("file:")
+    return set(glob.glob(root + "/data/**/*.parquet", recursive=True))
+
+
+def test_a_tag_another_writer_creates_meanwhile_is_not_overwritten(
+    spark, tmp_path, table_name, monkeypatch
+):
+    from sparkext.iceberg import tags as iceberg_tags
+
+    t0, delivered = two_day_table(table_name, tmp_path)
+    before = data_files_on_disk(spark, table_name)
+    first = spark.table(f"{table_name}.snapshots").orderBy("committed_at").first().snapshot_id
+    real = iceberg_tags.commit_tag
+
+    def racing(*args, **kwargs):  # another writer tags the name between plan and commit
+        spark.sql(f"ALTER TABLE {table_name} CREATE TAG `et_race` AS OF VERSION {first}")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(iceberg_tags, "commit_tag", racing)
+    with pytest.raises(EventTimeError, match=r"created by another writer.*nothing was committed"):
+        make_tag(table_name, t0, "et_race")
+    tagged = spark.sql(f"SELECT id FROM {table_name} VERSION AS OF 'et_race'").collect()
+    assert sorted(r.id for r in tagged) == [1, 2]  # theirs, untouched
+    assert data_files_on_disk(spark, table_name) == before  # our written files were removed
+    assert oracle(delivered, t0)[1]["name"] == "n30"  # the call had a change to write
+
+
+def test_a_base_expired_while_the_tag_was_built_is_one_sentence(
+    spark, tmp_path, table_name, monkeypatch
+):
+    from sparkext.errors import SnapshotExpiredError
+    from sparkext.iceberg import tags as iceberg_tags
+
+    t0, _ = two_day_table(table_name, tmp_path)
+    real = iceberg_tags.commit_tag
+
+    def expiring(*args, **kwargs):  # maintenance expires the base between plan and commit
+        base = kwargs["start_snapshot_id"]
+        spark.sql(
+            f"CALL lake.system.expire_snapshots(table => '{table_name.split('.', 1)[1]}', "
+            f"snapshot_ids => array({base}))"
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(iceberg_tags, "commit_tag", expiring)
+    with pytest.raises(SnapshotExpiredError, match=r"expired while the tag was being built"):
+        make_tag(table_name, t0, "et_gone")
+    refs = spark.table(f"{table_name}.refs").collect()
+    assert [r.name for r in refs] == ["main"]
+
+
+def test_a_table_without_snapshots_has_nothing_to_tag(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id bigint, ts timestamp) USING iceberg")
+    with pytest.raises(EventTimeError, match="has no snapshot yet"):
+        make_tag(table_name, 0, "x")
+
+
+def test_the_table_function_ignores_a_tag_someone_moved(spark, tmp_path, table_name):
+    t0, delivered = two_day_table(table_name, tmp_path)
+    make_tag(table_name, t0, "et_moved")
+    first = spark.table(f"{table_name}.snapshots").orderBy("committed_at").first().snapshot_id
+    spark.sql(f"ALTER TABLE {table_name} REPLACE TAG `et_moved` AS OF VERSION {first}")
+    moment = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=t0)
+    result = computed_state(spark, resolve_table(spark, table_name), moment)
+    assert result.mode == "cdc"  # computed, not read from the moved tag
+    rows = {r.id: r.asDict() for r in result.frame.select("id", "name").collect()}
+    assert rows == oracle(delivered, t0)
