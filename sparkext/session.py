@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.conf import load_defaults
 from sparkext.errors import EnvironmentSetupError
+from sparkext.iceberg.extension import attach, has_extension, spark_conf
 from sparkext.resources import resource_dir
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
             )
         conf[spark_key] = "true" if value is True else "false" if value is False else str(value)
     conf = log_options(conf, conf_dir, os.environ.get("SPARKEXT_LOG_LEVEL"))
-    return worker_python(iceberg_jars(conf))
+    return worker_python(spark_conf(iceberg_jars(conf)))
 
 
 def session(**overrides: Any) -> SparkSession:
@@ -246,7 +247,7 @@ def session(**overrides: Any) -> SparkSession:
             spark_key = _SHORTCUTS.get(key, key)
             if spark_key.startswith("spark.sql.") and not spark_key.startswith("spark.sql.catalog"):
                 active.conf.set(spark_key, str(value))
-        return active
+        return attach(active) if has_extension(active) else active
     conf = build_conf(overrides)
     check_java()
     builder = SparkSession.builder
@@ -255,4 +256,4 @@ def session(**overrides: Any) -> SparkSession:
     with _worker_python_env(conf.get(WORKER_PYTHON)):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARKEXT_LOG_LEVEL", "ERROR"))
-    return spark
+    return attach(spark)

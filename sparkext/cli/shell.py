@@ -367,9 +367,9 @@ def cli(
 
 
 def _add_commands() -> None:
-    from sparkext.cli import service, streaming
+    from sparkext.cli import serve, service, streaming
 
-    for name, command in {**streaming.COMMANDS, **service.COMMANDS}.items():
+    for name, command in {**streaming.COMMANDS, **service.COMMANDS, **serve.COMMANDS}.items():
         cli.add_command(command, name)
 
 

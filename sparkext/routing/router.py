@@ -52,7 +52,13 @@ def _routine(invocation: Invocation, kind: Kind) -> Routine:
     return routine.for_kind(kind)
 
 
-def _run(spark: SparkSession, invocation: Invocation, kind: Kind, progress) -> DataFrame:
+def run_invocation(
+    spark: SparkSession,
+    invocation: Invocation,
+    kind: Kind,
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """Bind one invocation's arguments, run its routine and return the result's DataFrame."""
     from sparkext.iceberg.catalog import resolve_table
 
     routine = _routine(invocation, kind)
@@ -62,7 +68,7 @@ def _run(spark: SparkSession, invocation: Invocation, kind: Kind, progress) -> D
         evaluator(spark, routine),
         lambda name: resolve_table(spark, name),
     )
-    result = routine.run(Context(spark, progress), args)
+    result = routine.run(Context(spark, progress or _quiet), args)
     if isinstance(result, list):
         return spark.createDataFrame(result, schema=routine.output_ddl)
     if not routine.output:  # a table whose columns depend on the arguments
@@ -84,7 +90,7 @@ def execute(
     try:
         call = parse_call(statement)
         if call is not None:
-            return _run(spark, call, Kind.PROCEDURE, progress)
+            return run_invocation(spark, call, Kind.PROCEDURE, progress)
         functions = find_table_functions(statement)
         if not functions:
             return spark.sql(statement.text)
@@ -178,7 +184,7 @@ def _expand_and_run(
     cursor = statement.start
     try:
         for invocation in functions:
-            frame = _run(spark, invocation, Kind.FUNCTION, progress)
+            frame = run_invocation(spark, invocation, Kind.FUNCTION, progress)
             if stored == "temp":
                 view = _kept_view_name(invocation)
             else:

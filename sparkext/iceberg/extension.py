@@ -1,0 +1,223 @@
+"""The py4j side of sparkext's JVM extension: the Python driver Spark calls back into.
+
+``attach`` registers one callback object with the JVM (``io.sparkext.spark.Bridge``), through the
+callback server PySpark starts for ``foreachBatch``. Spark's parser, in any session of the
+application (``spark.sql``, the Thrift server's sessions, a view being read), turns sparkext's SQL
+into table functions whose resolution asks this object; it answers with a Dataset (a plan) or the
+error sentence, never with rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sparkext.errors import EnvironmentSetupError, SparkextError
+from sparkext.jvm import BRIDGE, EXTENSION, jar_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_LOG = logging.getLogger("sparkext.extension")
+_LOCK = threading.Lock()
+_registered: list[Any] = []  # the callback object: py4j keeps only a weak reference to it
+
+
+def spark_conf(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with the extension added: its class last in ``spark.sql.extensions`` (after
+    Iceberg's, so its parser wraps Iceberg's), its jar on ``spark.jars`` (executors) and, with
+    every local jar of ``spark.jars``, on ``spark.driver.extraClassPath``: the Thrift server
+    opens its sessions with Hive's class loader, which sees only the driver's class path."""
+    out = dict(conf)
+    extensions = [e.strip() for e in out.get("spark.sql.extensions", "").split(",") if e.strip()]
+    if EXTENSION not in extensions:
+        out["spark.sql.extensions"] = ",".join([*extensions, EXTENSION])
+    jar = str(jar_path())
+    jars = [j for j in out.get("spark.jars", "").split(",") if j]
+    if jar not in jars:
+        jars.append(jar)
+        out["spark.jars"] = ",".join(jars)
+    key = "spark.driver.extraClassPath"
+    path = [p for p in out.get(key, "").split(os.pathsep) if p]
+    for local in jars:
+        if "://" not in local and local not in path:
+            path.append(local)
+    out[key] = os.pathsep.join(path)
+    return out
+
+
+def has_extension(spark: SparkSession) -> bool:
+    """Whether ``spark`` was built with sparkext's extension (its sessions parse sparkext's SQL)."""
+    configured = spark.sparkContext.getConf().get("spark.sql.extensions", "") or ""
+    return EXTENSION in [e.strip() for e in configured.split(",")]
+
+
+def is_attached(spark: SparkSession) -> bool:
+    """Whether ``spark.sql`` runs sparkext's SQL: the extension is in and this driver answers."""
+    return bool(_registered) and has_extension(spark) and _bridge(spark).isRegistered()
+
+
+def attach(spark: SparkSession) -> SparkSession:
+    """Make ``spark.sql`` (and every session of its application) run sparkext's SQL.
+
+    A session built with the extension (``sparkext.session()``, or spark-submit / a notebook
+    with ``spark.sql.extensions`` and ``spark.jars`` as ``sparkext.spark_conf()`` gives them) is
+    returned as it is. One built without it cannot change its parser: the extension is added to
+    the application and a clone of the session (same conf, temp views, catalogs) is returned and
+    made the active one, so write ``spark = sparkext.attach(spark)``.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    if not has_extension(spark):
+        spark = _clone_with_extension(spark)
+    gateway = spark.sparkContext._gateway
+    with _LOCK:
+        ensure_callback_server_started(gateway)
+        if not _registered:
+            _registered.append(_Routines(spark))
+        _bridge(spark).register(_registered[0])
+    return spark
+
+
+def detach(spark: SparkSession) -> None:
+    """Stop answering: sparkext's SQL in ``spark.sql`` then fails with one sentence."""
+    _bridge(spark).unregister()
+
+
+def _bridge(spark: SparkSession) -> Any:
+    bridge = spark.sparkContext._jvm
+    for part in BRIDGE.split("."):
+        bridge = getattr(bridge, part)
+    return bridge
+
+
+def _clone_with_extension(spark: SparkSession) -> SparkSession:
+    """Add the extension to a running application and return a clone of ``spark`` that has it."""
+    from pyspark.sql import SparkSession
+
+    jvm = spark.sparkContext._jvm
+    jar = str(jar_path())
+    try:
+        spark.sql(f"ADD JAR '{jar}'")  # the session's class loader, for this thread
+        extension = getattr(jvm, "io").sparkext.spark.SparkextExtensions()
+        extension.apply(spark._jsparkSession.extensions())
+        clone = spark._jsparkSession.cloneSession()
+    except Exception as error:
+        raise EnvironmentSetupError(
+            "This Spark session was built without sparkext's extension and it could not be added "
+            "while it runs; build it with the settings sparkext.spark_conf() returns "
+            f"(spark.sql.extensions, spark.jars) ({type(error).__name__})."
+        ) from error
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(clone)
+    jvm.org.apache.spark.sql.SparkSession.setDefaultSession(clone)
+    python = SparkSession(spark.sparkContext, clone)
+    SparkSession._activeSession = python
+    SparkSession._instantiatedSession = python
+    return python
+
+
+class _Routines:
+    """Implements ``io.sparkext.spark.Routines``; py4j runs each call on a callback thread."""
+
+    def __init__(self, spark: SparkSession):
+        self._context = spark.sparkContext
+        self._sessions: dict[int, SparkSession] = {}
+
+    def call(self, jsession: Any, sql: str) -> Any:
+        from sparkext.routing.in_spark import call_result
+
+        return self._answer(jsession, lambda spark: call_result(spark, sql))
+
+    def table(self, jsession: Any, sql: str, start: int) -> Any:
+        from sparkext.routing.in_spark import table_result
+
+        name = _name_at(sql, start)
+        return self._answer(jsession, lambda spark: table_result(spark, sql, start, name))
+
+    def _session(self, jsession: Any) -> SparkSession:
+        """The Python face of the calling session (the Thrift server has one per client)."""
+        from pyspark.sql import SparkSession
+
+        key = jsession.hashCode()
+        with _LOCK:
+            found = self._sessions.get(key)
+            if found is None or not found._jsparkSession.equals(jsession):
+                found = SparkSession(self._context, jsession)
+                self._sessions[key] = found
+        # py4j serves this callback's calls on a JVM thread of its own: make it the session's.
+        self._context._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+        return found
+
+    def _answer(self, jsession: Any, run) -> Any:
+        from sparkext.iceberg.errors import one_line, translate
+
+        try:
+            frame: DataFrame = run(self._session(jsession))
+            return frame._jdf
+        except SparkextError as error:
+            return str(error)
+        except Exception as error:
+            _LOG.debug("sparkext routine failed inside Spark SQL", exc_info=True)
+            translated = translate(error)
+            return str(translated) if translated else one_line(f"{type(error).__name__}: {error}")
+
+    class Java:
+        implements = ["io.sparkext.spark.Routines"]
+
+
+def _name_at(sql: str, start: int) -> str:
+    """The routine name of ``sparkext.<name>(`` at ``start`` (for a fallback match)."""
+    head = sql[max(start, 0) :].split("(", 1)[0]
+    return head.split(".")[-1].strip().strip("`") if "." in head else ""
+
+
+class ThriftServer:
+    """Spark's HiveServer2-compatible Thrift server, running inside this sparkext driver."""
+
+    def __init__(self, server: Any, host: str, port: int):
+        self._server = server
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"jdbc:hive2://{self.host}:{self.port}/default"
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+SYNC_EXECUTION = {"spark.sql.hive.thriftServer.async": "false"}
+
+
+def start_thrift_server(spark: SparkSession, host: str = "localhost", port: int = 10000) -> ThriftServer:
+    """Start the Thrift JDBC/ODBC server on ``spark``'s application; each client gets its own
+    session (``spark.newSession()``, so sparkext's SQL works in it).
+
+    Statements run on the client's connection thread (``SYNC_EXECUTION``, set when the
+    application is built): a refused call reaches the client as its one sentence, where
+    Spark's asynchronous mode would send the server's stack trace as the message.
+    """
+    from sparkext.iceberg.errors import translate
+
+    attach(spark)
+    default_catalog = spark.conf.get("spark.sql.defaultCatalog", "spark_catalog")
+    if default_catalog != "spark_catalog":
+        # JDBC clients open their session with USE default; Spark's own catalog always has it.
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{default_catalog}`.default")
+    spark.conf.set("hive.server2.thrift.bind.host", host)
+    spark.conf.set("hive.server2.thrift.port", str(port))
+    spark.conf.set("hive.server2.transport.mode", "binary")
+    jvm = spark.sparkContext._jvm
+    try:
+        server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+            spark._jsparkSession.sqlContext()
+        )
+    except Exception as error:
+        raise (translate(error) or EnvironmentSetupError(
+            f"The Thrift server could not start on {host}:{port} ({type(error).__name__}); "
+            "is the port taken? Pick another with --port."
+        )) from error
+    return ThriftServer(server, host, port)

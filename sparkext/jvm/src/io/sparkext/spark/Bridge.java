@@ -1,0 +1,59 @@
+package io.sparkext.spark;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+
+/** The one Python driver this JVM serves, and the call into it. */
+public final class Bridge {
+  static final String NO_PYTHON =
+      "sparkext's procedures and table functions run in its Python driver and none is attached to"
+          + " this JVM: start the server with `sparkext-sql serve` (not start-thriftserver.sh or"
+          + " spark-sql), or call sparkext.attach(spark) in PySpark.";
+
+  private static volatile Routines routines;
+
+  private Bridge() {}
+
+  /** Called by the Python driver (sparkext.attach) once its callback server runs. */
+  public static void register(Routines python) {
+    routines = python;
+  }
+
+  public static void unregister() {
+    routines = null;
+  }
+
+  public static boolean isRegistered() {
+    return routines != null;
+  }
+
+  /** The analysed plan of a routine's result, or a {@link SparkextException} with its sentence. */
+  static LogicalPlan plan(boolean call, String sql, int start) {
+    Routines python = routines;
+    if (python == null) {
+      throw SparkextException.raise(NO_PYTHON);
+    }
+    SparkSession session = SparkSession.active();
+    Object result;
+    try {
+      result = call ? python.call(session, sql) : python.table(session, sql, start);
+    } catch (RuntimeException e) {
+      throw SparkextException.raise(
+          "sparkext's Python driver did not answer (" + firstLine(e.getMessage()) + "); check that"
+              + " the process that attached it is still running.");
+    }
+    if (result instanceof Dataset) {
+      return ((Dataset<?>) result).queryExecution().analyzed();
+    }
+    throw SparkextException.raise(String.valueOf(result));
+  }
+
+  private static String firstLine(String text) {
+    if (text == null) {
+      return "no message";
+    }
+    int end = text.indexOf('\n');
+    return end < 0 ? text : text.substring(0, end);
+  }
+}

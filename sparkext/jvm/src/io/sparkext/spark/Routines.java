@@ -1,0 +1,21 @@
+package io.sparkext.spark;
+
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * The Python side of sparkext, called back through py4j (as PySpark's foreachBatch is).
+ *
+ * <p>Python is the one source of truth for every routine: its declaration, argument binding and
+ * errors. Each method returns either the routine's result as a {@code Dataset} (a plan; rows never
+ * cross py4j) or, when the call is refused, the one-sentence error as a {@code String}.
+ */
+public interface Routines {
+  /** Runs the procedure of {@code sql}, a whole {@code CALL sparkext.<name>(...)} statement. */
+  Object call(SparkSession session, String sql);
+
+  /**
+   * Builds the table of the {@code sparkext.<name>(...)} invocation that starts at character
+   * {@code start} of {@code sql} (a statement or a view's text).
+   */
+  Object table(SparkSession session, String sql, int start);
+}

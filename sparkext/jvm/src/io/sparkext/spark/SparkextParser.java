@@ -1,0 +1,104 @@
+package io.sparkext.spark;
+
+import java.util.Arrays;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.parser.ParseException;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import scala.collection.Seq;
+
+/**
+ * Wraps the session's parser (Iceberg's, then Spark's).
+ *
+ * <ul>
+ *   <li>{@code CALL sparkext.<name>(...)} becomes {@value SparkextExtensions#CALL}{@code (sql)};
+ *   <li>a statement Spark refuses that names sparkext is parsed again by {@link
+ *       SparkextAstBuilder}, which turns each {@code sparkext.<name>(...)} in FROM into {@value
+ *       SparkextExtensions#TABLE};
+ *   <li>everything else is the delegate's plan, untouched (one cheap prefix test).
+ * </ul>
+ *
+ * Both functions are resolved by the analyser, which asks the Python driver (see {@link Bridge}).
+ */
+final class SparkextParser implements ParserInterface {
+  private final ParserInterface delegate;
+  private final SparkextAstBuilder.Parser ours = new SparkextAstBuilder.Parser();
+
+  SparkextParser(ParserInterface delegate) {
+    this.delegate = delegate;
+  }
+
+  @Override
+  public LogicalPlan parsePlan(String sql) throws ParseException {
+    if (Sql.isSparkextCall(sql)) {
+      return new UnresolvedTableValuedFunction(
+          SparkextAstBuilder.seq(Arrays.asList(SparkextExtensions.CALL)),
+          SparkextAstBuilder.seq(Arrays.asList(Literal.create(sql, DataTypes.StringType))));
+    }
+    try {
+      return delegate.parsePlan(sql);
+    } catch (ParseException refused) {
+      if (!Sql.mentionsSparkext(sql)) {
+        throw refused;
+      }
+      try {
+        return ours.parsePlan(sql);
+      } catch (Exception also) { // ParseException, thrown unchecked by Scala
+        throw refused;
+      }
+    }
+  }
+
+  @Override
+  public LogicalPlan parseQuery(String sql) throws ParseException {
+    try {
+      return delegate.parseQuery(sql);
+    } catch (ParseException refused) {
+      if (!Sql.mentionsSparkext(sql)) {
+        throw refused;
+      }
+      try {
+        return ours.parseQuery(sql);
+      } catch (Exception also) { // ParseException, thrown unchecked by Scala
+        throw refused;
+      }
+    }
+  }
+
+  @Override
+  public Expression parseExpression(String sql) throws ParseException {
+    return delegate.parseExpression(sql);
+  }
+
+  @Override
+  public TableIdentifier parseTableIdentifier(String sql) throws ParseException {
+    return delegate.parseTableIdentifier(sql);
+  }
+
+  @Override
+  public FunctionIdentifier parseFunctionIdentifier(String sql) throws ParseException {
+    return delegate.parseFunctionIdentifier(sql);
+  }
+
+  @Override
+  public Seq<String> parseMultipartIdentifier(String sql) throws ParseException {
+    return delegate.parseMultipartIdentifier(sql);
+  }
+
+  @Override
+  public StructType parseTableSchema(String sql) throws ParseException {
+    return delegate.parseTableSchema(sql);
+  }
+
+  @Override
+  public DataType parseDataType(String sql) throws ParseException {
+    return delegate.parseDataType(sql);
+  }
+}

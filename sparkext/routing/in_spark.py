@@ -1,0 +1,48 @@
+"""What the JVM extension asks the Python driver: the result of one CALL, or of one table function.
+
+Spark's own parser hands over the statement's text (``spark.sql``, a notebook's ``%sql``, a JDBC
+client through the Thrift server, a view's stored text); the invocation is found and bound here by
+the same code as ``sparkext.sql``, so arguments, defaults, output and error sentences are the same.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkext.errors import SparkextError
+from sparkext.procedures.base import Kind
+from sparkext.routing.invocations import find_table_functions, parse_call
+from sparkext.routing.router import run_invocation
+from sparkext.routing.tokens import split_statements
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def call_result(spark: SparkSession, sql: str) -> DataFrame:
+    """Run the procedure of ``sql``, one ``CALL sparkext.<name>(...)`` statement."""
+    for statement in split_statements(sql):
+        call = parse_call(statement)
+        if call is not None:
+            return run_invocation(spark, call, Kind.PROCEDURE)
+    raise SparkextError(
+        "The statement is not a CALL sparkext.<procedure>(...); write e.g. CALL sparkext.help()."
+    )
+
+
+def table_result(spark: SparkSession, sql: str, start: int, name: str) -> DataFrame:
+    """The table of the ``sparkext.<name>(...)`` starting at character ``start`` of ``sql``
+    (the first one named ``name`` when Spark gave no position)."""
+    named = []
+    for statement in split_statements(sql):
+        for invocation in find_table_functions(statement):
+            if invocation.start == start:
+                return run_invocation(spark, invocation, Kind.FUNCTION)
+            if invocation.name == name.lower():
+                named.append(invocation)
+    if named:
+        return run_invocation(spark, named[0], Kind.FUNCTION)
+    raise SparkextError(
+        f"sparkext.{name}(...) was not found where Spark's parser saw it; write it as "
+        f"FROM sparkext.{name}(...) with its arguments in parentheses."
+    )
