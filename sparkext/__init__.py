@@ -27,12 +27,14 @@ __version__ = "0.1.0"
 __all__ = [
     "SparkextError",
     "__version__",
+    "attach",
     "changelog_consumers",
     "changelog_stream",
     "health_report",
     "ingest_cdc_stream",
     "optimize_service",
     "session",
+    "spark_conf",
     "sql",
     "unregister_changelog_consumer",
 ]
@@ -51,6 +53,36 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
 
     spark = spark or SparkSession.getActiveSession() or session()
     return run_text(spark, text)
+
+
+def attach(spark: SparkSession | None = None) -> SparkSession:
+    """Make ``spark.sql`` run sparkext's SQL: ``CALL sparkext.<procedure>(...)`` and
+    ``sparkext.<function>(...)`` in FROM, in this session and every other session of its
+    application (the Thrift server's included), with the same binding, output and errors as
+    :func:`sql`. :func:`session` does it already; this is for a session built elsewhere
+    (spark-submit, a notebook).
+
+    A session built with :func:`spark_conf`'s settings is returned as it is. One built without
+    them gets the extension added and a clone of it (same settings, temp views and catalogs) is
+    returned and made active: write ``spark = sparkext.attach(spark)``.
+    """
+    from pyspark.sql import SparkSession
+
+    from sparkext.iceberg.extension import attach as attach_driver
+
+    return attach_driver(spark or SparkSession.getActiveSession() or session())
+
+
+def spark_conf() -> dict[str, str]:
+    """The Spark settings a session built outside sparkext needs for sparkext's SQL in
+    ``spark.sql``: ``spark.sql.extensions`` (Iceberg's, then sparkext's), ``spark.jars`` and
+    ``spark.driver.extraClassPath`` (the Iceberg runtime and sparkext's extension jar). Pass them
+    to ``spark-submit --conf`` or a notebook's ``SparkSession.builder.config``, then call
+    :func:`attach`."""
+    from sparkext.iceberg.extension import spark_conf as with_extension
+    from sparkext.session import ICEBERG_EXTENSION, iceberg_jars
+
+    return with_extension(iceberg_jars({"spark.sql.extensions": ICEBERG_EXTENSION}))
 
 
 def ingest_cdc_stream(

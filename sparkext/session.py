@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_JAR_ENV = "SPARKEXT_ICEBERG_JAR"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SUPPORTED_JAVA = (17, 21)
 WORKER_PYTHON = "spark.pyspark.python"
 WORKER_PYTHON_ENV = "PYSPARK_PYTHON"

@@ -3,8 +3,8 @@
 ``attach`` registers one callback object with the JVM (``io.sparkext.spark.Bridge``), through the
 callback server PySpark starts for ``foreachBatch``. Spark's parser, in any session of the
 application (``spark.sql``, the Thrift server's sessions, a view being read), turns sparkext's SQL
-into table functions whose resolution asks this object; it answers with a Dataset (a plan) or the
-error sentence, never with rows.
+into pending-routine plan nodes; the extension's analyser rule asks this object for each one, and
+it answers with a Dataset (a plan) or the error sentence, never with rows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
-from sparkext.jvm import BRIDGE, EXTENSION, jar_path
+from sparkext.jvm import BRIDGE, EXTENSION, PARSER, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,8 +55,12 @@ def has_extension(spark: SparkSession) -> bool:
 
 
 def is_attached(spark: SparkSession) -> bool:
-    """Whether ``spark.sql`` runs sparkext's SQL: the extension is in and this driver answers."""
-    return bool(_registered) and has_extension(spark) and _bridge(spark).isRegistered()
+    """Whether ``spark.sql`` runs sparkext's SQL: the session parses with the extension and this
+    driver answers."""
+    if not _registered or not _bridge(spark).isRegistered():
+        return False
+    parser = spark._jsparkSession.sessionState().sqlParser().getClass().getName()
+    return parser == PARSER
 
 
 def attach(spark: SparkSession) -> SparkSession:

@@ -154,6 +154,12 @@ def _stored_query(statement: Statement) -> str | None:
     return None
 
 
+def _in_spark(spark: SparkSession) -> bool:
+    from sparkext.iceberg.extension import is_attached
+
+    return is_attached(spark)
+
+
 def _kept_view_name(invocation: Invocation) -> str:
     """A name that depends only on the call, so running the same statement again replaces the
     view instead of adding one."""
@@ -167,11 +173,17 @@ def _expand_and_run(
 ) -> DataFrame:
     """Replace each ``sparkext.f(...)`` by a temp view of its result, run, then drop the views.
 
-    A temp view or ``CACHE TABLE`` over a function keeps the function's view (Spark reads it
-    each time the view is used): its rows are the function's result when the statement ran.
-    A catalog view cannot read a session's temp view and is refused.
+    When sparkext's JVM extension is attached (every session :func:`sparkext.session` builds), a
+    view or ``CACHE TABLE`` goes to Spark as written: Spark keeps its text and runs the function
+    at each read, as it reads a table. Without the extension, a temp view or ``CACHE TABLE`` over
+    a function keeps the function's view: its rows are the function's result when the statement
+    ran; a catalog view cannot read a session's temp view and is refused.
     """
     stored = _stored_query(statement)
+    if stored is not None and _in_spark(spark):
+        # Spark stores the view's text and parses it (through sparkext's extension) at each
+        # read: the view shows the function's result at that time, and may be persistent.
+        return spark.sql(statement.text)
     if stored == "persistent":
         first = functions[0]
         raise SparkextError(

@@ -29,12 +29,11 @@ public final class Bridge {
   }
 
   /** The analysed plan of a routine's result, or a {@link SparkextException} with its sentence. */
-  static LogicalPlan plan(boolean call, String sql, int start) {
+  static LogicalPlan plan(SparkSession session, boolean call, String sql, int start) {
     Routines python = routines;
     if (python == null) {
       throw SparkextException.raise(NO_PYTHON);
     }
-    SparkSession session = SparkSession.active();
     Object result;
     try {
       result = call ? python.call(session, sql) : python.table(session, sql, start);

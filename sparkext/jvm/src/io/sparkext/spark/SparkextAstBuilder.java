@@ -4,8 +4,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
-import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.parser.SqlBaseParser.FunctionNameContext;
 import org.apache.spark.sql.catalyst.parser.SqlBaseParser.FunctionTableContext;
 import org.apache.spark.sql.catalyst.parser.SqlBaseParser.TableValuedFunctionContext;
@@ -14,18 +12,19 @@ import org.apache.spark.sql.catalyst.trees.CurrentOrigin;
 import org.apache.spark.sql.catalyst.trees.Origin;
 import org.apache.spark.sql.execution.SparkSqlAstBuilder;
 import org.apache.spark.sql.execution.SparkSqlParser;
-import org.apache.spark.sql.types.DataTypes;
 import scala.collection.JavaConverters;
 import scala.collection.Seq;
 import scala.runtime.AbstractPartialFunction;
 
 /**
  * Spark's AST builder, except that {@code sparkext.<name>(...)} in FROM (which Spark refuses: a
- * table-valued function has a one-part name) becomes {@value SparkextExtensions#TABLE}{@code (sql,
- * start, name)}, with the invocation's position as its origin. Everything else (aliases, column
- * aliases, LATERAL, CTEs, subqueries, views) is Spark's own code.
+ * table-valued function has a one-part name) becomes a {@link PendingRoutine} holding the SQL
+ * text and where the invocation starts. Everything else (aliases, column aliases, CTEs,
+ * subqueries, views) is Spark's own code.
  */
 final class SparkextAstBuilder extends SparkSqlAstBuilder {
+  /** The one-part name Spark's own code builds the function under, before it is replaced. */
+  private static final String PLACEHOLDER = "__sparkext_routine";
 
   /** Spark's SQL parser with this builder: for statements that hold sparkext's table functions. */
   static final class Parser extends SparkSqlParser {
@@ -44,7 +43,7 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
   public Seq<String> getFunctionMultiparts(FunctionNameContext ctx) {
     Seq<String> name = super.getFunctionMultiparts(ctx);
     if (ctx.getParent() instanceof FunctionTableContext && isOurs(name)) {
-      return seq(Arrays.asList(SparkextExtensions.TABLE));
+      return seq(Arrays.asList(PLACEHOLDER));
     }
     return name;
   }
@@ -56,7 +55,7 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
     if (!isOurs(name)) {
       return plan;
     }
-    return (LogicalPlan) plan.transformUp(new Rewrite(name.apply(1)));
+    return (LogicalPlan) plan.transformUp(new Rewrite());
   }
 
   static boolean isOurs(Seq<String> name) {
@@ -67,19 +66,13 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
     return JavaConverters.asScalaBuffer(new ArrayList<>(items)).toList();
   }
 
-  /** The user's arguments are bound by the Python driver from the SQL text: carry the text. */
+  /** The user's arguments are bound by the Python driver from the SQL text: keep the text. */
   private static final class Rewrite extends AbstractPartialFunction<LogicalPlan, LogicalPlan> {
-    private final String routine;
-
-    Rewrite(String routine) {
-      this.routine = routine;
-    }
-
     @Override
     public boolean isDefinedAt(LogicalPlan node) {
       return node instanceof UnresolvedTableValuedFunction
           && ((UnresolvedTableValuedFunction) node).name().size() == 1
-          && SparkextExtensions.TABLE.equals(((UnresolvedTableValuedFunction) node).name().apply(0));
+          && PLACEHOLDER.equals(((UnresolvedTableValuedFunction) node).name().apply(0));
     }
 
     @Override
@@ -87,16 +80,10 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
       Origin origin = node.origin();
       String sql = origin.sqlText().isDefined() ? origin.sqlText().get() : "";
       int start = origin.startIndex().isDefined() ? (Integer) origin.startIndex().get() : -1;
-      List<Expression> args =
-          Arrays.asList(
-              Literal.create(sql, DataTypes.StringType),
-              Literal.create(start, DataTypes.IntegerType),
-              Literal.create(routine, DataTypes.StringType));
       Origin previous = CurrentOrigin.get();
       CurrentOrigin.set(origin);
       try {
-        return new UnresolvedTableValuedFunction(
-            ((UnresolvedTableValuedFunction) node).name(), seq(args));
+        return new PendingRoutine(sql, start, false);
       } finally {
         CurrentOrigin.set(previous);
       }

@@ -1,16 +1,12 @@
 package io.sparkext.spark;
 
-import java.util.Arrays;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
-import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import scala.collection.Seq;
 
@@ -18,14 +14,13 @@ import scala.collection.Seq;
  * Wraps the session's parser (Iceberg's, then Spark's).
  *
  * <ul>
- *   <li>{@code CALL sparkext.<name>(...)} becomes {@value SparkextExtensions#CALL}{@code (sql)};
+ *   <li>{@code CALL sparkext.<name>(...)} becomes a {@link PendingRoutine};
  *   <li>a statement Spark refuses that names sparkext is parsed again by {@link
- *       SparkextAstBuilder}, which turns each {@code sparkext.<name>(...)} in FROM into {@value
- *       SparkextExtensions#TABLE};
+ *       SparkextAstBuilder}, which turns each {@code sparkext.<name>(...)} in FROM into one;
  *   <li>everything else is the delegate's plan, untouched (one cheap prefix test).
  * </ul>
  *
- * Both functions are resolved by the analyser, which asks the Python driver (see {@link Bridge}).
+ * {@link RoutineRule} runs them during analysis, through the Python driver.
  */
 final class SparkextParser implements ParserInterface {
   private final ParserInterface delegate;
@@ -38,9 +33,7 @@ final class SparkextParser implements ParserInterface {
   @Override
   public LogicalPlan parsePlan(String sql) throws ParseException {
     if (Sql.isSparkextCall(sql)) {
-      return new UnresolvedTableValuedFunction(
-          SparkextAstBuilder.seq(Arrays.asList(SparkextExtensions.CALL)),
-          SparkextAstBuilder.seq(Arrays.asList(Literal.create(sql, DataTypes.StringType))));
+      return new PendingRoutine(sql, 0, true);
     }
     try {
       return delegate.parsePlan(sql);

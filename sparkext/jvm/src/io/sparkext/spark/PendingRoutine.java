@@ -1,0 +1,106 @@
+package io.sparkext.spark;
+
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import scala.collection.IndexedSeq;
+import scala.collection.Seq;
+import scala.collection.immutable.Nil$;
+
+/**
+ * A sparkext routine the analyser has not run yet: {@code CALL sparkext.<name>(...)} ({@code
+ * call}) or {@code sparkext.<name>(...)} starting at character {@code start} of {@code sql}.
+ *
+ * <p>The parser writes it; {@link RoutineRule} replaces it with the result's plan. It is not a
+ * table-valued function on purpose: Spark resolves those while it holds the session catalog's
+ * lock, and a routine that runs Spark jobs (a stream, a commit) must not.
+ */
+public final class PendingRoutine extends LogicalPlan {
+  private static final long serialVersionUID = 1L;
+
+  private final String sql;
+  private final int start;
+  private final boolean call;
+
+  public PendingRoutine(String sql, int start, boolean call) {
+    this.sql = sql;
+    this.start = start;
+    this.call = call;
+  }
+
+  public String sql() {
+    return sql;
+  }
+
+  public int start() {
+    return start;
+  }
+
+  public boolean call() {
+    return call;
+  }
+
+  @Override
+  public boolean resolved() {
+    return false;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public Seq<Attribute> output() {
+    return (Seq<Attribute>) (Seq<?>) Nil$.MODULE$;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public Seq<LogicalPlan> children() {
+    return (Seq<LogicalPlan>) (Seq<?>) Nil$.MODULE$;
+  }
+
+  @Override
+  public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> children) {
+    return this;
+  }
+
+  @Override
+  public int productArity() {
+    return 3;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0:
+        return sql;
+      case 1:
+        return start;
+      case 2:
+        return call;
+      default:
+        throw new IndexOutOfBoundsException(String.valueOf(n));
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object other) {
+    return other instanceof PendingRoutine;
+  }
+
+  @Override
+  public boolean equals(Object other) {
+    if (!(other instanceof PendingRoutine)) {
+      return false;
+    }
+    PendingRoutine that = (PendingRoutine) other;
+    return start == that.start && call == that.call && sql.equals(that.sql);
+  }
+
+  @Override
+  public int hashCode() {
+    return sql.hashCode() * 31 + start * 2 + (call ? 1 : 0);
+  }
+
+  @Override
+  public String simpleString(int maxFields) {
+    return "sparkext routine " + (call ? "CALL" : "at " + start);
+  }
+}

@@ -1,0 +1,261 @@
+"""sparkext's SQL in plain ``spark.sql``: every routine, every place a table goes, the errors.
+
+The oracle for each routine is the same call through ``sparkext.sql`` (Python routing, checked
+against its own oracles elsewhere): same rows, same columns. Procedures that change a table are
+run through ``spark.sql`` only, and their effect is checked on the table.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import AnalysisException
+
+import sparkext
+from sparkext.demo import write_examples
+from sparkext.iceberg.extension import attach, detach, is_attached
+from sparkext.procedures.registry import ROUTINES
+
+AS_OF = "TIMESTAMP '2026-11-21 00:00:00'"
+EXERCISED: set[str] = set()
+
+
+def rows(frame) -> list[tuple]:
+    return sorted((tuple(r) for r in frame.collect()), key=repr)
+
+
+def both(spark, statement: str, routine: str):
+    """Run ``statement`` through spark.sql and sparkext.sql; they must agree."""
+    EXERCISED.add(routine)
+    ours, theirs = spark.sql(statement), sparkext.sql(statement)
+    assert ours.schema == theirs.schema
+    assert rows(ours) == rows(theirs)
+    return ours
+
+
+def declared(routine: str, frame) -> None:
+    """A procedure called through spark.sql returns the columns it declares."""
+    EXERCISED.add(routine)
+    names = [c.name for c in ROUTINES[routine].output]
+    assert frame.columns == names
+
+
+@pytest.fixture(scope="module")
+def orders(spark, tmp_path_factory) -> str:
+    """The README's orders (sparkext-demo's sample Debezium files) ingested by spark.sql."""
+    directory = tmp_path_factory.mktemp("in-spark")
+    write_examples(directory)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.insql")
+    for table in ("orders", "orders_py"):
+        spark.sql(f"DROP TABLE IF EXISTS lake.insql.{table} PURGE")
+    call = (
+        "CALL sparkext.ingest_cdc(table => 'lake.insql.{t}', source => '{src}', "
+        "checkpoint => '{ck}', primary_key => 'id', create => true, "
+        "options => map('source-table', 'shop.orders'))"
+    )
+    source = directory / "shop.orders"
+    declared("ingest_cdc", spark.sql(call.format(t="orders", src=source, ck=directory / "ck1")))
+    sparkext.sql(call.format(t="orders_py", src=source, ck=directory / "ck2"))
+    return "lake.insql.orders"
+
+
+def test_the_session_is_attached(spark):
+    assert is_attached(spark)
+
+
+def test_help_lists_every_routine(spark):
+    help_rows = both(spark, "CALL sparkext.help()", "help").collect()
+    assert {r.name for r in help_rows} == set(ROUTINES)
+
+
+def test_ingest_through_spark_sql_writes_what_sparkext_sql_writes(spark, orders):
+    columns = "id, customer, status, amount, _cdc_op, _cdc_event_time"
+    ours = spark.sql(f"SELECT {columns} FROM {orders}")
+    oracle = spark.sql(f"SELECT {columns} FROM {orders}_py")
+    assert rows(ours) == rows(oracle)
+    assert ours.count() > 0
+
+
+def test_read_only_routines_agree_with_sparkext_sql(spark, orders):
+    both(spark, f"CALL sparkext.table_health(table => '{orders}')", "table_health")
+    both(spark, f"SELECT * FROM sparkext.table_health('{orders}')", "table_health")
+    both(spark, f"SELECT * FROM sparkext.changelog('{orders}')", "changelog")
+    both(
+        spark,
+        f"SELECT * FROM sparkext.snapshot_as_of_event_time('{orders}', {AS_OF})",
+        "snapshot_as_of_event_time",
+    )
+    both(
+        spark,
+        f"CALL sparkext.health_report(tables => '{orders}', record => false)",
+        "health_report",
+    )
+    both(spark, f"SELECT * FROM sparkext.event_time_tags('{orders}')", "event_time_tags")
+    spark.sql(
+        "CREATE OR REPLACE TABLE lake.insql.shipments USING iceberg AS SELECT * FROM VALUES "
+        "(1, TIMESTAMP '2026-11-20 09:30:00'), (2, TIMESTAMP '2026-11-21 12:00:00') "
+        "AS t(order_id, ts)"
+    )
+    joined = both(
+        spark,
+        f"SELECT order_id, ts, customer FROM sparkext.dim_join_changelog("
+        f"'lake.insql.shipments', '{orders}', 'f.order_id = d.id', 'ts', 'event')",
+        "dim_join_changelog",
+    )
+    assert joined.count() == 2
+
+
+def test_procedures_that_write_through_spark_sql(spark, orders):
+    before = rows(spark.table(orders))
+    target = "lake.insql.orders_daily"
+    spark.sql(f"DROP TABLE IF EXISTS {target} PURGE")
+    state = spark.sql(f"SELECT * FROM sparkext.snapshot_as_of_event_time('{orders}', {AS_OF})")
+    declared(
+        "snapshot_as_of_event_time",
+        spark.sql(
+            f"CALL sparkext.snapshot_as_of_event_time(table => '{orders}', as_of => {AS_OF}, "
+            f"target => '{target}', partition_value => '2026-11-21')"
+        ),
+    )
+    columns = [c for c in state.columns if c in spark.table(target).columns]
+    assert rows(spark.table(target).select(*columns)) == rows(state.select(*columns))
+    tagged = spark.sql(
+        f"CALL sparkext.snapshot_as_of_event_time(table => '{orders}', as_of => {AS_OF}, "
+        "tag => 'insql_day')"
+    )
+    declared("snapshot_as_of_event_time", tagged)
+    assert tagged.first().action in ("tagged-base", "committed-changes", "rewrote-state")
+    read = spark.sql(f"SELECT id, customer, status FROM {orders} VERSION AS OF 'insql_day'")
+    assert rows(read) == rows(state.select("id", "customer", "status"))
+    declared(
+        "tag_event_time_days",
+        spark.sql(f"CALL sparkext.tag_event_time_days(table => '{orders}')"),
+    )
+    declared(
+        "event_time_tags", spark.sql(f"CALL sparkext.event_time_tags(table => '{orders}')")
+    )
+    declared(
+        "rewrite_equality_deletes",
+        spark.sql(
+            f"CALL sparkext.rewrite_equality_deletes(table => '{orders}', "
+            "options => map('min-equality-delete-files', '1'))"
+        ),
+    )
+    health = spark.sql(f"SELECT * FROM sparkext.table_health('{orders}')").first()
+    assert health.equality_delete_files == 0
+    declared("tiered_optimize", spark.sql(f"CALL sparkext.tiered_optimize(table => '{orders}')"))
+    declared("maintain", spark.sql(f"CALL sparkext.maintain(table => '{orders}', dry_run => true)"))
+    declared(
+        "create_changelog_view",
+        spark.sql(
+            f"CALL sparkext.create_changelog_view(table => '{orders}', "
+            "changelog_view => 'insql_changes')"
+        ),
+    )
+    assert spark.table("insql_changes").count() > 0
+    assert rows(spark.table(orders)) == before  # conversion and compaction keep the rows
+
+
+def test_every_routine_was_called_through_spark_sql():
+    """Run last in this module: a new routine needs its spark.sql case above."""
+    assert set(ROUTINES) == EXERCISED
+
+
+def test_a_table_function_goes_wherever_a_table_does(spark, orders):
+    health = f"sparkext.table_health('{orders}')"
+    one = spark.sql(f"SELECT live_rows FROM {health}").first().live_rows
+    queries = {
+        "alias": f"SELECT h.live_rows FROM {health} AS h",
+        "columns": f"SELECT p FROM {health} AS h(p, f, b, s, pf, pr, ef, er, d, dr, db, dre, "
+        "lr, lc, hs, sc, ths, l0, l1, l2, os, cd) WHERE p IS NULL",
+        "cte": f"WITH h AS (SELECT * FROM {health}) SELECT live_rows FROM h",
+        "nested cte": f"WITH a AS (WITH h AS (SELECT * FROM {health}) SELECT * FROM h) "
+        "SELECT live_rows FROM a",
+        "subquery": f"SELECT live_rows FROM (SELECT * FROM {health}) x",
+        "join": f"SELECT count(*) AS n FROM {orders} o JOIN {health} h ON h.live_rows > 0",
+        "in": f"SELECT id FROM {orders} WHERE id IN (SELECT live_rows FROM {health})",
+        "exists": f"SELECT 1 AS one WHERE EXISTS (SELECT * FROM {health})",
+        "union": f"SELECT live_rows FROM {health} UNION ALL SELECT live_rows FROM {health}",
+        "quoted": f"SELECT live_rows FROM `sparkext`.`table_health`('{orders}')",
+        "upper case": f"SELECT live_rows FROM SPARKEXT.TABLE_HEALTH('{orders}')",
+        "comment": f"SELECT /* sparkext.x( */ live_rows FROM -- sparkext.y(\n {health}",
+    }
+    for what, query in queries.items():
+        result = spark.sql(query).collect()
+        assert result, what
+    assert spark.sql(queries["cte"]).first().live_rows == one
+    assert spark.sql(queries["join"]).first().n == spark.table(orders).count()
+
+
+def test_views_over_a_table_function_read_it_again_each_time(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1)")
+    select = f"SELECT live_rows FROM sparkext.table_health('{table_name}')"
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW insql_temp AS {select}")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS spark_catalog.insql")
+    spark.sql(f"CREATE OR REPLACE VIEW spark_catalog.insql.health AS {select}")
+    sparkext.sql(f"CREATE OR REPLACE VIEW spark_catalog.insql.health_py AS {select}")
+    spark.sql(f"CACHE TABLE insql_cached AS {select}")
+    views = ("insql_temp", "spark_catalog.insql.health", "spark_catalog.insql.health_py")
+    for view in views:
+        assert spark.table(view).first().live_rows == 1
+    spark.sql(f"INSERT INTO {table_name} VALUES (2)")
+    for view in views:  # a view is the function now, as a view over a table is the table now
+        assert spark.table(view).first().live_rows == 2, view
+    assert spark.table("insql_cached").first().live_rows == 1  # a cache keeps what it read
+    assert "sparkext.table_health" in spark.sql(
+        "SHOW CREATE TABLE spark_catalog.insql.health"
+    ).first()[0]
+    spark.sql("UNCACHE TABLE insql_cached")
+    spark.sql("DROP VIEW spark_catalog.insql.health")
+    spark.sql("DROP VIEW spark_catalog.insql.health_py")
+    spark.catalog.dropTempView("insql_temp")
+    spark.catalog.dropTempView("insql_cached")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CALL sparkext.nope()",
+        "CALL sparkext.table_health(tabel => 'lake.insql.orders')",
+        "CALL sparkext.table_health()",
+        "CALL sparkext.changelog('lake.insql.orders')",
+        "SELECT * FROM sparkext.tabel_health('lake.insql.orders')",
+        "SELECT *\nFROM sparkext.table_health(table => 'lake.insql.nope')",
+        "SELECT * FROM sparkext.ingest_cdc('x')",
+        "CALL sparkext.tiered_optimize(table => 'lake.insql.orders', levels => 7)",
+    ],
+)
+def test_errors_are_sparkext_sql_sentences(spark, orders, statement):
+    with pytest.raises(sparkext.SparkextError) as python:
+        sparkext.sql(statement).collect()
+    with pytest.raises(AnalysisException) as jvm:
+        spark.sql(statement).collect()
+    assert str(jvm.value) == str(python.value)
+    assert "\tat " not in str(jvm.value) and "Traceback" not in str(jvm.value)
+
+
+def test_without_the_python_driver_one_sentence(spark):
+    detach(spark)
+    try:
+        with pytest.raises(AnalysisException) as caught:
+            spark.sql("CALL sparkext.help()")
+        assert str(caught.value) == (
+            "sparkext's procedures and table functions run in its Python driver and none is "
+            "attached to this JVM: start the server with `sparkext-sql serve` (not "
+            "start-thriftserver.sh or spark-sql), or call sparkext.attach(spark) in PySpark."
+        )
+        assert not is_attached(spark)
+        assert sparkext.sql("CALL sparkext.help()").count() == len(ROUTINES)  # Python routing
+    finally:
+        attach(spark)
+    assert spark.sql("SELECT count(*) AS n FROM sparkext.help()").first().n == len(ROUTINES)
+
+
+def test_other_sql_is_untouched(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT, sparkext STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'sparkext.help()')")
+    assert spark.sql(f"SELECT sparkext FROM {table_name}").first()[0] == "sparkext.help()"
+    snapshots = spark.sql(f"CALL lake.system.rewrite_data_files(table => '{table_name}')")
+    assert snapshots.columns[0] == "rewritten_data_files_count"
+    with pytest.raises(AnalysisException, match="PARSE_SYNTAX_ERROR"):
+        spark.sql("SELEC * FROM sparkext.help()")
