@@ -35,6 +35,7 @@ BENCHMARKS = (
     "dim_join",
     "tiered_optimize",
     "optimize_service",
+    "in_spark_sql",
 )
 RESULTS = Path(__file__).parent / "results"  # results kept on purpose (tracked)
 LOCAL_RESULTS = RESULTS / "local"  # every run's own results (ignored by git)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
 from sparkext.jvm import BRIDGE, EXTENSION, PARSER, jar_path
@@ -105,7 +105,7 @@ def _clone_with_extension(spark: SparkSession) -> SparkSession:
     jar = str(jar_path())
     try:
         spark.sql(f"ADD JAR '{jar}'")  # the session's class loader, for this thread
-        extension = getattr(jvm, "io").sparkext.spark.SparkextExtensions()
+        extension = jvm.io.sparkext.spark.SparkextExtensions()
         extension.apply(spark._jsparkSession.extensions())
         clone = spark._jsparkSession.cloneSession()
     except Exception as error:
@@ -168,7 +168,7 @@ class _Routines:
             return str(translated) if translated else one_line(f"{type(error).__name__}: {error}")
 
     class Java:
-        implements = ["io.sparkext.spark.Routines"]
+        implements: ClassVar[list[str]] = ["io.sparkext.spark.Routines"]
 
 
 def _name_at(sql: str, start: int) -> str:
@@ -196,7 +196,9 @@ class ThriftServer:
 SYNC_EXECUTION = {"spark.sql.hive.thriftServer.async": "false"}
 
 
-def start_thrift_server(spark: SparkSession, host: str = "localhost", port: int = 10000) -> ThriftServer:
+def start_thrift_server(
+    spark: SparkSession, host: str = "localhost", port: int = 10000
+) -> ThriftServer:
     """Start the Thrift JDBC/ODBC server on ``spark``'s application; each client gets its own
     session (``spark.newSession()``, so sparkext's SQL works in it).
 
@@ -220,8 +222,11 @@ def start_thrift_server(spark: SparkSession, host: str = "localhost", port: int 
             spark._jsparkSession.sqlContext()
         )
     except Exception as error:
-        raise (translate(error) or EnvironmentSetupError(
-            f"The Thrift server could not start on {host}:{port} ({type(error).__name__}); "
-            "is the port taken? Pick another with --port."
-        )) from error
+        raise (
+            translate(error)
+            or EnvironmentSetupError(
+                f"The Thrift server could not start on {host}:{port} ({type(error).__name__}); "
+                "is the port taken? Pick another with --port."
+            )
+        ) from error
     return ThriftServer(server, host, port)

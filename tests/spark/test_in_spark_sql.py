@@ -130,9 +130,7 @@ def test_procedures_that_write_through_spark_sql(spark, orders):
         "tag_event_time_days",
         spark.sql(f"CALL sparkext.tag_event_time_days(table => '{orders}')"),
     )
-    declared(
-        "event_time_tags", spark.sql(f"CALL sparkext.event_time_tags(table => '{orders}')")
-    )
+    declared("event_time_tags", spark.sql(f"CALL sparkext.event_time_tags(table => '{orders}')"))
     declared(
         "rewrite_equality_deletes",
         spark.sql(
@@ -202,9 +200,10 @@ def test_views_over_a_table_function_read_it_again_each_time(spark, table_name):
     for view in views:  # a view is the function now, as a view over a table is the table now
         assert spark.table(view).first().live_rows == 2, view
     assert spark.table("insql_cached").first().live_rows == 1  # a cache keeps what it read
-    assert "sparkext.table_health" in spark.sql(
-        "SHOW CREATE TABLE spark_catalog.insql.health"
-    ).first()[0]
+    assert (
+        "sparkext.table_health"
+        in spark.sql("SHOW CREATE TABLE spark_catalog.insql.health").first()[0]
+    )
     spark.sql("UNCACHE TABLE insql_cached")
     spark.sql("DROP VIEW spark_catalog.insql.health")
     spark.sql("DROP VIEW spark_catalog.insql.health_py")

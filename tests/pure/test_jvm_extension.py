@@ -1,0 +1,53 @@
+"""sparkext's JVM extension: the committed jar is what its sources compile to, and its settings."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from sparkext import jvm
+from sparkext.iceberg.extension import spark_conf
+
+
+def test_the_committed_jar_is_built_from_the_sources(tmp_path):
+    if shutil.which("javac") is None:
+        pytest.fail("javac is missing: bash .ci/setup installs openjdk-17-jdk-headless")
+    rebuilt = jvm.compile_classes(tmp_path)
+    committed = jvm.jar_classes()
+    assert sorted(rebuilt) == sorted(committed), "run: python -m sparkext.jvm"
+    changed = [name for name in rebuilt if rebuilt[name] != committed[name]]
+    assert not changed, f"{changed} differ from their sources; run: python -m sparkext.jvm"
+
+
+def test_the_jar_is_reproducible(tmp_path):
+    classes = jvm.jar_classes()
+    first, second = tmp_path / "a.jar", tmp_path / "b.jar"
+    jvm.write_jar(classes, first)
+    jvm.write_jar(classes, second)
+    assert first.read_bytes() == second.read_bytes() == jvm.JAR.read_bytes()
+
+
+def test_the_extension_comes_after_icebergs_and_its_jar_on_both_paths():
+    iceberg = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    conf = spark_conf(
+        {
+            "spark.sql.extensions": iceberg,
+            "spark.jars": "/opt/iceberg.jar,s3://bucket/udfs.jar",
+            "spark.driver.extraClassPath": "/usr/share/java/postgresql.jar",
+        }
+    )
+    assert conf["spark.sql.extensions"] == f"{iceberg},{jvm.EXTENSION}"
+    assert conf["spark.jars"] == f"/opt/iceberg.jar,s3://bucket/udfs.jar,{jvm.JAR}"
+    assert conf["spark.driver.extraClassPath"] == (
+        f"/usr/share/java/postgresql.jar:/opt/iceberg.jar:{jvm.JAR}"
+    )
+    assert spark_conf(conf) == conf  # adding it twice changes nothing
+
+
+def test_a_missing_jar_is_one_sentence(monkeypatch, tmp_path):
+    from sparkext.errors import EnvironmentSetupError
+
+    monkeypatch.setattr(jvm, "JAR", tmp_path / "gone.jar")
+    with pytest.raises(EnvironmentSetupError, match=r"rebuild it with `python -m sparkext.jvm`"):
+        jvm.jar_path()
