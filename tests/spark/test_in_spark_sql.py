@@ -170,7 +170,7 @@ def test_a_table_function_goes_wherever_a_table_does(spark, orders):
         "SELECT live_rows FROM a",
         "subquery": f"SELECT live_rows FROM (SELECT * FROM {health}) x",
         "join": f"SELECT count(*) AS n FROM {orders} o JOIN {health} h ON h.live_rows > 0",
-        "in": f"SELECT id FROM {orders} WHERE id IN (SELECT live_rows FROM {health})",
+        "in": f"SELECT live_rows FROM {health} WHERE live_rows IN (SELECT live_rows FROM {health})",
         "exists": f"SELECT 1 AS one WHERE EXISTS (SELECT * FROM {health})",
         "union": f"SELECT live_rows FROM {health} UNION ALL SELECT live_rows FROM {health}",
         "quoted": f"SELECT live_rows FROM `sparkext`.`table_health`('{orders}')",
