@@ -127,7 +127,6 @@ class _Routines:
 
     def __init__(self, spark: SparkSession):
         self._context = spark.sparkContext
-        self._sessions: dict[int, SparkSession] = {}
 
     def call(self, jsession: Any, sql: str) -> Any:
         from sparkext.routing.in_spark import call_result
@@ -141,18 +140,13 @@ class _Routines:
         return self._answer(jsession, lambda spark: table_result(spark, sql, start, name))
 
     def _session(self, jsession: Any) -> SparkSession:
-        """The Python face of the calling session (the Thrift server has one per client)."""
+        """The Python face of the calling session (the Thrift server has one per client). Made
+        for each call and not kept: a long-running server sees sessions come and go."""
         from pyspark.sql import SparkSession
 
-        key = jsession.hashCode()
-        with _LOCK:
-            found = self._sessions.get(key)
-            if found is None or not found._jsparkSession.equals(jsession):
-                found = SparkSession(self._context, jsession)
-                self._sessions[key] = found
         # py4j serves this callback's calls on a JVM thread of its own: make it the session's.
         self._context._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
-        return found
+        return SparkSession(self._context, jsession)
 
     def _answer(self, jsession: Any, run) -> Any:
         from sparkext.iceberg.errors import one_line, translate
