@@ -139,6 +139,11 @@ class _Routines:
         name = _name_at(sql, start)
         return self._answer(jsession, lambda spark: table_result(spark, sql, start, name))
 
+    def cacheTable(self, jsession: Any, sql: str) -> Any:  # the Java interface names it
+        from sparkext.routing.in_spark import cache_table_result
+
+        return self._answer(jsession, lambda spark: cache_table_result(spark, sql))
+
     def _session(self, jsession: Any) -> SparkSession:
         """The Python face of the calling session (the Thrift server has one per client). Made
         for each call and not kept: a long-running server sees sessions come and go."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sparkext.errors import SparkextError
 from sparkext.procedures.base import Kind
 from sparkext.routing.invocations import find_table_functions, parse_call
-from sparkext.routing.router import run_invocation
+from sparkext.routing.router import expand_and_run, run_invocation
 from sparkext.routing.tokens import split_statements
 
 if TYPE_CHECKING:
@@ -45,4 +45,17 @@ def table_result(spark: SparkSession, sql: str, start: int, name: str) -> DataFr
     raise SparkextError(
         f"sparkext.{name}(...) was not found where Spark's parser saw it; write it as "
         f"FROM sparkext.{name}(...) with its arguments in parentheses."
+    )
+
+
+def cache_table_result(spark: SparkSession, sql: str) -> DataFrame:
+    """Run ``CACHE TABLE … AS`` over sparkext functions as ``sparkext.sql`` does: each function's
+    result is kept as a temp view the cache reads, so the cache holds the rows of that moment."""
+    for statement in split_statements(sql):
+        functions = find_table_functions(statement)
+        if functions:
+            return expand_and_run(spark, statement, functions, in_spark=False)
+    raise SparkextError(
+        "The statement holds no sparkext.<function>(...); write e.g. CACHE TABLE c AS "
+        "SELECT * FROM sparkext.help()."
     )

@@ -94,7 +94,7 @@ def execute(
         functions = find_table_functions(statement)
         if not functions:
             return spark.sql(statement.text)
-        return _expand_and_run(spark, statement, functions, progress)
+        return expand_and_run(spark, statement, functions, progress)
     except SparkextError:
         raise
     except Exception as error:
@@ -160,27 +160,36 @@ def _in_spark(spark: SparkSession) -> bool:
     return is_attached(spark)
 
 
-def _kept_view_name(invocation: Invocation) -> str:
-    """A name that depends only on the call, so running the same statement again replaces the
-    view instead of adding one."""
+def _kept_view_name(invocation: Invocation, statement: Statement) -> str:
+    """A name that depends only on the statement and the call, so running the same statement
+    again replaces the view instead of adding one, while two statements over the same call
+    (two caches) keep one view each."""
     call = ", ".join(f"{a.name} => {a.sql}" if a.name else a.sql for a in invocation.args)
-    digest = hashlib.sha1(f"{invocation.name}({call})".encode()).hexdigest()[:12]
+    key = f"{statement.text}\n{invocation.start - statement.start}:{invocation.name}({call})"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return f"__sparkext_{invocation.name}_{digest}"
 
 
-def _expand_and_run(
-    spark: SparkSession, statement: Statement, functions: list[Invocation], progress
+def expand_and_run(
+    spark: SparkSession,
+    statement: Statement,
+    functions: list[Invocation],
+    progress: Callable[[str], None] = _quiet,
+    in_spark: bool | None = None,
 ) -> DataFrame:
     """Replace each ``sparkext.f(...)`` by a temp view of its result, run, then drop the views.
 
     When sparkext's JVM extension is attached (every session :func:`sparkext.session` builds), a
-    view or ``CACHE TABLE`` goes to Spark as written: Spark keeps its text and runs the function
-    at each read, as it reads a table. Without the extension, a temp view or ``CACHE TABLE`` over
-    a function keeps the function's view: its rows are the function's result when the statement
-    ran; a catalog view cannot read a session's temp view and is refused.
+    view goes to Spark as written: Spark keeps its text and runs the function at each read, as
+    it reads a table (``in_spark``). Otherwise, and for ``CACHE TABLE`` always, a temp view or
+    cache over a function keeps the function's view: its rows are the function's result when
+    the statement ran; a catalog view cannot read a session's temp view and is refused.
     """
     stored = _stored_query(statement)
-    if stored is not None and _in_spark(spark):
+    if in_spark is None:  # CACHE TABLE keeps the rows of now, so it is always expanded here
+        cache = statement.tokens[0].token_type == TokenType.CACHE
+        in_spark = stored is not None and not cache and _in_spark(spark)
+    if stored is not None and in_spark:
         # Spark stores the view's text and parses it (through sparkext's extension) at each
         # read: the view shows the function's result at that time, and may be persistent.
         return spark.sql(statement.text)
@@ -198,7 +207,7 @@ def _expand_and_run(
         for invocation in functions:
             frame = run_invocation(spark, invocation, Kind.FUNCTION, progress)
             if stored == "temp":
-                view = _kept_view_name(invocation)
+                view = _kept_view_name(invocation, statement)
             else:
                 view = f"__sparkext_{invocation.name}_{next(_view_ids)}"
                 views.append(view)

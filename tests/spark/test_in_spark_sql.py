@@ -200,6 +200,13 @@ def test_views_over_a_table_function_read_it_again_each_time(spark, table_name):
     for view in views:  # a view is the function now, as a view over a table is the table now
         assert spark.table(view).first().live_rows == 2, view
     assert spark.table("insql_cached").first().live_rows == 1  # a cache keeps what it read
+    sparkext.sql(f"CACHE TABLE insql_cached_py AS {select}")
+    spark.sql(f"INSERT INTO {table_name} VALUES (3)")
+    assert spark.table("insql_cached").first().live_rows == 1
+    assert spark.table("insql_cached_py").first().live_rows == 2
+    assert spark.table("insql_temp").first().live_rows == 3
+    spark.sql("UNCACHE TABLE insql_cached_py")
+    spark.catalog.dropTempView("insql_cached_py")
     assert (
         "sparkext.table_health"
         in spark.sql("SHOW CREATE TABLE spark_catalog.insql.health").first()[0]
@@ -209,6 +216,9 @@ def test_views_over_a_table_function_read_it_again_each_time(spark, table_name):
     spark.sql("DROP VIEW spark_catalog.insql.health_py")
     spark.catalog.dropTempView("insql_temp")
     spark.catalog.dropTempView("insql_cached")
+    for view in spark.sql("SHOW VIEWS").where("isTemporary").collect():
+        if view.viewName.startswith("__sparkext_"):  # the functions' results the caches read
+            spark.catalog.dropTempView(view.viewName)
 
 
 @pytest.mark.parametrize(
@@ -258,3 +268,16 @@ def test_other_sql_is_untouched(spark, table_name):
     assert snapshots.columns[0] == "rewritten_data_files_count"
     with pytest.raises(AnalysisException, match="PARSE_SYNTAX_ERROR"):
         spark.sql("SELEC * FROM sparkext.help()")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "call sparkext.help()",
+        "  /* a /* nested */ comment */ CALL `sparkext` . `help` ( )",
+        "-- a comment\nCALL SPARKEXT.HELP();",
+        "CALL sparkext.help('table_health')",
+    ],
+)
+def test_call_spellings(spark, statement):
+    assert rows(spark.sql(statement)) == rows(sparkext.sql(statement))

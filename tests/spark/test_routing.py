@@ -164,7 +164,18 @@ def kept_views(spark) -> list[str]:
     return sorted(v.viewName for v in views if v.viewName.startswith("__sparkext_"))
 
 
-def test_a_temp_view_over_a_table_function_outlives_the_statement(spark):
+@pytest.fixture
+def detached(spark):
+    """A session without sparkext's JVM extension answering: sparkext.sql expands views itself."""
+    from sparkext.iceberg.extension import attach, detach
+
+    detach(spark)
+    yield spark
+    attach(spark)
+
+
+def test_a_temp_view_over_a_table_function_outlives_the_statement(detached):
+    spark = detached
     create = (
         "CREATE OR REPLACE TEMP VIEW health_params AS SELECT name FROM "
         "sparkext.help('table_health') WHERE section = 'parameter'"
@@ -191,7 +202,8 @@ def test_cache_table_over_a_table_function(spark):
         spark.catalog.dropTempView(name)
 
 
-def test_a_persistent_view_over_a_table_function_is_one_sentence(spark):
+def test_a_persistent_view_over_a_table_function_is_one_sentence(detached):
+    spark = detached
     with pytest.raises(sparkext.SparkextError) as caught:
         sparkext.sql("CREATE VIEW lake.test.routines AS\nSELECT * FROM sparkext.help()")
     assert str(caught.value) == (

@@ -30,20 +30,43 @@ public final class Bridge {
 
   /** The analysed plan of a routine's result, or a {@link SparkextException} with its sentence. */
   static LogicalPlan plan(SparkSession session, boolean call, String sql, int start) {
+    return answer(session, call ? Kind.CALL : Kind.TABLE, sql, start);
+  }
+
+  static LogicalPlan cacheTable(SparkSession session, String sql) {
+    return answer(session, Kind.CACHE_TABLE, sql, 0);
+  }
+
+  private enum Kind {
+    CALL,
+    TABLE,
+    CACHE_TABLE
+  }
+
+  private static LogicalPlan answer(SparkSession session, Kind kind, String sql, int start) {
     Routines python = routines;
     if (python == null) {
       throw SparkextException.raise(NO_PYTHON);
     }
     Object result;
     try {
-      result = call ? python.call(session, sql) : python.table(session, sql, start);
+      switch (kind) {
+        case CALL:
+          result = python.call(session, sql);
+          break;
+        case TABLE:
+          result = python.table(session, sql, start);
+          break;
+        default:
+          result = python.cacheTable(session, sql);
+      }
     } catch (RuntimeException e) {
       throw SparkextException.raise(
           "sparkext's Python driver did not answer (" + firstLine(e.getMessage()) + "); check that"
               + " the process that attached it is still running.");
     }
     if (result instanceof Dataset) {
-      return ((Dataset<?>) result).queryExecution().analyzed();
+      return ((Dataset<?>) result).logicalPlan(); // a command already run: its result
     }
     throw SparkextException.raise(String.valueOf(result));
   }

@@ -18,4 +18,12 @@ public interface Routines {
    * {@code start} of {@code sql} (a statement or a view's text).
    */
   Object table(SparkSession session, String sql, int start);
+
+  /**
+   * Runs {@code sql}, a {@code CACHE TABLE ... AS} statement over sparkext table functions, the
+   * way sparkext.sql does: each function's result is kept as a temp view that the cached query
+   * reads, so the cache holds what the functions returned then (Spark would store the query's
+   * text, run the functions again at each read and never hit the cache).
+   */
+  Object cacheTable(SparkSession session, String sql);
 }

@@ -21,7 +21,7 @@ public final class SparkextExtensions extends AbstractFunction1<SparkSessionExte
         new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
           @Override
           public ParserInterface apply(SparkSession session, ParserInterface delegate) {
-            return new SparkextParser(delegate);
+            return new SparkextParser(session, delegate);
           }
         });
     extensions.injectResolutionRule(

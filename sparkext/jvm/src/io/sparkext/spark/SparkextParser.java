@@ -5,6 +5,8 @@ import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.CacheTableAsSelect;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
@@ -17,16 +19,20 @@ import scala.collection.Seq;
  *   <li>{@code CALL sparkext.<name>(...)} becomes a {@link PendingRoutine};
  *   <li>a statement Spark refuses that names sparkext is parsed again by {@link
  *       SparkextAstBuilder}, which turns each {@code sparkext.<name>(...)} in FROM into one;
+ *   <li>{@code CACHE TABLE ... AS} over such functions is run by the Python driver, as {@code
+ *       sparkext.sql} runs it (see {@link Routines#cacheTable});
  *   <li>everything else is the delegate's plan, untouched (one cheap prefix test).
  * </ul>
  *
  * {@link RoutineRule} runs them during analysis, through the Python driver.
  */
 final class SparkextParser implements ParserInterface {
+  private final SparkSession session;
   private final ParserInterface delegate;
   private final SparkextAstBuilder.Parser ours = new SparkextAstBuilder.Parser();
 
-  SparkextParser(ParserInterface delegate) {
+  SparkextParser(SparkSession session, ParserInterface delegate) {
+    this.session = session;
     this.delegate = delegate;
   }
 
@@ -41,11 +47,16 @@ final class SparkextParser implements ParserInterface {
       if (!Sql.mentionsSparkext(sql)) {
         throw refused;
       }
+      LogicalPlan plan;
       try {
-        return ours.parsePlan(sql);
+        plan = ours.parsePlan(sql);
       } catch (Exception also) { // ParseException, thrown unchecked by Scala
         throw refused;
       }
+      if (plan instanceof CacheTableAsSelect) {
+        return Bridge.cacheTable(session, sql);
+      }
+      return plan;
     }
   }
 
