@@ -9,6 +9,7 @@ it answers with a Dataset (a plan) or the error sentence, never with rows.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 _LOG = logging.getLogger("sparkext.extension")
 _LOCK = threading.Lock()
 _registered: list[Any] = []  # the callback object: py4j keeps only a weak reference to it
+# The last results handed to the JVM: a Python DataFrame dropped as soon as the callback returns
+# could let py4j release its Java object before the JVM has read the reply.
+_HANDED: collections.deque[Any] = collections.deque(maxlen=64)
 
 
 def spark_conf(conf: dict[str, str]) -> dict[str, str]:
@@ -59,8 +63,11 @@ def is_attached(spark: SparkSession) -> bool:
     driver answers."""
     if not _registered or not _bridge(spark).isRegistered():
         return False
-    parser = spark._jsparkSession.sessionState().sqlParser().getClass().getName()
-    return parser == PARSER
+    return _parses_ours(spark)
+
+
+def _parses_ours(spark: SparkSession) -> bool:
+    return spark._jsparkSession.sessionState().sqlParser().getClass().getName() == PARSER
 
 
 def attach(spark: SparkSession) -> SparkSession:
@@ -74,7 +81,7 @@ def attach(spark: SparkSession) -> SparkSession:
     """
     from pyspark.java_gateway import ensure_callback_server_started
 
-    if not has_extension(spark):
+    if not has_extension(spark) and not _parses_ours(spark):
         spark = _clone_with_extension(spark)
     gateway = spark.sparkContext._gateway
     with _LOCK:
@@ -108,6 +115,10 @@ def _clone_with_extension(spark: SparkSession) -> SparkSession:
         extension = jvm.io.sparkext.spark.SparkextExtensions()
         extension.apply(spark._jsparkSession.extensions())
         clone = spark._jsparkSession.cloneSession()
+        # A clone starts in the default catalog: keep the session's USE.
+        here, there = (s.sessionState().catalogManager() for s in (spark._jsparkSession, clone))
+        there.setCurrentCatalog(here.currentCatalog().name())
+        there.setCurrentNamespace(here.currentNamespace())
     except Exception as error:
         raise EnvironmentSetupError(
             "This Spark session was built without sparkext's extension and it could not be added "
@@ -158,6 +169,7 @@ class _Routines:
 
         try:
             frame: DataFrame = run(self._session(jsession))
+            _HANDED.append(frame)
             return frame._jdf
         except SparkextError as error:
             return str(error)

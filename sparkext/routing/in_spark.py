@@ -21,7 +21,13 @@ if TYPE_CHECKING:
 
 def call_result(spark: SparkSession, sql: str) -> DataFrame:
     """Run the procedure of ``sql``, one ``CALL sparkext.<name>(...)`` statement."""
-    for statement in split_statements(sql):
+    statements = split_statements(sql)
+    if len(statements) > 1:
+        raise SparkextError(
+            f"spark.sql runs one statement but this text holds {len(statements)}; run them one "
+            "by one, or all at once with sparkext.sql(...)."
+        )
+    for statement in statements:
         call = parse_call(statement)
         if call is not None:
             return run_invocation(spark, call, Kind.PROCEDURE)
@@ -32,7 +38,7 @@ def call_result(spark: SparkSession, sql: str) -> DataFrame:
 
 def table_result(spark: SparkSession, sql: str, start: int, name: str) -> DataFrame:
     """The table of the ``sparkext.<name>(...)`` starting at character ``start`` of ``sql``
-    (the first one named ``name`` when Spark gave no position)."""
+    (the only one named ``name`` when no invocation starts there)."""
     named = []
     for statement in split_statements(sql):
         for invocation in find_table_functions(statement):
@@ -40,8 +46,13 @@ def table_result(spark: SparkSession, sql: str, start: int, name: str) -> DataFr
                 return run_invocation(spark, invocation, Kind.FUNCTION)
             if invocation.name == name.lower():
                 named.append(invocation)
-    if named:
+    if len(named) == 1:
         return run_invocation(spark, named[0], Kind.FUNCTION)
+    if named:
+        raise SparkextError(
+            f"sparkext.{name}(...) is called {len(named)} times in this statement and Spark's "
+            "parser did not say which one to run; run the statement with sparkext.sql(...)."
+        )
     raise SparkextError(
         f"sparkext.{name}(...) was not found where Spark's parser saw it; write it as "
         f"FROM sparkext.{name}(...) with its arguments in parentheses."

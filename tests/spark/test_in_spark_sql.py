@@ -281,3 +281,50 @@ def test_other_sql_is_untouched(spark, table_name):
 )
 def test_call_spellings(spark, statement):
     assert rows(spark.sql(statement)) == rows(sparkext.sql(statement))
+
+
+def test_substituted_variables_keep_each_call_its_arguments(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1), (2), (3)")
+    spark.conf.set("insql.label", "a label longer than its reference")
+    text = (
+        "SELECT '${insql.label}' AS label, a.live_rows AS a, b.live_rows AS b "
+        f"FROM sparkext.help('help') x, sparkext.table_health('{table_name}') a, "
+        "sparkext.table_health('lake.insql.orders_py') b WHERE x.name = 'name'"
+    )
+    row = spark.sql(text).first()
+    assert row.label == "a label longer than its reference"
+    assert row.a == 3
+    assert row.b == spark.table("lake.insql.orders_py").count()
+
+
+def test_a_cte_used_twice_in_a_command_runs_the_routine_once(spark, table_name, monkeypatch):
+    from sparkext.routing import in_spark
+
+    calls = []
+    real = in_spark.run_invocation
+
+    def counted(*args, **kwargs):
+        calls.append(args[1].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(in_spark, "run_invocation", counted)
+    spark.sql(f"CREATE TABLE {table_name} (n BIGINT) USING iceberg")
+    spark.sql(
+        f"INSERT INTO {table_name} WITH h AS (SELECT name FROM sparkext.help()) "
+        "SELECT count(*) FROM h a JOIN h b ON a.name = b.name"
+    )
+    assert calls == ["help"]
+    assert spark.table(table_name).first().n == len(ROUTINES)
+    spark.sql("SELECT count(*) FROM sparkext.help()").collect()
+    assert calls == ["help", "help"]  # a new statement runs it again
+
+
+def test_one_statement_per_spark_sql(spark):
+    with pytest.raises(AnalysisException) as caught:
+        spark.sql("CALL sparkext.help(); DROP TABLE lake.insql.orders")
+    assert str(caught.value) == (
+        "spark.sql runs one statement but this text holds 2; run them one by one, or all at "
+        "once with sparkext.sql(...)."
+    )
+    assert spark.catalog.tableExists("lake.insql.orders")

@@ -1,5 +1,6 @@
 package io.sparkext.spark;
 
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import scala.collection.IndexedSeq;
@@ -17,14 +18,27 @@ import scala.collection.immutable.Nil$;
 public final class PendingRoutine extends LogicalPlan {
   private static final long serialVersionUID = 1L;
 
+  private static final AtomicLong PARSES = new AtomicLong();
+
   private final String sql;
   private final int start;
   private final boolean call;
+  private final long parse;
 
-  public PendingRoutine(String sql, int start, boolean call) {
+  /**
+   * {@code parse} tells statements apart: Spark copies a command's CTE into each place it is used,
+   * and the copies of one invocation must run the routine once (see {@link RoutineRule}).
+   */
+  public PendingRoutine(String sql, int start, boolean call, long parse) {
     this.sql = sql;
     this.start = start;
     this.call = call;
+    this.parse = parse;
+  }
+
+  /** A new parse id: one per statement (or view text) parsed. */
+  static long nextParse() {
+    return PARSES.incrementAndGet();
   }
 
   public String sql() {
@@ -63,7 +77,7 @@ public final class PendingRoutine extends LogicalPlan {
 
   @Override
   public int productArity() {
-    return 3;
+    return 4;
   }
 
   @Override
@@ -75,6 +89,8 @@ public final class PendingRoutine extends LogicalPlan {
         return start;
       case 2:
         return call;
+      case 3:
+        return parse;
       default:
         throw new IndexOutOfBoundsException(String.valueOf(n));
     }
@@ -91,12 +107,12 @@ public final class PendingRoutine extends LogicalPlan {
       return false;
     }
     PendingRoutine that = (PendingRoutine) other;
-    return start == that.start && call == that.call && sql.equals(that.sql);
+    return start == that.start && call == that.call && parse == that.parse && sql.equals(that.sql);
   }
 
   @Override
   public int hashCode() {
-    return sql.hashCode() * 31 + start * 2 + (call ? 1 : 0);
+    return (sql.hashCode() * 31 + start * 2 + (call ? 1 : 0)) * 31 + Long.hashCode(parse);
   }
 
   @Override

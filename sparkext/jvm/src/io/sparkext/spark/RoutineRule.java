@@ -1,5 +1,8 @@
 package io.sparkext.spark;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -7,7 +10,21 @@ import scala.runtime.AbstractPartialFunction;
 
 /** Runs each {@link PendingRoutine} of a plan through the Python driver (see {@link Bridge}). */
 final class RoutineRule extends Rule<LogicalPlan> {
+  private static final int REMEMBERED = 64;
+
   private final SparkSession session;
+
+  /** Results by invocation and parse: the copies Spark makes of one CTE run the routine once. */
+  private final Map<PendingRoutine, LogicalPlan> results =
+      Collections.synchronizedMap(
+          new LinkedHashMap<PendingRoutine, LogicalPlan>(16, 0.75f, true) {
+            private static final long serialVersionUID = 1L;
+
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<PendingRoutine, LogicalPlan> eldest) {
+              return size() > REMEMBERED;
+            }
+          });
 
   RoutineRule(SparkSession session) {
     this.session = session;
@@ -25,7 +42,14 @@ final class RoutineRule extends Rule<LogicalPlan> {
           @Override
           public LogicalPlan apply(LogicalPlan node) {
             PendingRoutine pending = (PendingRoutine) node;
-            return Bridge.plan(session, pending.call(), pending.sql(), pending.start());
+            LogicalPlan known = results.get(pending);
+            if (known != null) {
+              return known;
+            }
+            LogicalPlan plan =
+                Bridge.plan(session, pending.call(), pending.sql(), pending.start());
+            results.put(pending, plan);
+            return plan;
           }
         });
   }

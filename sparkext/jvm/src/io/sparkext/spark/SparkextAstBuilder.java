@@ -3,6 +3,8 @@ package io.sparkext.spark;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.antlr.v4.runtime.CharStream;
+import org.antlr.v4.runtime.misc.Interval;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedTableValuedFunction;
 import org.apache.spark.sql.catalyst.parser.SqlBaseParser.FunctionNameContext;
 import org.apache.spark.sql.catalyst.parser.SqlBaseParser.FunctionTableContext;
@@ -23,6 +25,9 @@ import scala.runtime.AbstractPartialFunction;
  * subqueries, views) is Spark's own code.
  */
 final class SparkextAstBuilder extends SparkSqlAstBuilder {
+  /** The statement being parsed on this thread (see {@link PendingRoutine}). */
+  static final ThreadLocal<Long> PARSE = ThreadLocal.withInitial(() -> 0L);
+
   /** The one-part name Spark's own code builds the function under, before it is replaced. */
   private static final String PLACEHOLDER = "__sparkext_routine";
 
@@ -55,7 +60,11 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
     if (!isOurs(name)) {
       return plan;
     }
-    return (LogicalPlan) plan.transformUp(new Rewrite());
+    // The text the parser read: Spark substitutes ${var}s before parsing, so the caller's text
+    // may differ; the invocation's position is a position in this one.
+    CharStream input = ctx.start.getInputStream();
+    String sql = input.getText(Interval.of(0, input.size() - 1));
+    return (LogicalPlan) plan.transformUp(new Rewrite(sql, ctx.start.getStartIndex()));
   }
 
   static boolean isOurs(Seq<String> name) {
@@ -68,6 +77,14 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
 
   /** The user's arguments are bound by the Python driver from the SQL text: keep the text. */
   private static final class Rewrite extends AbstractPartialFunction<LogicalPlan, LogicalPlan> {
+    private final String sql;
+    private final int start;
+
+    Rewrite(String sql, int start) {
+      this.sql = sql;
+      this.start = start;
+    }
+
     @Override
     public boolean isDefinedAt(LogicalPlan node) {
       return node instanceof UnresolvedTableValuedFunction
@@ -78,12 +95,10 @@ final class SparkextAstBuilder extends SparkSqlAstBuilder {
     @Override
     public LogicalPlan apply(LogicalPlan node) {
       Origin origin = node.origin();
-      String sql = origin.sqlText().isDefined() ? origin.sqlText().get() : "";
-      int start = origin.startIndex().isDefined() ? (Integer) origin.startIndex().get() : -1;
       Origin previous = CurrentOrigin.get();
       CurrentOrigin.set(origin);
       try {
-        return new PendingRoutine(sql, start, false);
+        return new PendingRoutine(sql, start, false, PARSE.get());
       } finally {
         CurrentOrigin.set(previous);
       }

@@ -48,6 +48,11 @@ public final class SparkextException extends AnalysisException {
     return SparkextException.<RuntimeException>sneaky(new SparkextException(message));
   }
 
+  /** Rethrows {@code error} as it is, checked or not (Scala's exceptions are all unchecked). */
+  public static RuntimeException rethrow(Throwable error) {
+    return SparkextException.<RuntimeException>sneaky(error);
+  }
+
   @SuppressWarnings("unchecked")
   private static <E extends Throwable> RuntimeException sneaky(Throwable error) throws E {
     throw (E) error;

@@ -8,6 +8,7 @@ import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.CacheTableAsSelect;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.internal.VariableSubstitution;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import scala.collection.Seq;
@@ -27,6 +28,9 @@ import scala.collection.Seq;
  * {@link RoutineRule} runs them during analysis, through the Python driver.
  */
 final class SparkextParser implements ParserInterface {
+  private static final String ICEBERG_VIEWS =
+      "org.apache.spark.sql.catalyst.analysis.RewriteViewCommands";
+
   private final SparkSession session;
   private final ParserInterface delegate;
   private final SparkextAstBuilder.Parser ours = new SparkextAstBuilder.Parser();
@@ -39,7 +43,8 @@ final class SparkextParser implements ParserInterface {
   @Override
   public LogicalPlan parsePlan(String sql) throws ParseException {
     if (Sql.isSparkextCall(sql)) {
-      return new PendingRoutine(sql, 0, true);
+      String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
+      return new PendingRoutine(substituted, 0, true, PendingRoutine.nextParse());
     }
     try {
       return delegate.parsePlan(sql);
@@ -47,16 +52,11 @@ final class SparkextParser implements ParserInterface {
       if (!Sql.mentionsSparkext(sql)) {
         throw refused;
       }
-      LogicalPlan plan;
-      try {
-        plan = ours.parsePlan(sql);
-      } catch (Exception also) { // ParseException, thrown unchecked by Scala
-        throw refused;
-      }
+      LogicalPlan plan = ours(sql, false, refused);
       if (plan instanceof CacheTableAsSelect) {
         return Bridge.cacheTable(session, sql);
       }
-      return plan;
+      return icebergViews(plan);
     }
   }
 
@@ -68,11 +68,35 @@ final class SparkextParser implements ParserInterface {
       if (!Sql.mentionsSparkext(sql)) {
         throw refused;
       }
-      try {
-        return ours.parseQuery(sql);
-      } catch (Exception also) { // ParseException, thrown unchecked by Scala
-        throw refused;
-      }
+      return ours(sql, true, refused);
+    }
+  }
+
+  private LogicalPlan ours(String sql, boolean query, ParseException refused)
+      throws ParseException {
+    SparkextAstBuilder.PARSE.set(PendingRoutine.nextParse());
+    try {
+      return query ? ours.parseQuery(sql) : ours.parsePlan(sql);
+    } catch (Exception also) { // ParseException, thrown unchecked by Scala
+      throw refused;
+    } finally {
+      SparkextAstBuilder.PARSE.remove();
+    }
+  }
+
+  /**
+   * What Iceberg's parser does to every plan it returns: view commands on Iceberg catalogs that
+   * store views become Iceberg's (CREATE VIEW ... AS over a sparkext function in such a catalog).
+   */
+  private LogicalPlan icebergViews(LogicalPlan plan) {
+    try {
+      Class<?> rule = Class.forName(ICEBERG_VIEWS);
+      Object instance = rule.getConstructor(SparkSession.class).newInstance(session);
+      return (LogicalPlan) rule.getMethod("apply", LogicalPlan.class).invoke(instance, plan);
+    } catch (ClassNotFoundException | NoSuchMethodException absent) {
+      return plan; // no Iceberg runtime, or another version of it
+    } catch (ReflectiveOperationException failed) {
+      throw SparkextException.rethrow(failed.getCause() == null ? failed : failed.getCause());
     }
   }
 
