@@ -47,7 +47,7 @@ def test_a_mistyped_subcommand_gets_a_suggestion():
     result = run("strem", "job.sql")
     assert result.exit_code == 2
     assert "No such command 'strem' (did you mean 'stream'?)" in result.stderr
-    assert "commands: backfill, optimize-service, report, stream" in result.stderr
+    assert "commands: backfill, optimize-service, report, serve, stream" in result.stderr
 
 
 def test_sql_without_e_is_told_to_use_e():
