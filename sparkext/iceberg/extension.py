@@ -147,8 +147,7 @@ class _Routines:
     def table(self, jsession: Any, sql: str, start: int) -> Any:
         from sparkext.routing.in_spark import table_result
 
-        name = _name_at(sql, start)
-        return self._answer(jsession, lambda spark: table_result(spark, sql, start, name))
+        return self._answer(jsession, lambda spark: table_result(spark, sql, start))
 
     def cacheTable(self, jsession: Any, sql: str) -> Any:  # the Java interface names it
         from sparkext.routing.in_spark import cache_table_result
@@ -180,12 +179,6 @@ class _Routines:
 
     class Java:
         implements: ClassVar[list[str]] = ["io.sparkext.spark.Routines"]
-
-
-def _name_at(sql: str, start: int) -> str:
-    """The routine name of ``sparkext.<name>(`` at ``start`` (for a fallback match)."""
-    head = sql[max(start, 0) :].split("(", 1)[0]
-    return head.split(".")[-1].strip().strip("`") if "." in head else ""
 
 
 class ThriftServer:

@@ -36,26 +36,16 @@ def call_result(spark: SparkSession, sql: str) -> DataFrame:
     )
 
 
-def table_result(spark: SparkSession, sql: str, start: int, name: str) -> DataFrame:
-    """The table of the ``sparkext.<name>(...)`` starting at character ``start`` of ``sql``
-    (the only one named ``name`` when no invocation starts there)."""
-    named = []
+def table_result(spark: SparkSession, sql: str, start: int) -> DataFrame:
+    """The table of the ``sparkext.<name>(...)`` starting at character ``start`` of ``sql`` (the
+    text Spark's parser read, so the positions agree)."""
     for statement in split_statements(sql):
         for invocation in find_table_functions(statement):
             if invocation.start == start:
                 return run_invocation(spark, invocation, Kind.FUNCTION)
-            if invocation.name == name.lower():
-                named.append(invocation)
-    if len(named) == 1:
-        return run_invocation(spark, named[0], Kind.FUNCTION)
-    if named:
-        raise SparkextError(
-            f"sparkext.{name}(...) is called {len(named)} times in this statement and Spark's "
-            "parser did not say which one to run; run the statement with sparkext.sql(...)."
-        )
     raise SparkextError(
-        f"sparkext.{name}(...) was not found where Spark's parser saw it; write it as "
-        f"FROM sparkext.{name}(...) with its arguments in parentheses."
+        f"No sparkext.<function>(...) starts at character {start} of the statement Spark parsed; "
+        "run it with sparkext.sql(...) and report the statement."
     )
 
 
