@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from sparkext.cdc.decode import DECODED_DDL, decode_documents, decode_lines
@@ -327,6 +328,7 @@ class Ingestor:
                 )
 
     def _apply(self, batch: _Batch, typed: DataFrame, missing_key: DataFrame) -> None:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         table, key, batch_id = batch.table, batch.key, batch.batch_id
@@ -342,7 +344,9 @@ class Ingestor:
         for is_unavailable in toastable.values():
             unavailable = unavailable | F.coalesce(is_unavailable("after"), F.lit(False))
         is_truncate = F.col("op") == "t"
-        truncate_row = typed.agg(
+        # the batch's small facts are observed while its event log is written: no job of their own
+        observation = Observation()
+        facts = (
             F.sum(F.col("missing_key").cast("int")).alias("missing"),
             F.max(F.when(is_truncate, F.col("position"))).alias("p"),
             F.max_by(
@@ -352,21 +356,24 @@ class Ingestor:
             F.min(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("low"),
             F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
             F.sum(unavailable.cast("int")).alias("unavailable"),
-        ).first()
+        )
+        observed = typed.observe(observation, *facts).where(~F.col("missing_key"))
+        events_location = self._write_event_log(_split_key_changes(observed, key), batch)
+        truncate_row = SimpleNamespace(**observation.get)
         if truncate_row.missing:
             self._record_rejects(missing_key, batch_id, truncate_row.missing, "-values")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
             typed = self._persist(self._fill_unavailable(typed, batch, toastable))
-        events_location = self._write_event_log(typed, batch)
+            self._write_event_log(typed, batch)  # again, with the values kept (rare: TOAST)
         truncate = Truncate.plan(
-            truncate_row.p if truncate_row else None,
-            truncate_row.t if truncate_row else None,
+            truncate_row.p,
+            truncate_row.t,
             progress.truncate_position,
             progress.max_position,
         )
-        if truncate_row and truncate_row.p is not None and truncate is None:
+        if truncate_row.p is not None and truncate is None:
             self.metrics.duplicates += 1  # a truncate already applied, delivered again
         changes = typed.where(F.col("op") != "t")
         if truncate is not None:
@@ -560,12 +567,14 @@ class Ingestor:
         progress: Any,
         bounds: tuple[int | None, int | None, str],
     ) -> None:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         table, commit, columns, key = batch.table, batch.commit, batch.columns, batch.key
         field_ids, batch_id, per_partition = batch.field_ids, batch.batch_id, batch.per_partition
 
-        stats = decided.agg(
+        observation = Observation()
+        figures = (
             F.sum(
                 F.when((F.col("status") == "apply") & F.col("last.op").isin("c", "r"), 1).otherwise(
                     0
@@ -587,7 +596,10 @@ class Ingestor:
             F.min(F.when(F.col("status") == "apply", F.col("min_time"))).alias("min_time"),
             F.max(F.when(F.col("status") == "apply", F.col("max_time"))).alias("max_time"),
             F.max(F.col("last.position")).alias("max_position"),
-        ).first()
+        )
+        applied = decided.observe(observation, *figures).where(F.col("status") == "apply")
+        self._write_key_cache(applied, key, batch_id)  # the figures are observed meanwhile
+        stats = SimpleNamespace(**observation.get)
         m = self.metrics
         m.inserted += stats.inserted or 0
         m.updated += stats.updated or 0
@@ -617,7 +629,6 @@ class Ingestor:
                 f"{self.settings.checkpoint}/late/batch={batch_id}"
             )
         applied = decided.where(F.col("status") == "apply")
-        self._write_key_cache(applied, key, batch_id)
 
         self.progress(f"batch {batch_id}: writing files")
         wiped = self._wiped(commit.start_snapshot_id, columns, truncate)
@@ -699,6 +710,7 @@ class Ingestor:
             raise
         m.commits += 1
         m.snapshot_ids.append(snapshot)
+        self.progress(f"batch {batch_id}: committed snapshot {snapshot}")
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)
 
@@ -964,7 +976,10 @@ def _reject_other_families(
 
 def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
     """An update whose before-image has another key also deletes the old key (at the same
-    position): a primary-key change is a delete of the old row plus an upsert of the new one."""
+    position): a primary-key change is a delete of the old row plus an upsert of the new one.
+
+    One branch (each such update exploded into two rows), not a union of two readings of
+    ``typed``: what is observed on ``typed`` is counted once."""
     from pyspark.sql import functions as F
 
     present = F.lit(True)
@@ -972,19 +987,24 @@ def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
     for k in key:
         present = present & col("before", k).isNotNull()
         moved = moved | ~col("before", k).eqNullSafe(col(k))
-    old_rows = typed.where((F.col("op") == "u") & present & moved).select(
+    splits = (F.col("op") == "u") & present & moved
+    old_key = "__old_key"
+    copies = F.when(splits, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
+    exploded = typed.select("*", F.explode(copies).alias(old_key))
+    is_old = F.col(old_key)
+    after_type = typed.schema["after"].dataType
+    return exploded.select(
         *(
-            F.lit("d").alias(name)
+            F.when(is_old, F.lit("d")).otherwise(F.col("op")).alias(name)
             if name == "op"
-            else F.lit(None).cast(typed.schema["after"].dataType).alias(name)
+            else F.when(is_old, F.lit(None).cast(after_type)).otherwise(F.col("after")).alias(name)
             if name == "after"
-            else col("before", name).alias(name)
+            else F.when(is_old, col("before", name)).otherwise(col(name)).alias(name)
             if name in key
             else col(name)
             for name in typed.columns
         )
     )
-    return typed.unionByName(old_rows)
 
 
 def _unavailable_checks(

@@ -672,9 +672,13 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
     import base64
 
     jvm = spark._jvm
-    values = json.loads(metrics)
-
     guava = jvm.org.apache.iceberg.relocated.com.google.common
+    helper = _file_metrics_class(spark)
+    if helper is not None:  # sparkext's jar: the maps in one call instead of ~80
+        maps = list(helper.maps(metrics))
+        count = json.loads(metrics)["record_count"]
+        return iceberg.Metrics(guava.primitives.Longs.stringConverter().convert(str(count)), *maps)
+    values = json.loads(metrics)
 
     def longs(name: str):
         # py4j hands small Python ints to Java as Integer (and every Long back as an int), so
@@ -704,3 +708,12 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
         buffers("lower_bounds"),
         buffers("upper_bounds"),
     )
+
+
+def _file_metrics_class(spark: SparkSession):
+    """``io.sparkext.spark.FileMetrics`` when sparkext's jar is on the driver, else None (a session
+    built without ``sparkext.spark_conf()``: the maps are then built entry by entry)."""
+    from py4j.java_gateway import JavaClass
+
+    found = spark._jvm.io.sparkext.spark.FileMetrics
+    return found if isinstance(found, JavaClass) else None

@@ -73,10 +73,12 @@ class DeleteTable:
         )
         self._java_files: dict[tuple[str, int], object] = {}
         self._partitions: dict[str, tuple[int, object]] = {}
+        self._unpartitioned: tuple[int, list[int]] | None = None  # (spec count, ids), cached
 
     # ---- facts --------------------------------------------------------------------------
     def refresh(self) -> None:
         self._table.refresh()
+        self._unpartitioned = None
 
     def current_snapshot_id(self) -> int | None:
         snapshot = self._table.currentSnapshot()
@@ -192,8 +194,12 @@ class DeleteTable:
         return F.col("data_file.partition") if "partition" in fields else None
 
     def _unpartitioned_specs(self) -> list[int]:
-        specs = self._table.specs()
-        return [int(k) for k in specs.keySet() if specs.get(k).isUnpartitioned()]
+        """Ids of the unpartitioned specs (asked once per table state: ~10 py4j calls)."""
+        if self._unpartitioned is None:
+            specs = self._table.specs()
+            ids = [int(k) for k in specs.keySet() if specs.get(k).isUnpartitioned()]
+            self._unpartitioned = (int(specs.size()), ids)
+        return self._unpartitioned[1]
 
     def _load_java_files(self, snapshot_id: int) -> None:
         jvm = self._spark._jvm
@@ -280,7 +286,9 @@ class DeleteTable:
         """Oldest data sequence number among data files of a partitioned spec (None: none)."""
         from pyspark.sql import functions as F
 
-        if len(self._unpartitioned_specs()) == int(self._table.specs().size()):
+        unpartitioned = self._unpartitioned_specs()
+        assert self._unpartitioned is not None
+        if len(unpartitioned) == self._unpartitioned[0]:
             return None  # every spec is unpartitioned: no job needed
         data = self.data_files(snapshot_id).where(~F.col("unpartitioned"))
         value = data.agg(F.min("data_seq")).first()[0]

@@ -19,6 +19,7 @@ from sparkext.procedures.base import Context, Kind, Routine
 from sparkext.procedures.binding import bind, evaluator
 from sparkext.procedures.registry import ROUTINES
 from sparkext.routing.invocations import Invocation, find_table_functions, parse_call
+from sparkext.routing.local_rows import local_frame
 from sparkext.routing.tokens import Statement, line_col, split_statements
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def run_invocation(
     )
     result = routine.run(Context(spark, progress or _quiet), args)
     if isinstance(result, list):
-        return spark.createDataFrame(result, schema=routine.output_ddl)
+        return local_frame(spark, result, routine.output_ddl)
     if not routine.output:  # a table whose columns depend on the arguments
         return result
     return result.select(*(c.name for c in routine.output))

@@ -338,8 +338,18 @@ def test_failed_cdc_write_job_leaves_no_files(spark, table_name, tmp_path, monke
     assert data == []
 
 
-def test_executor_metrics_equal_icebergs_footer_metrics(spark, table_name, tmp_path):
-    """The metrics a writer task computes are the ones Iceberg would read from the footer."""
+@pytest.mark.parametrize("route", ["jvm", "py4j"])
+def test_executor_metrics_equal_icebergs_footer_metrics(
+    spark, table_name, tmp_path, monkeypatch, route
+):
+    """The metrics a writer task computes are the ones Iceberg would read from the footer, built
+    by sparkext's jar in one call or, without the jar, entry by entry through py4j."""
+    import sparkext.iceberg.cdc_table as cdc_table
+
+    if route == "py4j":
+        monkeypatch.setattr(cdc_table, "_file_metrics_class", lambda spark: None)
+    else:
+        assert cdc_table._file_metrics_class(spark) is not None
     import decimal
     from datetime import date, datetime, timezone
 

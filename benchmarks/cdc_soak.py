@@ -1,0 +1,167 @@
+"""A long ``ingest_cdc_stream`` run: driver memory, cached blocks and open files must stay flat.
+
+Issue 22's leak check. A producer lands one Debezium file of SPARKEXT_SOAK_CHANGES (default
+2,000) changes every SPARKEXT_SOAK_EVERY seconds (default 5) into a continuous stream (trigger
+every 5 s) for SPARKEXT_SOAK_SECONDS (default 7200: two hours). Once a minute it samples the
+driver's Python RSS, the JVM's heap after a GC, the JVM's and Python's open file descriptors,
+Spark's cached RDDs and the Python worker processes. The figures compared are the first sample
+after a warm-up (10% of the run) and the last one; the table is compared with the producer's
+own model of the source (key -> row) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.cdc_ingest import random_image
+from benchmarks.harness import Result
+
+EPOCH_MS = 1_800_000_000_000
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _workers(pid: int) -> int:
+    """Python worker processes under the JVM (pyspark.daemon and its children)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"pyspark.daemon" in cmdline or b"pyspark/worker" in cmdline:
+                count += 1
+    return count
+
+
+def _sample(spark) -> dict[str, float]:
+    jvm = spark._jvm
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    jvm.java.lang.System.gc()
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    return {
+        "python_rss_mib": _rss_mib(os.getpid()),
+        "jvm_heap_used_mib": (int(runtime.totalMemory()) - int(runtime.freeMemory())) / 2**20,
+        "jvm_rss_mib": _rss_mib(jvm_pid),
+        "jvm_open_files": _fds(jvm_pid),
+        "python_open_files": _fds(os.getpid()),
+        "cached_rdds": int(spark.sparkContext._jsc.getPersistentRDDs().size()),
+        "python_workers": _workers(jvm_pid),
+    }
+
+
+def _event(key: int, pos: int, op: str, before, after) -> dict:
+    return {
+        "op": op,
+        "before": before,
+        "after": after,
+        "source": {"file": "mysql-bin.000001", "pos": pos, "row": 0, "ts_ms": EPOCH_MS + pos},
+    }
+
+
+def run(spark) -> list[Result]:
+    import sparkext
+
+    seconds = float(os.environ.get("SPARKEXT_SOAK_SECONDS", "7200"))
+    changes = int(os.environ.get("SPARKEXT_SOAK_CHANGES", "2000"))
+    every = float(os.environ.get("SPARKEXT_SOAK_EVERY", "5"))
+    table = "lake.bench.cdc_soak"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")
+    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+    work = Path(tempfile.mkdtemp(prefix="sparkext-bench-soak-"))
+    landing, checkpoint = work / "landing", work / "checkpoint"
+    landing.mkdir()
+    rng = random.Random(22)
+    model: dict[int, dict] = {}
+    pos = 0
+
+    def land(n: int) -> None:
+        nonlocal pos
+        events = []
+        for key in (rng.randrange(50_000) for _ in range(n)):
+            pos += 1
+            old = model.get(key)
+            if old is not None and rng.random() < 0.1:
+                events.append(_event(key, pos, "d", old, None))
+                del model[key]
+                continue
+            new = random_image(key, rng)
+            events.append(_event(key, pos, "u" if old else "c", old, new))
+            model[key] = new
+        name = landing / f"{pos:012d}.json"
+        tmp = name.with_suffix(".tmp")
+        tmp.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+        tmp.rename(name)  # the stream never sees a half-written file
+
+    land(changes)
+    query = sparkext.ingest_cdc_stream(
+        table, str(landing), str(checkpoint), primary_key="id", create=True, interval="5 seconds"
+    )
+    samples: list[tuple[float, dict[str, float]]] = []
+    started = time.monotonic()
+    next_sample = started
+    try:
+        while time.monotonic() - started < seconds:
+            time.sleep(every)
+            land(changes)
+            if query.exception() is not None:
+                raise RuntimeError(f"the stream failed: {query.exception()}")
+            if time.monotonic() >= next_sample:
+                sample = _sample(spark)
+                samples.append((time.monotonic() - started, sample))
+                print(f"{samples[-1][0]:7.0f} s  {sample}", flush=True)
+                next_sample += 60
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    samples.append((time.monotonic() - started, _sample(spark)))
+    rows = {
+        r.id: {"id": r.id, "name": r.name, "qty": r.qty, "price": r.price}
+        for r in spark.table(table).select("id", "name", "qty", "price").collect()
+    }
+    assert rows == model, f"{table} differs from the source model after the soak run"
+    warm = next(s for t, s in samples if t >= 0.1 * seconds)
+    last = samples[-1][1]
+    hours = samples[-1][0] / 3600
+    results = []
+    for name, limit in (
+        ("python_rss_mib", 1.2),
+        ("jvm_heap_used_mib", 1.5),
+        ("jvm_open_files", 1.2),
+        ("python_open_files", 1.2),
+        ("cached_rdds", 1.0),
+        ("python_workers", 1.0),
+    ):
+        before, after = warm[name], last[name]
+        results.append(
+            Result(
+                benchmark="cdc_soak",
+                metric=f"{name} at the end of a {hours:.2f}-h stream ({changes:,} changes / "
+                f"{every:g} s)",
+                ours=after,
+                baseline_name="after warm-up",
+                baseline=before,
+                goal=f"flat (end <= {limit}x warm-up, +1)",
+                met=after <= limit * before + 1,
+                notes=f"{len(samples)} samples, {pos:,} changes, table == source model",
+            )
+        )
+    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+    shutil.rmtree(work, ignore_errors=True)
+    return results
