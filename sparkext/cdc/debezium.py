@@ -7,11 +7,11 @@ keeps keys. Tombstones (a null value) decode to ``None`` and are ignored.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from sparkext.cdc import fastjson
 from sparkext.cdc.positions import position
 
 OPS = {"c", "r", "u", "d", "t"}
@@ -91,7 +91,7 @@ def as_text(line: str | bytes) -> tuple[str, str | None]:
         return line.decode("utf-8", "backslashreplace"), reason
 
 
-def parse_json(text: str) -> tuple[Any, str | None]:
+def parse_json(text: str, stdlib: bool | None = None) -> tuple[Any, str | None]:
     """``json.loads``, or the reason the text cannot be taken: malformed, or nested too deeply.
 
     >>> parse_json('{"a": 1}'), parse_json("[" * 600 + "]" * 600)[1]
@@ -101,18 +101,19 @@ def parse_json(text: str) -> tuple[Any, str | None]:
     if text.count("{") + text.count("[") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
         return None, f"nested deeper than {MAX_DEPTH} levels"
     try:
-        return json.loads(text), None
+        return fastjson.loads(text, stdlib), None
     except RecursionError:  # not reached with MAX_DEPTH well below the recursion limit
         return None, f"nested deeper than {MAX_DEPTH} levels"
     except ValueError as error:
         return None, f"malformed JSON: {error}"
 
 
-def decode(line: str | bytes) -> Event | None:
+def decode(line: str | bytes, stdlib: bool | None = None) -> Event | None:
     """Decode one line; ``None`` for a tombstone or blank line, an Event with ``reject`` if bad.
 
     ``line`` may be bytes: a line that is not UTF-8 is rejected with the offset of the first
-    bad byte.
+    bad byte. ``stdlib``: whether the line needs the standard library's JSON reader
+    (:func:`sparkext.cdc.fastjson.needs_stdlib`, asked when None).
     """
     text, not_utf8 = as_text(line)
     if not_utf8:
@@ -120,7 +121,7 @@ def decode(line: str | bytes) -> Event | None:
     text = text.strip().removeprefix("\ufeff")  # a byte-order mark opening a file
     if not text or text == "null":
         return None
-    message, bad = parse_json(text)
+    message, bad = parse_json(text, stdlib)
     if bad:
         return _reject(bad)
     key = None

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from sparkext.cdc import fastjson
 from sparkext.cdc.debezium import as_text, decode, parse_json
 
 DECODED_DDL = (
@@ -110,8 +111,8 @@ def _append(out: dict[str, list], row: dict) -> None:
         out[name].append(row[name])
 
 
-def _dump(value) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+def _dump(value, exact: bool = False) -> str | None:
+    return None if value is None else fastjson.dumps(value, exact)
 
 
 def split_document(text: str | bytes) -> list[str | bytes]:
@@ -173,17 +174,18 @@ def decode_lines(
                 _append(out, _unread_row(reason, file))
                 continue
             line = value or b""
-            event = decode(line)
+            exact = fastjson.needs_stdlib(line)  # NaN, huge integers: json, not orjson
+            event = decode(line, exact)
             if event is None:
                 continue
-            schema = _dump(event.value_schema)
+            schema = _dump(event.value_schema, exact)
             if schema == last_schema:
                 schema = None  # only the first line of a run carries its schema
             else:
                 last_schema = schema
             types = None
             if event.value_schema is None and event.reject is None:
-                types = _dump(row_types(event.after, event.before))
+                types = _dump(row_types(event.after, event.before), exact)
                 if types == last_types:
                     types = None  # only when it changes: the driver merges distinct ones
                 else:
@@ -195,9 +197,9 @@ def decode_lines(
                 "ts_ms": event.ts_ms,
                 "source_db": event.source_db,
                 "source_table": event.source_table,
-                "before_json": _dump(event.before),
-                "after_json": _dump(event.after),
-                "key_json": _dump(event.key),
+                "before_json": _dump(event.before, exact),
+                "after_json": _dump(event.after, exact),
+                "key_json": _dump(event.key, exact),
                 "value_schema": schema,
                 "row_types": types,
                 "reject": event.reject,

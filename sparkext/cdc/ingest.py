@@ -909,7 +909,7 @@ class Ingestor:
             F.col("op").alias(OP),
             F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
             F.col("position").alias(POSITION),
-        ).coalesce(1).write.mode("overwrite").parquet(path)
+        ).repartition(1).write.mode("overwrite").parquet(path)  # one file; typed in parallel
         return path
 
     def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
