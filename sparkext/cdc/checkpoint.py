@@ -49,6 +49,15 @@ def remove_batches_before(directory: str, first_kept: int) -> int:
     return removed
 
 
+def remove_tree(directory: str) -> None:
+    """Delete ``directory`` and everything under it; nothing when it does not exist."""
+    from pyarrow import fs
+
+    filesystem, base = _fs(directory)
+    if filesystem.get_file_info(base).type != fs.FileType.NotFound:
+        filesystem.delete_dir(base)
+
+
 def tree_size(directory: str) -> tuple[int, int]:
     """Number and bytes of the data files under ``directory`` (0, 0 when it does not exist)."""
     from pyarrow import fs

@@ -43,6 +43,18 @@ class WrittenFile:
     metrics: str | None = None  # JSON from parquet_metrics(), computed where the file was written
 
 
+@dataclass(frozen=True)
+class KeyLog:
+    """Where a writer also records the keys it wrote equality deletes for, with their source
+    positions (ingest_cdc's key cache): one Parquet file per task under ``directory``. Rows
+    whose ``op`` column is ``t`` (a truncate's wiped rows) are not a key's change: left out."""
+
+    directory: str
+    key: tuple[str, ...]
+    position: str  # column of the rows; "position" in the file
+    op: str
+
+
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
     """Iceberg field ids on every field, nested ones too (``tags.element``, ``m.key``, ...)."""
     return pa.schema(
@@ -127,13 +139,16 @@ def file_writer(
     prefix: str,
     partition_fields: Sequence[PartitionField] = (),
     metrics_properties: Mapping[str, str] | None = None,
+    key_log: KeyLog | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Return a ``mapInArrow`` function writing one data and one delete file per task and partition.
 
     Rows carry an ``__kind`` column (DATA or EQUALITY_DELETES) that picks the file they go to; the
     partition (from key columns only) is computed here, so a partitioned table needs no shuffle.
     Each file's Iceberg metrics are computed here too (``metrics_properties``: the table's
-    ``write.metadata.metrics.*``). A task that fails deletes the files it wrote.
+    ``write.metadata.metrics.*``). With ``key_log``, the task also writes the keys of its
+    delete rows (see :class:`KeyLog`; not reported as a table file). A task that fails deletes
+    the files it wrote.
     """
     properties = dict(metrics_properties or {})
 
@@ -143,8 +158,11 @@ def file_writer(
 
         filesystem, base = fs.FileSystem.from_uri(directory)
         writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
+        keys: list[pa.Table] = []
         try:
-            yield from _write_files(batches, filesystem, base, writers)
+            yield from _write_files(batches, filesystem, base, writers, keys)
+            if key_log is not None and keys:
+                _write_key_log(key_log, pa.concat_tables(keys))
         except Exception:  # not GeneratorExit: a closed consumer already has the files
             for path, writer in writers.values():  # leave nothing of a failed task behind
                 try:
@@ -154,7 +172,7 @@ def file_writer(
                     pass
             raise
 
-    def _write_files(batches, filesystem, base, writers) -> Iterator[pa.RecordBatch]:
+    def _write_files(batches, filesystem, base, writers, keys) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
@@ -169,6 +187,11 @@ def file_writer(
                 rows = batch.filter(pc.equal(batch.column(KIND), kind))
                 if rows.num_rows == 0:
                     continue
+                if kind == EQUALITY_DELETES and key_log is not None:
+                    changed = rows.filter(pc.not_equal(rows.column(key_log.op), "t"))
+                    keys.append(
+                        pa.Table.from_batches([changed]).select([*key_log.key, key_log.position])
+                    )
                 if not created:
                     filesystem.create_dir(base, recursive=True)
                     created = True
@@ -204,6 +227,23 @@ def file_writer(
             yield pa.RecordBatch.from_pydict(out, schema=FILE_SCHEMA)
 
     return write
+
+
+def _write_key_log(key_log: KeyLog, keys: pa.Table) -> None:
+    """One Parquet file of (key..., position) under ``key_log.directory``, named uniquely: a
+    retried task's earlier file only repeats the same entries (readers keep the newest)."""
+    import pyarrow.parquet as pq
+
+    from sparkext.fs import Location
+
+    location = Location.of(key_log.directory)
+    filesystem, base = location.filesystem, location.path
+    filesystem.create_dir(base, recursive=True)
+    names = [*key_log.key, "position"]
+    table = keys.rename_columns(names)
+    path = f"{base.rstrip('/')}/part-{uuid.uuid4()}.parquet"
+    with filesystem.open_output_stream(path) as stream:
+        pq.write_table(table, stream, compression="zstd")
 
 
 def remove_written(directory: str, prefix: str) -> int:

@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from sparkext.cdc.checkpoint import remove_batches_before, remove_tree
 from sparkext.cdc.decode import DECODED_DDL, decode_documents, decode_lines
 from sparkext.cdc.files import (
     DATA,
     EQUALITY_DELETES,
     FILE_SCHEMA_DDL,
     KIND,
+    KeyLog,
     WrittenFile,
     file_writer,
     remove_written,
@@ -39,12 +41,13 @@ from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_pos
 from sparkext.cdc.partitioning import unsupported
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
+from sparkext.fs import Location
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
     from sparkext.iceberg.cdc_table import CdcTable, ConcurrentChange, Progress
 
@@ -62,6 +65,9 @@ REPLANS = 8  # a batch whose keys another writer changed meanwhile is decided ag
 _BACKOFF_S = (0.2, 5.0)  # between plans, doubled each time, with jitter: two writers on the
 # same keys stop colliding in lockstep (a slow writer used to run out of plans under load)
 CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named point
+KEY_CACHE = "keys"  # <checkpoint>/keys/batch=N: keys a batch applied, with their positions
+LEGACY_KEY_CACHE = "key-cache"  # written by Spark before the file writers kept the cache
+OBSERVED_WAIT_S = 30.0  # for Spark to report metrics observed by a finished job
 
 
 class KeysChanged(BatchOutdatedError):
@@ -357,9 +363,9 @@ class Ingestor:
             F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
             F.sum(unavailable.cast("int")).alias("unavailable"),
         )
-        observed = typed.observe(observation, *facts).where(~F.col("missing_key"))
-        events_location = self._write_event_log(_split_key_changes(observed, key), batch)
-        truncate_row = SimpleNamespace(**observation.get)
+        watched = typed.observe(observation, *facts).where(~F.col("missing_key"))
+        events_location = self._write_event_log(_split_key_changes(watched, key), batch)
+        truncate_row = observed(observation, lambda: typed.agg(*facts).first())
         if truncate_row.missing:
             self._record_rejects(missing_key, batch_id, truncate_row.missing, "-values")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
@@ -542,10 +548,10 @@ class Ingestor:
     ) -> DataFrame | None:
         """Keys -> versions this checkpoint applied in its recent batches; only batches from
         ``floor`` on (committed after every other writer's change)."""
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
-        path = f"{self.settings.checkpoint}/key-cache"
-        from pyspark.errors import AnalysisException
+        path = self._key_cache_dir()
 
         try:
             cache = self.spark.read.parquet(path)  # "batch" comes from the batch=N directories
@@ -597,9 +603,42 @@ class Ingestor:
             F.max(F.when(F.col("status") == "apply", F.col("max_time"))).alias("max_time"),
             F.max(F.col("last.position")).alias("max_position"),
         )
+        # ONE job from here: the per-key decisions, the data and delete files and the key cache
+        # (written by the same tasks), with the batch's figures observed on the way
         applied = decided.observe(observation, *figures).where(F.col("status") == "apply")
-        self._write_key_cache(applied, key, batch_id)  # the figures are observed meanwhile
-        stats = SimpleNamespace(**observation.get)
+        self.progress(f"batch {batch_id}: writing files")
+        wiped = self._wiped(commit.start_snapshot_id, columns, truncate)
+        rows = self._rows(applied, columns, key, wiped)
+        directory = table.data_directory()
+        prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}-{uuid.uuid4().hex[:8]}"
+        key_cache = self._key_cache_dir(batch_id)
+        remove_tree(key_cache)  # a batch decided again, or replayed, starts its entries anew
+        writer = file_writer(
+            directory,
+            field_ids,
+            prefix,
+            table.partition_fields(),
+            table.metrics_properties(),
+            KeyLog(Location.of(key_cache).uri, tuple(key), POSITION, OP),  # absolute
+        )
+        written = map_in_arrow(rows, writer, FILE_SCHEMA_DDL)
+        try:
+            described = written.collect()  # one row per written file
+        except Exception:
+            remove_written(directory, prefix)  # files of the tasks that did finish
+            raise
+        files = [
+            WrittenFile(
+                r.path,
+                r.kind,
+                r.records,
+                r.bytes,
+                tuple(json.loads(r.partition or "[]")),
+                r.metrics,
+            )
+            for r in described
+        ]
+        stats = observed(observation, lambda: decided.agg(*figures).first())
         m = self.metrics
         m.inserted += stats.inserted or 0
         m.updated += stats.updated or 0
@@ -628,33 +667,7 @@ class Ingestor:
             ).coalesce(1).write.mode("overwrite").parquet(
                 f"{self.settings.checkpoint}/late/batch={batch_id}"
             )
-        applied = decided.where(F.col("status") == "apply")
-
-        self.progress(f"batch {batch_id}: writing files")
-        wiped = self._wiped(commit.start_snapshot_id, columns, truncate)
-        rows = self._rows(applied, columns, key, wiped)
-        directory = table.data_directory()
-        prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}-{uuid.uuid4().hex[:8]}"
-        writer = file_writer(
-            directory, field_ids, prefix, table.partition_fields(), table.metrics_properties()
-        )
-        written = map_in_arrow(rows, writer, FILE_SCHEMA_DDL)
-        try:
-            described = written.collect()  # one row per written file
-        except Exception:
-            remove_written(directory, prefix)  # files of the tasks that did finish
-            raise
-        files = [
-            WrittenFile(
-                r.path,
-                r.kind,
-                r.records,
-                r.bytes,
-                tuple(json.loads(r.partition or "[]")),
-                r.metrics,
-            )
-            for r in described
-        ]
+        applied = decided.where(F.col("status") == "apply")  # not observed: read again below
         _crash_point("after-write")
 
         truncate_position = truncate.position if truncate else None
@@ -876,17 +889,20 @@ class Ingestor:
             F.timestamp_millis(F.col("last.event_time_ms")).alias(EVENT_TIME),
             F.col("last.position").alias(POSITION),
         ]
-        data = applied.where(F.col("last.op") != "d").select(
+        data = F.struct(
             F.lit(DATA).alias(KIND),
             *(col("last", "after", c).alias(c) for c in columns),
             *system,
         )
-        deletes = applied.select(
+        delete = F.struct(
             F.lit(EQUALITY_DELETES).alias(KIND),
             *((col(c) if c in key else col("first_before", c)).alias(c) for c in columns),
             *system,
         )
-        both = data.unionByName(deletes)
+        # one branch (each key exploded into its rows), not a union of two readings of
+        # ``applied``: what is observed on it is counted once
+        rows = F.when(F.col("last.op") == "d", F.array(delete)).otherwise(F.array(delete, data))
+        both = applied.select(F.explode(rows).alias("__row")).select("__row.*")
         if wiped is not None:
             both = both.unionByName(wiped)
         # already hash-partitioned by key from the dedup: narrow to a few files, no new shuffle
@@ -912,19 +928,31 @@ class Ingestor:
         ).repartition(1).write.mode("overwrite").parquet(path)  # one file; typed in parallel
         return path
 
-    def _write_key_cache(self, applied: DataFrame, key: Sequence[str], batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        applied.select(*cols(key), F.col("last.position").alias("position")).write.mode(
-            "overwrite"
-        ).parquet(f"{self.settings.checkpoint}/key-cache/batch={batch_id}")
+    def _key_cache_dir(self, batch_id: int | None = None) -> str:
+        root = f"{self.settings.checkpoint}/{KEY_CACHE}"
+        return root if batch_id is None else f"{root}/batch={batch_id}"
 
     def _prune_key_cache(self, batch_id: int) -> None:
-        from sparkext.cdc.checkpoint import remove_batches_before
+        remove_batches_before(self._key_cache_dir(), batch_id - self.settings.key_cache_batches)
+        # the key cache Spark wrote before the writers kept it (a cache: only lookups it saved)
+        remove_tree(f"{self.settings.checkpoint}/{LEGACY_KEY_CACHE}")
 
-        remove_batches_before(
-            f"{self.settings.checkpoint}/key-cache", batch_id - self.settings.key_cache_batches
-        )
+
+def observed(observation: Observation, compute: Callable[[], Any]) -> SimpleNamespace:
+    """The figures ``observation`` collected during a finished job, or ``compute()``'s row.
+
+    Spark reports observed metrics through its listener bus, a moment after the job; waiting is
+    bounded because a plan Spark proves empty may lose its observing node, and then no report
+    ever comes (not seen here; ``compute`` is then one small extra job)."""
+    import threading
+
+    found: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: found.update(observation.get), daemon=True)
+    waiter.start()
+    waiter.join(OBSERVED_WAIT_S)
+    if not waiter.is_alive() and found:
+        return SimpleNamespace(**found)
+    return SimpleNamespace(**compute().asDict())
 
 
 def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:

@@ -8,10 +8,11 @@ batch already landed.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,6 +98,28 @@ def _int_array(spark, values: Sequence[int]):
     return array
 
 
+_SHAPES: dict[tuple[str, str, int, int], Any] = {}  # see _remembered
+_SHAPES_MAX = 256
+
+
+def _remembered(table, what: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered per table (uuid), schema id and spec id: a micro-batch asks for
+    the key, columns, field ids and partition fields several times, each a walk of Java objects
+    (~70 py4j calls); they change only with the table's schema or spec."""
+    metadata = table.operations().current()
+    state = (
+        what,
+        str(metadata.uuid()),
+        int(metadata.currentSchemaId()),
+        int(metadata.defaultSpecId()),
+    )
+    if state not in _SHAPES:
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.pop(next(iter(_SHAPES)))
+        _SHAPES[state] = compute()
+    return copy.deepcopy(_SHAPES[state])
+
+
 class CdcTable:
     """An Iceberg table written by ingest_cdc. Holds the Java table; never hands it out."""
 
@@ -123,7 +146,13 @@ class CdcTable:
         if not cached.equals(self._table):
             cached.refresh()  # after ours: Spark's table knows at least every snapshot ours does
 
+    def _memo(self, what: str, compute: Callable[[], Any]) -> Any:
+        return _remembered(self._table, what, compute)
+
     def columns(self) -> list[Column]:
+        return self._memo("columns", self._columns)
+
+    def _columns(self) -> list[Column]:
         from pyspark.sql.types import StructType
 
         jvm = self._spark._jvm
@@ -142,6 +171,9 @@ class CdcTable:
         ]
 
     def key(self) -> list[str]:
+        return self._memo("key", self._key)
+
+    def _key(self) -> list[str]:
         schema = self._table.schema()
         return [str(schema.findColumnName(i)) for i in sorted(schema.identifierFieldIds())]
 
@@ -150,6 +182,9 @@ class CdcTable:
 
     def partition_fields(self) -> list[PartitionField]:
         """The current spec's fields (void fields of dropped partitions left out)."""
+        return self._memo("partition_fields", self._partition_fields)
+
+    def _partition_fields(self) -> list[PartitionField]:
         from sparkext.cdc.partitioning import PartitionField
 
         types = {c.field_id: c.type for c in self.columns()}
@@ -465,18 +500,20 @@ class CdcCommit:
         update.commit()
 
     @staticmethod
-    def _ids(txn) -> dict[str, int]:
+    def _ids(table) -> dict[str, int]:
         """Field ids by name, nested fields by path (``tags.element``, ``m.key``)."""
-        schema = txn.table().schema()
+        schema = table.schema()
         return {str(name): int(field_id) for field_id, name in schema.idToName().items()}
 
     def field_ids(self) -> dict[str, int]:
         """Field ids of the batch's schema (after its changes), which the files are written with."""
+        if self._field_ids is None and not (self._additions or self._widenings):
+            self._field_ids = _remembered(self._table, "field_ids", lambda: self._ids(self._table))
         if self._field_ids is None:
             scratch = self._table.newTransaction()  # staged only, never committed
             self._stage_schema(scratch)
-            self._field_ids = self._ids(scratch)
-        return self._field_ids
+            self._field_ids = self._ids(scratch.table())
+        return dict(self._field_ids)
 
     def commit(
         self,
@@ -502,7 +539,12 @@ class CdcCommit:
 
         def build(attempt) -> None:
             self._stage_schema(attempt.txn)
-            if self._ids(attempt.txn) != expected_ids:
+            staged = attempt.txn.table()
+            if self._additions or self._widenings:
+                found = self._ids(staged)
+            else:  # a committed schema (its id names one content): remembered
+                found = _remembered(staged, "field_ids", lambda: self._ids(staged))
+            if found != expected_ids:
                 raise BatchOutdatedError(
                     f"Another writer changed the schema of {self._name} while this batch was "
                     "being written; nothing of this batch was committed: run ingest_cdc again."

@@ -345,3 +345,32 @@ def test_two_processes_on_overlapping_keys_equal_the_source(spark, tmp_path, war
     spark.catalog.refreshTable(table)
     truth = expected(changes)
     assert table_rows(spark, table) == truth
+
+
+def test_the_key_cache_holds_each_batchs_applied_keys_at_their_last_position(
+    spark, tmp_path, table_name
+):
+    """The file-writing tasks also write the key cache (<checkpoint>/keys/batch=N): per batch,
+    every key the batch changed with the position of its last event — the same as the max
+    position per key of the batch's event log (written by Spark, separately); the cache Spark
+    wrote in earlier versions (<checkpoint>/key-cache) is removed."""
+    from pyspark.sql import functions as F
+
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b"), ("u", 1, 12, "a2")))
+    ingest(table_name, landing, checkpoint)
+    legacy = checkpoint / "key-cache" / "batch=0"
+    legacy.mkdir(parents=True)
+    (legacy / "part-0.parquet").write_bytes(b"old")
+    land(landing, "2.json", events(("d", 2, 13, None), ("c", 3, 14, "c"), ("u", 3, 15, "c2")))
+    ingest(table_name, landing, checkpoint)
+
+    def by_batch(frame, position):
+        grouped = frame.groupBy("batch", "id").agg(F.max(position).alias("p")).collect()
+        return {(r.batch, r.id): r.p for r in grouped}
+
+    cache = spark.read.parquet(str(checkpoint / "keys"))
+    log = spark.read.parquet(str(checkpoint / "events")).where("_cdc_op != 't'")
+    assert by_batch(cache, "position") == by_batch(log, "_cdc_position")
+    assert {(b, k) for b, k in by_batch(cache, "position")} == {(0, 1), (0, 2), (1, 2), (1, 3)}
+    assert not (checkpoint / "key-cache").exists()
