@@ -36,17 +36,33 @@ def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _parent(pid: str) -> str | None:
+    try:
+        # the command name may hold spaces and parentheses: the fields after its last ")"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return None
+
+
 def _workers(pid: int) -> int:
-    """Python worker processes under the JVM (pyspark.daemon and its children)."""
+    """Python worker processes under this JVM (pyspark.daemon and its forks), not another
+    application's."""
     count = 0
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"pyspark.daemon" in cmdline or b"pyspark/worker" in cmdline:
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"pyspark.daemon" not in cmdline and b"pyspark/worker" not in cmdline:
+            continue
+        ancestor: str | None = entry
+        for _ in range(4):  # JVM -> daemon -> forked worker
+            ancestor = _parent(ancestor) if ancestor else None
+            if ancestor == str(pid):
                 count += 1
+                break
     return count
 
 
