@@ -31,7 +31,7 @@ def needs_stdlib(text: str | bytes) -> bool:
 
     >>> needs_stdlib('{"a": NaN}'), needs_stdlib(b'{"n": 123456789012345678901}')
     (True, True)
-    >>> needs_stdlib(b'{"a": 1.5e300, "n": 1234567890123456789}') == (orjson is None)
+    >>> needs_stdlib(b'{"a": 1.5e30, "n": 123456789012345678}') == (orjson is None)
     True
     """
     if orjson is None:

@@ -7,6 +7,7 @@ DataFile/DeleteFile entries and commits them (:mod:`sparkext.iceberg.commit`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ import pyarrow as pa
 from sparkext.cdc.partitioning import PartitionField, partitioner
 
 DATA, EQUALITY_DELETES = 0, 2
+KEY_LOG = -1  # a written-file row that is not a table file: a KeyLog's file
 KIND = "__kind"
 FILE_SCHEMA = pa.schema(
     [
@@ -162,7 +164,11 @@ def file_writer(
         try:
             yield from _write_files(batches, filesystem, base, writers, keys)
             if key_log is not None and keys:
-                _write_key_log(key_log, pa.concat_tables(keys))
+                path = _write_key_log(key_log, pa.concat_tables(keys))
+                yield pa.RecordBatch.from_pydict(
+                    {**{n: [None] for n in FILE_SCHEMA.names}, "path": [path], "kind": [KEY_LOG]},
+                    schema=FILE_SCHEMA,
+                )
         except Exception:  # not GeneratorExit: a closed consumer already has the files
             for path, writer in writers.values():  # leave nothing of a failed task behind
                 try:
@@ -229,9 +235,12 @@ def file_writer(
     return write
 
 
-def _write_key_log(key_log: KeyLog, keys: pa.Table) -> None:
-    """One Parquet file of (key..., position) under ``key_log.directory``, named uniquely: a
-    retried task's earlier file only repeats the same entries (readers keep the newest)."""
+def _write_key_log(key_log: KeyLog, keys: pa.Table) -> str:
+    """One Parquet file of (key..., position) under ``key_log.directory``; returns its URI.
+
+    Written under a hidden name (Spark's listing skips ``_…``) and moved into place whole, so a
+    killed task leaves no half-written file a reader would trip on; the driver keeps only the
+    files the job's successful tasks reported (see ``keep_only``)."""
     import pyarrow.parquet as pq
 
     from sparkext.fs import Location
@@ -241,9 +250,40 @@ def _write_key_log(key_log: KeyLog, keys: pa.Table) -> None:
     filesystem.create_dir(base, recursive=True)
     names = [*key_log.key, "position"]
     table = keys.rename_columns(names)
-    path = f"{base.rstrip('/')}/part-{uuid.uuid4()}.parquet"
-    with filesystem.open_output_stream(path) as stream:
-        pq.write_table(table, stream, compression="zstd")
+    name = f"part-{uuid.uuid4()}.parquet"
+    hidden = f"{base.rstrip('/')}/_tmp-{name}"
+    try:
+        with filesystem.open_output_stream(hidden) as stream:
+            pq.write_table(table, stream, compression="zstd")
+        filesystem.move(hidden, f"{base.rstrip('/')}/{name}")
+    except BaseException:
+        with contextlib.suppress(Exception):  # best effort: a hidden file is never read
+            filesystem.delete_file(hidden)
+        raise
+    return location.child(name).uri
+
+
+def keep_only(directory: str, kept: Sequence[str]) -> int:
+    """Delete the files under ``directory`` that are not among ``kept`` (URIs or paths as a
+    writer reported them): what failed or superseded task attempts left. Returns how many."""
+    from pyarrow import fs
+
+    from sparkext.fs import Location
+
+    location = Location.of(directory)
+    names = {k.rstrip("/").rsplit("/", 1)[-1] for k in kept}
+    try:
+        infos = location.filesystem.get_file_info(
+            fs.FileSelector(location.path, allow_not_found=True)
+        )
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for info in infos:
+        if info.type == fs.FileType.File and info.base_name not in names:
+            location.filesystem.delete_file(info.path)
+            removed += 1
+    return removed
 
 
 def remove_written(directory: str, prefix: str) -> int:

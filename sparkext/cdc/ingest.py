@@ -31,10 +31,12 @@ from sparkext.cdc.files import (
     DATA,
     EQUALITY_DELETES,
     FILE_SCHEMA_DDL,
+    KEY_LOG,
     KIND,
     KeyLog,
     WrittenFile,
     file_writer,
+    keep_only,
     remove_written,
 )
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
@@ -322,12 +324,30 @@ class Ingestor:
         return self._persist(typed), rejects
 
     def _record_rejects(
-        self, rejects: DataFrame, batch_id: int, count: int, kind: str = ""
+        self, rejects: DataFrame, batch_id: int, count: int | None, kind: str = ""
     ) -> None:
+        """Write ``rejects`` when ``count`` says there are some; ``None``: there are, and they
+        are counted as they are written (a count observed on a retried map stage can be too
+        high; this write's result stage counts each row once)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         path = f"{self.settings.checkpoint}/rejected/batch={batch_id}{kind}"
+        if count is None:
+            counting = Observation()
+            rejects = rejects.coalesce(1).observe(counting, F.count(F.lit(1)).alias("n"))
+            rejects.write.mode("overwrite").json(path)
+            count = observed(
+                counting,
+                lambda: self.spark.read.json(path).agg(F.count(F.lit(1)).alias("n")).first(),
+            ).n
+            written = True
+        else:
+            written = False
         self.metrics.rejected += count
         if count:
-            rejects.coalesce(1).write.mode("overwrite").json(path)
+            if not written:
+                rejects.coalesce(1).write.mode("overwrite").json(path)
             if self.settings.fail_on_reject:
                 raise IngestError(
                     f"{count} event(s) were rejected and fail-on-reject is set; see {path}."
@@ -366,8 +386,8 @@ class Ingestor:
         watched = typed.observe(observation, *facts).where(~F.col("missing_key"))
         events_location = self._write_event_log(_split_key_changes(watched, key), batch)
         truncate_row = observed(observation, lambda: typed.agg(*facts).first())
-        if truncate_row.missing:
-            self._record_rejects(missing_key, batch_id, truncate_row.missing, "-values")
+        if truncate_row.missing:  # counted again as written: see _record_rejects
+            self._record_rejects(missing_key, batch_id, None, "-values")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
@@ -637,7 +657,10 @@ class Ingestor:
                 r.metrics,
             )
             for r in described
+            if r.kind != KEY_LOG
         ]
+        # only the key-cache files of this job's successful tasks: not a killed attempt's
+        keep_only(key_cache, [r.path for r in described if r.kind == KEY_LOG])
         stats = observed(observation, lambda: decided.agg(*figures).first())
         m = self.metrics
         m.inserted += stats.inserted or 0

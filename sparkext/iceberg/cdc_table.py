@@ -98,26 +98,28 @@ def _int_array(spark, values: Sequence[int]):
     return array
 
 
-_SHAPES: dict[tuple[str, str, int, int], Any] = {}  # see _remembered
+_SHAPES: dict[tuple[str, str, str], Any] = {}  # see _remembered
 _SHAPES_MAX = 256
 
 
-def _remembered(table, what: str, compute: Callable[[], Any]) -> Any:
-    """``compute()``, remembered per table (uuid), schema id and spec id: a micro-batch asks for
-    the key, columns, field ids and partition fields several times, each a walk of Java objects
-    (~70 py4j calls); they change only with the table's schema or spec."""
-    metadata = table.operations().current()
+def _remembered(spark: SparkSession, table, what: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered per schema and partition spec (their JSON: two py4j calls): a
+    micro-batch asks for the key, columns, field ids and partition fields several times, each a
+    walk of Java objects (~70 py4j calls), and they depend only on those two. Keyed by content,
+    not ids: tables sharing a uuid (registered copies, catalog branches) may give one id to
+    different schemas."""
+    iceberg = spark._jvm.org.apache.iceberg
     state = (
         what,
-        str(metadata.uuid()),
-        int(metadata.currentSchemaId()),
-        int(metadata.defaultSpecId()),
+        str(iceberg.SchemaParser.toJson(table.schema())),
+        str(iceberg.PartitionSpecParser.toJson(table.spec())),
     )
-    if state not in _SHAPES:
+    found = _SHAPES.get(state)
+    if found is None:
         if len(_SHAPES) >= _SHAPES_MAX:
-            _SHAPES.pop(next(iter(_SHAPES)))
-        _SHAPES[state] = compute()
-    return copy.deepcopy(_SHAPES[state])
+            _SHAPES.pop(next(iter(_SHAPES), None), None)
+        found = _SHAPES[state] = compute()
+    return copy.deepcopy(found)
 
 
 class CdcTable:
@@ -147,7 +149,7 @@ class CdcTable:
             cached.refresh()  # after ours: Spark's table knows at least every snapshot ours does
 
     def _memo(self, what: str, compute: Callable[[], Any]) -> Any:
-        return _remembered(self._table, what, compute)
+        return _remembered(self._spark, self._table, what, compute)
 
     def columns(self) -> list[Column]:
         return self._memo("columns", self._columns)
@@ -508,7 +510,9 @@ class CdcCommit:
     def field_ids(self) -> dict[str, int]:
         """Field ids of the batch's schema (after its changes), which the files are written with."""
         if self._field_ids is None and not (self._additions or self._widenings):
-            self._field_ids = _remembered(self._table, "field_ids", lambda: self._ids(self._table))
+            self._field_ids = _remembered(
+                self._spark, self._table, "field_ids", lambda: self._ids(self._table)
+            )
         if self._field_ids is None:
             scratch = self._table.newTransaction()  # staged only, never committed
             self._stage_schema(scratch)
@@ -543,7 +547,7 @@ class CdcCommit:
             if self._additions or self._widenings:
                 found = self._ids(staged)
             else:  # a committed schema (its id names one content): remembered
-                found = _remembered(staged, "field_ids", lambda: self._ids(staged))
+                found = _remembered(self._spark, staged, "field_ids", lambda: self._ids(staged))
             if found != expected_ids:
                 raise BatchOutdatedError(
                     f"Another writer changed the schema of {self._name} while this batch was "
