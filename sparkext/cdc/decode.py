@@ -15,9 +15,16 @@ DECODED_DDL = (
     "op string, position string, event_time_ms bigint, ts_ms bigint, source_db string, "
     "source_table string, before_json string, after_json string, key_json string, "
     "value_schema string, row_types string, reject string, raw string, source_file string, "
-    "source_partition string"
+    "source_partition string, after_values int, before_values int"
 )
-_FIELDS = [f.split(" ")[0] for f in DECODED_DDL.split(", ")]
+_ARROW_TYPES = {"bigint": pa.int64(), "int": pa.int32(), "string": pa.string()}
+_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field(name, _ARROW_TYPES[kind])
+        for name, kind in (f.split(" ") for f in DECODED_DDL.split(", "))
+    ]
+)
+_FIELDS = _ARROW_SCHEMA.names
 # Input column set by the driver for an input it could not give the decoder (a vanished file).
 INPUT_REJECT = "input_reject"
 _PARTITION = (re.compile(r"partition=(\d+)"), re.compile(r"\+(\d+)\+\d+\.[^/]*$"))
@@ -109,6 +116,12 @@ def _unread_row(reason: str, file: str | None) -> dict:
 def _append(out: dict[str, list], row: dict) -> None:
     for name in _FIELDS:
         out[name].append(row[name])
+
+
+def _values(image: dict | None) -> int | None:
+    """How many of an image's columns hold a value (not null): the typing step compares it
+    with the values its conversion produced, and looks for a wrong type only on a difference."""
+    return None if image is None else sum(v is not None for v in image.values())
 
 
 def _dump(value, exact: bool = False) -> str | None:
@@ -206,11 +219,8 @@ def decode_lines(
                 "raw": as_text(line)[0] if event.reject else None,
                 "source_file": file,
                 "source_partition": source_partition(file),
+                "after_values": _values(event.after),
+                "before_values": _values(event.before),
             }
             _append(out, row)
-        yield pa.RecordBatch.from_pydict(
-            out,
-            schema=pa.schema(
-                [pa.field(n, pa.int64() if n.endswith("_ms") else pa.string()) for n in _FIELDS]
-            ),
-        )
+        yield pa.RecordBatch.from_pydict(out, schema=_ARROW_SCHEMA)

@@ -507,8 +507,6 @@ def typed_rows(
         "*",
         F.from_json("after_json", json_schema).alias("__a"),
         F.from_json("before_json", json_schema).alias("__b"),
-        F.from_json("after_json", "map<string,string>").alias("__ra"),
-        F.from_json("before_json", "map<string,string>").alias("__rb"),
     )
     images = ("__a", "__b")
     decimals = {
@@ -537,6 +535,25 @@ def typed_rows(
             values.append(value.alias(f"{image}_v{i}"))
             problems.append((image, i, problem))
     parsed = parsed.select("*", *values)
+    # A wrong type shows as a value the conversion turned into NULL. The decoder counted each
+    # image's values: while the conversion produced as many, nothing can be wrong and the raw
+    # image is not parsed again (as text, to quote the bad value); only a row that differs is.
+    sources = {"__a": ("after_json", "after_values"), "__b": ("before_json", "before_values")}
+    raw_images = []
+    for image in images:
+        text, counted = sources[image]
+        produced = sum(
+            (F.col(f"{image}_v{i}").isNotNull().cast("int") for i in range(len(names))), F.lit(0)
+        )
+        differs = (
+            F.coalesce(F.col(counted), F.lit(0)) != produced
+            if counted in valid.columns
+            else F.lit(True)
+        )
+        raw_images.append(
+            F.when(differs, F.from_json(text, "map<string,string>")).alias(f"__r{image[-1]}")
+        )
+    parsed = parsed.select("*", *raw_images)
     reasons = []
     for image in images:
         found = {i: p for img, i, p in problems if img == image}

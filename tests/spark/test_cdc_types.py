@@ -447,3 +447,59 @@ def test_numeric_without_precision_as_exact_text(spark, tmp_path, table_name):
     assert dict(spark.table(table_name).dtypes)["amount"] == "string"
     got = {r.id: r.amount for r in spark.table(table_name).collect()}
     assert got == dict(enumerate(values))
+
+
+def test_the_value_count_shortcut_rejects_exactly_what_the_full_check_rejects(spark):
+    """typed_rows parses a raw image again only when the decoder's count of its values differs
+    from what the conversion produced; on seeded random rows (wrong types, nulls, absent and
+    unknown columns, nested values, deletes, truncates) it rejects exactly the rows, with the
+    same reasons, as checking every row (a frame without the counts)."""
+    import random
+
+    import pyarrow as pa
+
+    from sparkext.cdc.decode import DECODED_DDL, decode_lines
+    from sparkext.cdc.types import typed_rows
+
+    rng = random.Random(22)
+    pools = {
+        "id": [1, 2, -7, None, "x", 2.5],
+        "qty": [0, 12, None, "abc", True, 1.5, {"n": 1}],
+        "price": [0.5, 3, None, "cheap", [1, 2]],
+        "ok": [True, False, None, "yes", 1],
+        "name": ["a", "", None, 5, {"k": "v"}],
+        "extra": [1, None, "z"],  # not a column of the table
+    }
+
+    def image() -> dict:
+        return {c: rng.choice(v) for c, v in pools.items() if rng.random() < 0.85}
+
+    lines = []
+    for pos in range(600):
+        op = rng.choice("ccuudt")
+        event = {
+            "op": op,
+            "before": image() if op in "ud" else None,
+            "after": image() if op in "cu" else None,
+            "ts_ms": 1000 + pos,
+            "source": {"file": "b.000001", "pos": pos, "row": 0, "ts_ms": 1000 + pos},
+        }
+        lines.append(json.dumps(event).encode())
+    batch = pa.RecordBatch.from_pydict(
+        {"value": pa.array(lines, pa.binary()), "source_file": ["f.json"] * len(lines)}
+    )
+    decoded = [b.to_pylist() for b in decode_lines(iter([batch]))]
+    rows = [r for part in decoded for r in part if r["reject"] is None]
+    valid = spark.createDataFrame(rows, DECODED_DDL)
+    columns = {"id": "bigint", "qty": "bigint", "price": "double", "ok": "boolean", "name": "string"}
+
+    def outcome(frame):
+        typed, _ = typed_rows(frame, columns, {}, ["id"])
+        got = typed.select("position", "type_reject", "missing_key").collect()
+        return sorted((r.position, r.type_reject, r.missing_key) for r in got)
+
+    shortcut = outcome(valid)
+    full = outcome(valid.drop("after_values", "before_values"))
+    assert shortcut == full
+    reasons = [r for _, r, _ in shortcut if r]
+    assert len(reasons) > 100 and len(shortcut) - len(reasons) > 100  # both kinds are there
