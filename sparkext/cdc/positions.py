@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 _DIGITS = re.compile(r"(\d+)$")
@@ -39,7 +40,16 @@ TIME_FAMILY = "t"
 
 
 def _int(value: Any) -> int:
+    if type(value) is int:  # the usual case, at no cost
+        return value
     return int(str(value).strip() or 0)
+
+
+@lru_cache(maxsize=256)
+def _binlog_number(file: str) -> int:
+    """The number of a binlog file name, ``mysql-bin.000003`` -> 3 (asked once per file)."""
+    match = _DIGITS.search(file)
+    return int(match.group(1)) if match else 0
 
 
 def _lsn_number(value: Any) -> int:
@@ -88,8 +98,7 @@ def position(source: dict[str, Any], ts_ms: int | None) -> str:
     """
     file, pos = source.get("file"), source.get("pos")
     if file is not None and pos is not None:
-        match = _DIGITS.search(str(file))
-        number = int(match.group(1)) if match else 0
+        number = _binlog_number(str(file))
         return f"m:{number:010d}:{_int(pos):020d}:{_int(source.get('row') or 0):010d}"
     if source.get("commit_lsn") is not None or source.get("change_lsn") is not None:
         commit = _sql_server_lsn(source.get("commit_lsn") or source.get("change_lsn"))
