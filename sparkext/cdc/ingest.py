@@ -70,6 +70,7 @@ CRASH_ENV = "SPARKEXT_TEST_CRASH_AT"  # tests only: kill the process at a named 
 KEY_CACHE = "keys"  # <checkpoint>/keys/batch=N: keys a batch applied, with their positions
 LEGACY_KEY_CACHE = "key-cache"  # written by Spark before the file writers kept the cache
 OBSERVED_WAIT_S = 30.0  # for Spark to report metrics observed by a finished job
+EVENT_LOG_EVENTS_PER_FILE = 25_000  # events per event-log file, up to one file per core
 
 
 class KeysChanged(BatchOutdatedError):
@@ -106,6 +107,7 @@ class Ingestor:
         self.metrics = Metrics()
         self.error: BaseException | None = None
         self._batch_low: str | None = None  # lowest source position of the current batch
+        self._batch_events = 0  # valid events of the current batch
         self._cached: list[DataFrame] = []  # persisted by the current batch, released after it
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
 
@@ -176,6 +178,7 @@ class Ingestor:
                     )
             types, logical, exact = batch_types(good, self.settings)
             self._batch_low = min((f.lo for f in good if f.lo is not None), default=None)
+            self._batch_events = sum(f.n for f in good)
             if table is None:
                 if not types:
                     return
@@ -414,10 +417,8 @@ class Ingestor:
             F.min("event_time_ms").alias("min_time"),
             F.max("event_time_ms").alias("max_time"),
         )
-        grouped = self._persist(grouped)
         known = max_position(progress.max_position, progress.truncate_position)
-        decided = self._decide(grouped, batch, known, progress)
-        decided = self._persist(decided)
+        decided = self._decide(grouped, batch, known, progress)  # cached only if read twice
         bounds = (truncate_row.low, truncate_row.high, events_location)
         self._commit(batch, typed, decided, truncate, progress, bounds)
 
@@ -436,10 +437,18 @@ class Ingestor:
                 .withColumn("looked_up", F.lit(False))
                 .withColumn("version", F.lit(None).cast("string"))
             )
-        suspicious = grouped.where(position <= F.lit(known))
         low = self._batch_low
-        if (low is not None and low > known) or suspicious.isEmpty():
-            # every change is newer than anything applied: nothing can be late, no lookups
+        if low is not None and low > known:
+            # every change is newer than anything applied: nothing can be late, no lookups; the
+            # per-key rows are read once, by the writers: not cached
+            return (
+                grouped.withColumn("status", F.lit("apply"))
+                .withColumn("looked_up", F.lit(False))
+                .withColumn("version", F.lit(None).cast("string"))
+            )
+        grouped = self._persist(grouped)  # read by the check below, then by the writers
+        suspicious = grouped.where(position <= F.lit(known))
+        if suspicious.isEmpty():
             return (
                 grouped.withColumn("status", F.lit("apply"))
                 .withColumn("looked_up", F.lit(False))
@@ -459,7 +468,7 @@ class Ingestor:
             .when(position == F.col("version"), "duplicate")
             .otherwise("late")
         )
-        return combined.withColumn("status", status)
+        return self._persist(combined.withColumn("status", status))  # the late events' join too
 
     def _versions(self, suspicious: DataFrame, batch: _Batch, progress: Progress) -> DataFrame:
         """Suspicious keys with ``version``: the key cache first, then the table's rows/deletes.
@@ -948,8 +957,15 @@ class Ingestor:
             F.col("op").alias(OP),
             F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
             F.col("position").alias(POSITION),
-        ).repartition(1).write.mode("overwrite").parquet(path)  # one file; typed in parallel
+        ).coalesce(self._event_log_files()).write.mode("overwrite").parquet(path)
         return path
+
+    def _event_log_files(self) -> int:
+        """Files of a batch's event log, written by the typing tasks themselves (no shuffle):
+        one per 25,000 events, at most one per core, so a big batch is typed in parallel and a
+        small one (or one of many small input partitions) does not leave small files."""
+        parallelism = self.spark.sparkContext.defaultParallelism
+        return max(1, min(parallelism, -(-self._batch_events // EVENT_LOG_EVENTS_PER_FILE)))
 
     def _key_cache_dir(self, batch_id: int | None = None) -> str:
         root = f"{self.settings.checkpoint}/{KEY_CACHE}"
