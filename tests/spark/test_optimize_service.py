@@ -194,8 +194,22 @@ def test_bad_service_settings_are_one_sentence(spark, kwargs, words):
 
 SERVICE_SCRIPT = textwrap.dedent(
     """
-    import json, sys
+    import contextlib, json, sys, time
     import sparkext
+    from sparkext.service import lease
+    held = lease.held
+
+    @contextlib.contextmanager
+    def recorded(spark, name, *args, **kwargs):  # the time inside each hold, to a file
+        with held(spark, name, *args, **kwargs):
+            start = time.time()
+            try:
+                yield
+            finally:
+                with open(sys.argv[5], "a") as out:
+                    out.write(json.dumps([name, start, time.time()]) + "\\n")
+
+    lease.held = recorded
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
                              **{"spark.sql.shuffle.partitions": "1", **json.loads(sys.argv[4])})
     service = sparkext.optimize_service(sys.argv[2], once=True, max_concurrent=2,
@@ -230,13 +244,14 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
                 f"{namespace}.t*",
                 log_table,
                 json.dumps(catalog_settings(spark, catalog)),
+                str(tmp_path / f"held-{i}.jsonl"),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ),
         )
-        for _ in range(2)
+        for i in range(2)
     ]
     outputs = [p.communicate(timeout=900) for p in processes]
     for process, (out, err) in zip(processes, outputs, strict=True):
@@ -244,11 +259,19 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
         assert "FAILED 0" in out, out + err[-2000:]
     entries = [e for e in log(spark, log_table) if e.outcome in ("ok", "busy")]
     assert {e.service for e in entries if e.outcome == "ok"}  # somebody did the work
-    held = [e for e in entries if e.outcome == "ok"]
-    for a in held:  # [started, ts] covers the whole time each held the table's lease
-        for b in held:
-            if a.service != b.service and a.table_name == b.table_name:
-                assert a.ts <= b.started or b.ts <= a.started, (a, b)
+    # each process recorded the time it spent inside every lease it held (a part of the hold:
+    # the run log's [started, ts] brackets it from outside, so those may touch harmlessly)
+    holds = [
+        (i, *json.loads(line))
+        for i in range(2)
+        if (tmp_path / f"held-{i}.jsonl").exists()
+        for line in (tmp_path / f"held-{i}.jsonl").read_text().splitlines()
+    ]
+    assert holds
+    for a in holds:
+        for b in holds:
+            if a[0] != b[0] and a[1] == b[1]:
+                assert a[3] <= b[2] or b[3] <= a[2], (a, b)
     for name in names:
         assert rows(spark, name) == before[name]
         assert file_count(spark, name) == 4  # every partition merged exactly once
