@@ -491,7 +491,13 @@ def test_the_value_count_shortcut_rejects_exactly_what_the_full_check_rejects(sp
     decoded = [b.to_pylist() for b in decode_lines(iter([batch]))]
     rows = [r for part in decoded for r in part if r["reject"] is None]
     valid = spark.createDataFrame(rows, DECODED_DDL)
-    columns = {"id": "bigint", "qty": "bigint", "price": "double", "ok": "boolean", "name": "string"}
+    columns = {
+        "id": "bigint",
+        "qty": "bigint",
+        "price": "double",
+        "ok": "boolean",
+        "name": "string",
+    }
 
     def outcome(frame):
         typed, _ = typed_rows(frame, columns, {}, ["id"])
