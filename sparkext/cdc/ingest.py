@@ -432,28 +432,16 @@ class Ingestor:
 
         position = F.col("last.position")
         if known is None:
-            return (
-                grouped.withColumn("status", F.lit("apply"))
-                .withColumn("looked_up", F.lit(False))
-                .withColumn("version", F.lit(None).cast("string"))
-            )
+            return _all_applied(grouped)
         low = self._batch_low
         if low is not None and low > known:
             # every change is newer than anything applied: nothing can be late, no lookups; the
             # per-key rows are read once, by the writers: not cached
-            return (
-                grouped.withColumn("status", F.lit("apply"))
-                .withColumn("looked_up", F.lit(False))
-                .withColumn("version", F.lit(None).cast("string"))
-            )
+            return _all_applied(grouped)
         grouped = self._persist(grouped)  # read by the check below, then by the writers
         suspicious = grouped.where(position <= F.lit(known))
         if suspicious.isEmpty():
-            return (
-                grouped.withColumn("status", F.lit("apply"))
-                .withColumn("looked_up", F.lit(False))
-                .withColumn("version", F.lit(None).cast("string"))
-            )
+            return _all_applied(grouped)
         safe = grouped.where(position > F.lit(known)).withColumn(
             "version", F.lit(None).cast("string")
         )
@@ -992,6 +980,17 @@ def observed(observation: Observation, compute: Callable[[], Any]) -> SimpleName
     if not waiter.is_alive() and found:
         return SimpleNamespace(**found)
     return SimpleNamespace(**compute().asDict())
+
+
+def _all_applied(grouped: DataFrame) -> DataFrame:
+    """Every key's last change applies: none is late, none was looked up."""
+    from pyspark.sql import functions as F
+
+    return (
+        grouped.withColumn("status", F.lit("apply"))
+        .withColumn("looked_up", F.lit(False))
+        .withColumn("version", F.lit(None).cast("string"))
+    )
 
 
 def _checkpoint_id(spark: SparkSession, checkpoint: str) -> str:
