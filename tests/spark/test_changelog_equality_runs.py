@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -57,11 +58,11 @@ def _state(spark, name: str, sid: int | None, columns: list[str]) -> Counter:
     return Counter(tuple(r) for r in frame.collect())
 
 
-def _changes(name: str, start: int | None, end: int, net: bool, columns: list[str]) -> list:
+def _changes(spark, name: str, start: int | None, end: int, net: bool, columns: list[str]) -> list:
     args = f"table => '{name}', end => '{end}'" + (f", start => '{start}'" if start else "")
     if net:
         args += ", options => map('net-changes', 'true')"
-    found = sparkext.sql(f"SELECT * FROM sparkext.changelog({args})")
+    found = sparkext.sql(f"SELECT * FROM sparkext.changelog({args})", spark)
     quoted = [f"`{c}`" for c in columns]
     return [tuple(r) for r in found.select(*quoted, "_change_type").collect()]
 
@@ -70,13 +71,19 @@ def _every_pair_replays(spark, name: str, columns: list[str]) -> int:
     ids = [None, *_ids(spark, name)]
     states = {sid: _state(spark, name, sid, columns) for sid in ids}
     pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
+    # a few changelogs at a time: Spark runs a query's stages one after another, concurrent
+    # queries keep both cores busy (the assertions run on this thread)
+    calls = [(*pair, net) for pair in pairs for net in (False, True)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda c: _changes(spark, name, *c, columns), calls))
+    found = dict(zip(calls, results, strict=True))
     for start, end in pairs:
-        every = _changes(name, start, end, False, columns)
+        every = found[start, end, False]
         replayed = Counter(states[start])
         for *row, change in every:
             replayed[tuple(row)] += 1 if change == "INSERT" else -1
         assert +replayed == states[end] and -replayed == Counter(), (start, end, every)
-        net = _changes(name, start, end, True, columns)
+        net = found[start, end, True]
         inserted = Counter(tuple(r) for *r, c in net if c == "INSERT")
         deleted = Counter(tuple(r) for *r, c in net if c == "DELETE")
         assert inserted == states[end] - states[start], (start, end)
