@@ -44,12 +44,15 @@ from sparkext.cdc.partitioning import unsupported
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.fs import Location
+from sparkext.iceberg.observe import observed_metrics
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
+from sparkext.reused import reused
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
+    from pyspark.sql.types import DataType
 
     from sparkext.iceberg.cdc_table import CdcTable, ConcurrentChange, Progress
 
@@ -148,15 +151,10 @@ class Ingestor:
             marked = self._mark_rejects(decoded)
             # one pass for the small facts: schemas, rejects, position families, progress per
             # source partition
+            groups, figures = _decoded_facts()
             facts = (
-                marked.withColumn("bad", F.col("reject").isNotNull())
-                .withColumn("family", F.substring_index("position", ":", 1))
-                .groupBy("bad", "family", "source_partition", "value_schema", "row_types")
-                .agg(
-                    F.count(F.lit(1)).alias("n"),
-                    F.max("position").alias("p"),
-                    F.min("position").alias("lo"),
-                )
+                marked.groupBy(*groups)
+                .agg(*figures)
                 .collect()  # distinct schemas x families x source partitions: a handful of rows
             )
             chosen = _family(held.max_position if held else None, [f for f in facts if not f.bad])
@@ -368,24 +366,10 @@ class Ingestor:
             cache_from=batch_id - self.settings.key_cache_batches,
             snapshot_id=batch.commit.start_snapshot_id,
         )
-        toastable = _unavailable_checks(batch.columns, key, self.settings.unavailable_placeholder)
-        unavailable = F.lit(False)
-        for is_unavailable in toastable.values():
-            unavailable = unavailable | F.coalesce(is_unavailable("after"), F.lit(False))
-        is_truncate = F.col("op") == "t"
+        placeholder = self.settings.unavailable_placeholder
         # the batch's small facts are observed while its event log is written: no job of their own
         observation = Observation()
-        facts = (
-            F.sum(F.col("missing_key").cast("int")).alias("missing"),
-            F.max(F.when(is_truncate, F.col("position"))).alias("p"),
-            F.max_by(
-                F.when(is_truncate, F.col("event_time_ms")), F.when(is_truncate, F.col("position"))
-            ).alias("t"),
-            # bounds over every event of the batch, late ones included: the event log holds them
-            F.min(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("low"),
-            F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
-            F.sum(unavailable.cast("int")).alias("unavailable"),
-        )
+        facts = _typed_facts(tuple(batch.columns.items()), key, placeholder)
         watched = typed.observe(observation, *facts).where(~F.col("missing_key"))
         events_location = self._write_event_log(_split_key_changes(watched, key), batch)
         truncate_row = observed(observation, lambda: typed.agg(*facts).first())
@@ -394,6 +378,7 @@ class Ingestor:
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
+            toastable = _unavailable_checks(batch.columns, key, placeholder)
             typed = self._persist(self._fill_unavailable(typed, batch, toastable))
             self._write_event_log(typed, batch)  # again, with the values kept (rare: TOAST)
         truncate = Truncate.plan(
@@ -408,15 +393,7 @@ class Ingestor:
         if truncate is not None:
             self.metrics.truncates += 1
             changes = changes.where(F.col("position") > F.lit(truncate.position))
-        order = F.struct("position", "ts_ms")
-        grouped = changes.groupBy(*cols(key)).agg(
-            F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
-            F.min_by("before", order).alias("first_before"),
-            F.count(F.lit(1)).alias("events"),
-            F.array_distinct(F.collect_list("position")).alias("all_positions"),
-            F.min("event_time_ms").alias("min_time"),
-            F.max("event_time_ms").alias("max_time"),
-        )
+        grouped = changes.groupBy(*cols(key)).agg(*_per_key())
         known = max_position(progress.max_position, progress.truncate_position)
         decided = self._decide(grouped, batch, known, progress)  # cached only if read twice
         bounds = (truncate_row.low, truncate_row.high, events_location)
@@ -597,29 +574,7 @@ class Ingestor:
         field_ids, batch_id, per_partition = batch.field_ids, batch.batch_id, batch.per_partition
 
         observation = Observation()
-        figures = (
-            F.sum(
-                F.when((F.col("status") == "apply") & F.col("last.op").isin("c", "r"), 1).otherwise(
-                    0
-                )
-            ).alias("inserted"),
-            F.sum(
-                F.when((F.col("status") == "apply") & (F.col("last.op") == "u"), 1).otherwise(0)
-            ).alias("updated"),
-            F.sum(
-                F.when((F.col("status") == "apply") & (F.col("last.op") == "d"), 1).otherwise(0)
-            ).alias("deleted"),
-            F.sum(F.size(F.filter("all_positions", lambda p: p < F.col("version")))).alias("late"),
-            F.sum(F.size(F.filter("all_positions", lambda p: p == F.col("version")))).alias(
-                "dup_keys"
-            ),
-            F.sum(F.col("events") - F.size("all_positions")).alias("dup_in_batch"),
-            F.sum(F.when(F.col("looked_up"), 1).otherwise(0)).alias("lookups"),
-            F.count(F.lit(1)).alias("keys"),
-            F.min(F.when(F.col("status") == "apply", F.col("min_time"))).alias("min_time"),
-            F.max(F.when(F.col("status") == "apply", F.col("max_time"))).alias("max_time"),
-            F.max(F.col("last.position")).alias("max_position"),
-        )
+        figures = _applied_figures()
         # ONE job from here: the per-key decisions, the data and delete files and the key cache
         # (written by the same tasks), with the batch's figures observed on the way
         applied = decided.observe(observation, *figures).where(F.col("status") == "apply")
@@ -902,27 +857,9 @@ class Ingestor:
         wiped: DataFrame | None,
     ) -> DataFrame:
         """Data rows (after-images) and equality-delete rows (key + before-image) with __kind."""
-        from pyspark.sql import functions as F
 
-        system = [
-            F.col("last.op").alias(OP),
-            F.timestamp_millis(F.col("last.event_time_ms")).alias(EVENT_TIME),
-            F.col("last.position").alias(POSITION),
-        ]
-        data = F.struct(
-            F.lit(DATA).alias(KIND),
-            *(col("last", "after", c).alias(c) for c in columns),
-            *system,
-        )
-        delete = F.struct(
-            F.lit(EQUALITY_DELETES).alias(KIND),
-            *((col(c) if c in key else col("first_before", c)).alias(c) for c in columns),
-            *system,
-        )
-        # one branch (each key exploded into its rows), not a union of two readings of
-        # ``applied``: what is observed on it is counted once
-        rows = F.when(F.col("last.op") == "d", F.array(delete)).otherwise(F.array(delete, data))
-        both = applied.select(F.explode(rows).alias("__row")).select("__row.*")
+        rows = _file_rows(tuple(columns), tuple(key))
+        both = applied.select(rows)
         if wiped is not None:
             both = both.unionByName(wiped)
         # already hash-partitioned by key from the dedup: narrow to a few files, no new shuffle
@@ -937,15 +874,11 @@ class Ingestor:
         nothing for truncates), op, event time and source position. The snapshot summary points
         here (``sparkext.cdc.events-location``); snapshot_as_of_event_time replays these files.
         """
-        from pyspark.sql import functions as F
 
         path = f"{self._events_root()}/batch={batch.batch_id}"
-        typed.select(
-            *((col(c) if c in batch.key else col("after", c)).alias(c) for c in batch.columns),
-            F.col("op").alias(OP),
-            F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
-            F.col("position").alias(POSITION),
-        ).coalesce(self._event_log_files()).write.mode("overwrite").parquet(path)
+        typed.select(*_event_log_columns(tuple(batch.columns), batch.key)).coalesce(
+            self._event_log_files()
+        ).write.mode("overwrite").parquet(path)
         return path
 
     def _event_log_files(self) -> int:
@@ -974,7 +907,9 @@ def observed(observation: Observation, compute: Callable[[], Any]) -> SimpleName
     import threading
 
     found: dict[str, Any] = {}
-    waiter = threading.Thread(target=lambda: found.update(observation.get), daemon=True)
+    waiter = threading.Thread(
+        target=lambda: found.update(observed_metrics(observation)), daemon=True
+    )
     waiter.start()
     waiter.join(OBSERVED_WAIT_S)
     if not waiter.is_alive() and found:
@@ -982,14 +917,147 @@ def observed(observation: Observation, compute: Callable[[], Any]) -> SimpleName
     return SimpleNamespace(**compute().asDict())
 
 
-def _all_applied(grouped: DataFrame) -> DataFrame:
-    """Every key's last change applies: none is late, none was looked up."""
+@reused
+def _decoded_facts() -> tuple[tuple[Column | str, ...], tuple[Column, ...]]:
+    """Grouping and figures of the decoded batch's facts: schemas, rejects, position families,
+    progress per source partition."""
+    from pyspark.sql import functions as F
+
+    groups = (
+        F.col("reject").isNotNull().alias("bad"),
+        F.substring_index("position", ":", 1).alias("family"),
+        "source_partition",
+        "value_schema",
+        "row_types",
+    )
+    figures = (
+        F.count(F.lit(1)).alias("n"),
+        F.max("position").alias("p"),
+        F.min("position").alias("lo"),
+    )
+    return groups, figures
+
+
+@reused
+def _typed_facts(
+    columns: tuple[tuple[str, str], ...], key: tuple[str, ...], placeholder: str
+) -> tuple[Column, ...]:
+    """The typed batch's small facts: rows missing a key, its last truncate, its event-time
+    bounds and how many after-images carry the unavailable-value placeholder."""
+    from pyspark.sql import functions as F
+
+    toastable = _unavailable_checks(dict(columns), key, placeholder)
+    unavailable = F.lit(False)
+    for is_unavailable in toastable.values():
+        unavailable = unavailable | F.coalesce(is_unavailable("after"), F.lit(False))
+    is_truncate = F.col("op") == "t"
+    return (
+        F.sum(F.col("missing_key").cast("int")).alias("missing"),
+        F.max(F.when(is_truncate, F.col("position"))).alias("p"),
+        F.max_by(
+            F.when(is_truncate, F.col("event_time_ms")), F.when(is_truncate, F.col("position"))
+        ).alias("t"),
+        # bounds over every event of the batch, late ones included: the event log holds them
+        F.min(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("low"),
+        F.max(F.when(~F.col("missing_key"), F.col("event_time_ms"))).alias("high"),
+        F.sum(unavailable.cast("int")).alias("unavailable"),
+    )
+
+
+@reused
+def _per_key() -> tuple[Column, ...]:
+    """Aggregates of a key's changes in the batch: its last change, its first before-image,
+    how many events and which positions, its event-time range."""
+    from pyspark.sql import functions as F
+
+    order = F.struct("position", "ts_ms")
+    return (
+        F.max_by(F.struct("op", "position", "event_time_ms", "after"), order).alias("last"),
+        F.min_by("before", order).alias("first_before"),
+        F.count(F.lit(1)).alias("events"),
+        F.array_distinct(F.collect_list("position")).alias("all_positions"),
+        F.min("event_time_ms").alias("min_time"),
+        F.max("event_time_ms").alias("max_time"),
+    )
+
+
+@reused
+def _applied_figures() -> tuple[Column, ...]:
+    """The figures of a decided batch, observed as its files are written."""
+    from pyspark.sql import functions as F
+
+    applied = F.col("status") == "apply"
+    return (
+        F.sum(F.when(applied & F.col("last.op").isin("c", "r"), 1).otherwise(0)).alias("inserted"),
+        F.sum(F.when(applied & (F.col("last.op") == "u"), 1).otherwise(0)).alias("updated"),
+        F.sum(F.when(applied & (F.col("last.op") == "d"), 1).otherwise(0)).alias("deleted"),
+        F.sum(F.size(F.filter("all_positions", lambda p: p < F.col("version")))).alias("late"),
+        F.sum(F.size(F.filter("all_positions", lambda p: p == F.col("version")))).alias("dup_keys"),
+        F.sum(F.col("events") - F.size("all_positions")).alias("dup_in_batch"),
+        F.sum(F.when(F.col("looked_up"), 1).otherwise(0)).alias("lookups"),
+        F.count(F.lit(1)).alias("keys"),
+        F.min(F.when(applied, F.col("min_time"))).alias("min_time"),
+        F.max(F.when(applied, F.col("max_time"))).alias("max_time"),
+        F.max(F.col("last.position")).alias("max_position"),
+    )
+
+
+@reused
+def _file_rows(columns: tuple[str, ...], key: tuple[str, ...]) -> Column:
+    """Per decided key, its equality-delete row (key + before-image) and, unless it
+    was deleted, its data row (after-image), each with ``__kind``: one branch (each key exploded
+    into its rows), not a union of two readings of the decided keys, so what is observed on
+    them is counted once."""
+    from pyspark.sql import functions as F
+
+    system = [
+        F.col("last.op").alias(OP),
+        F.timestamp_millis(F.col("last.event_time_ms")).alias(EVENT_TIME),
+        F.col("last.position").alias(POSITION),
+    ]
+    data = F.struct(
+        F.lit(DATA).alias(KIND),
+        *(col("last", "after", c).alias(c) for c in columns),
+        *system,
+    )
+    delete = F.struct(
+        F.lit(EQUALITY_DELETES).alias(KIND),
+        *((col(c) if c in key else col("first_before", c)).alias(c) for c in columns),
+        *system,
+    )
+    return F.inline(
+        F.when(F.col("last.op") == "d", F.array(delete)).otherwise(F.array(delete, data))
+    )
+
+
+@reused
+def _event_log_columns(columns: tuple[str, ...], key: tuple[str, ...]) -> tuple[Column, ...]:
+    """An event-log row of a typed event: key and user columns (the after-image), op, event
+    time and source position."""
     from pyspark.sql import functions as F
 
     return (
-        grouped.withColumn("status", F.lit("apply"))
-        .withColumn("looked_up", F.lit(False))
-        .withColumn("version", F.lit(None).cast("string"))
+        *((col(c) if c in key else col("after", c)).alias(c) for c in columns),
+        F.col("op").alias(OP),
+        F.timestamp_millis(F.col("event_time_ms")).alias(EVENT_TIME),
+        F.col("position").alias(POSITION),
+    )
+
+
+def _all_applied(grouped: DataFrame) -> DataFrame:
+    """Every key's last change applies: none is late, none was looked up."""
+    return grouped.select("*", *_applied_columns())
+
+
+@reused
+def _applied_columns() -> tuple[Column, ...]:
+    """``status``, ``looked_up`` and ``version`` of a key whose last change applies."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.lit("apply").alias("status"),
+        F.lit(False).alias("looked_up"),
+        F.lit(None).cast("string").alias("version"),
     )
 
 
@@ -1044,8 +1112,16 @@ def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
     """An update whose before-image has another key also deletes the old key (at the same
     position): a primary-key change is a delete of the old row plus an upsert of the new one.
 
-    One branch (each such update exploded into two rows), not a union of two readings of
+    One branch (each such update expanded into two rows), not a union of two readings of
     ``typed``: what is observed on ``typed`` is counted once."""
+    schema = typed.schema
+    return typed.select(_key_split(tuple(schema.names), tuple(key), schema["after"].dataType))
+
+
+@reused
+def _key_split(names: tuple[str, ...], key: tuple[str, ...], after_type: DataType) -> Column:
+    """:func:`_split_key_changes`' projection (built once per schema): ``inline`` of one row,
+    or two (the old key's delete first) for an update that moves its key."""
     from pyspark.sql import functions as F
 
     present = F.lit(True)
@@ -1054,23 +1130,20 @@ def _split_key_changes(typed: DataFrame, key: Sequence[str]) -> DataFrame:
         present = present & col("before", k).isNotNull()
         moved = moved | ~col("before", k).eqNullSafe(col(k))
     splits = (F.col("op") == "u") & present & moved
-    old_key = "__old_key"
-    copies = F.when(splits, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
-    exploded = typed.select("*", F.explode(copies).alias(old_key))
-    is_old = F.col(old_key)
-    after_type = typed.schema["after"].dataType
-    return exploded.select(
+    row = F.struct(*(col(name).alias(name) for name in names))
+    old_key = F.struct(
         *(
-            F.when(is_old, F.lit("d")).otherwise(F.col("op")).alias(name)
+            F.lit("d").alias(name)
             if name == "op"
-            else F.when(is_old, F.lit(None).cast(after_type)).otherwise(F.col("after")).alias(name)
+            else F.lit(None).cast(after_type).alias(name)
             if name == "after"
-            else F.when(is_old, col("before", name)).otherwise(col(name)).alias(name)
+            else col("before", name).alias(name)
             if name in key
-            else col(name)
-            for name in typed.columns
+            else col(name).alias(name)
+            for name in names
         )
     )
+    return F.inline(F.when(splits, F.array(old_key, row)).otherwise(F.array(row)))
 
 
 def _unavailable_checks(

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import SchemaChangeError
 from sparkext.identifiers import col
+from sparkext.reused import reused
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -491,22 +492,49 @@ def typed_rows(
     A row is rejected when a value is not of its column's type (``value 'abc' of column qty is
     not a bigint``: a value never silently becomes NULL), does not fit it (a decimal), or its
     key is missing. Only Spark expressions, all of it on executors; each step is its own
-    projection so that no conversion is built (or run) twice.
+    projection so that no conversion is built (or run) twice. The expressions are built once per
+    schema (:func:`_typing`) and reused by every later batch.
     """
+    counted = tuple(c for c in ("after_values", "before_values") if c in valid.columns)
+    steps, rejects = _typing(
+        tuple(columns.items()), tuple(sorted(logical.items())), tuple(key), counted
+    )
+    typed = valid
+    for step in steps:
+        typed = typed.select(*step)
+    return typed, typed.where("missing_key").select(*rejects)
+
+
+@reused
+def _typing(
+    columns: tuple[tuple[str, str], ...],
+    logical_items: tuple[tuple[str, str], ...],
+    key: tuple[str, ...],
+    counted: tuple[str, ...],
+) -> tuple[tuple[tuple[Column | str, ...], ...], tuple[Column, ...]]:
+    """The projections of :func:`typed_rows`, applied in order, and the rejects' columns.
+
+    ``counted``: which of the decoder's value counts (``after_values``, ``before_values``) the
+    input has."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-    names = list(columns)
+    types = dict(columns)
+    logical = dict(logical_items)
+    names = list(types)
+    steps: list[tuple[Column | str, ...]] = []
     json_schema = StructType(
         [
-            StructField(name, _parse_datatype_string(_raw_type(columns[name], logical.get(name))))
+            StructField(name, _parse_datatype_string(_raw_type(types[name], logical.get(name))))
             for name in names
         ]
     )
-    parsed = valid.select(
-        "*",
-        F.from_json("after_json", json_schema).alias("__a"),
-        F.from_json("before_json", json_schema).alias("__b"),
+    steps.append(
+        (
+            "*",
+            F.from_json("after_json", json_schema).alias("__a"),
+            F.from_json("before_json", json_schema).alias("__b"),
+        )
     )
     images = ("__a", "__b")
     decimals = {
@@ -516,17 +544,19 @@ def typed_rows(
         if (parts := _decimal_parts(col(image, name), logical.get(name))) is not None
     }
     if decimals:  # the digits of every decimal once, in their own projection
-        parsed = parsed.select(
-            "*",
-            *(
-                unscaled_digits(parts[0]).alias(f"{image}_u{i}")
-                for (image, i), parts in decimals.items()
-            ),
+        steps.append(
+            (
+                "*",
+                *(
+                    unscaled_digits(parts[0]).alias(f"{image}_u{i}")
+                    for (image, i), parts in decimals.items()
+                ),
+            )
         )
     values, problems = [], []
     for image in images:
         for i, name in enumerate(names):
-            target, kind = columns[name], logical.get(name)
+            target, kind = types[name], logical.get(name)
             parts = decimals.get((image, i))
             if parts is None:
                 values.append(_convert(col(image, name), target, kind).alias(f"{image}_v{i}"))
@@ -534,26 +564,24 @@ def typed_rows(
             value, problem = _convert_decimal(parts, F.col(f"{image}_u{i}"), name, target, kind)
             values.append(value.alias(f"{image}_v{i}"))
             problems.append((image, i, problem))
-    parsed = parsed.select("*", *values)
+    steps.append(("*", *values))
     # A wrong type shows as a value the conversion turned into NULL. The decoder counted each
     # image's values: while the conversion produced as many, nothing can be wrong and the raw
     # image is not parsed again (as text, to quote the bad value); only a row that differs is.
     sources = {"__a": ("after_json", "after_values"), "__b": ("before_json", "before_values")}
     raw_images = []
     for image in images:
-        text, counted = sources[image]
+        text, count = sources[image]
         produced = sum(
             (F.col(f"{image}_v{i}").isNotNull().cast("int") for i in range(len(names))), F.lit(0)
         )
         differs = (
-            F.coalesce(F.col(counted), F.lit(0)) != produced
-            if counted in valid.columns
-            else F.lit(True)
+            F.coalesce(F.col(count), F.lit(0)) != produced if count in counted else F.lit(True)
         )
         raw_images.append(
             F.when(differs, F.from_json(text, "map<string,string>")).alias(f"__r{image[-1]}")
         )
-    parsed = parsed.select("*", *raw_images)
+    steps.append(("*", *raw_images))
     reasons = []
     for image in images:
         found = {i: p for img, i, p in problems if img == image}
@@ -564,38 +592,43 @@ def typed_rows(
                 F.concat(
                     F.lit("value '"),
                     F.substring(raw, 1, 100),
-                    F.lit(f"' of column {name} is not a {columns[name]}"),
+                    F.lit(f"' of column {name} is not a {types[name]}"),
                 ),
             )
             reasons.append(F.coalesce(found[i], wrong) if i in found else wrong)
-    typed = parsed.select(
-        "op",
-        "position",
-        "event_time_ms",
-        "ts_ms",
-        "source_partition",
-        "source_file",
-        "after_json",
-        "before_json",
-        F.struct(*(F.col(f"__a_v{i}").alias(n) for i, n in enumerate(names))).alias("after"),
-        F.struct(*(F.col(f"__b_v{i}").alias(n) for i, n in enumerate(names))).alias("before"),
-        (F.coalesce(*reasons) if reasons else F.lit(None).cast("string")).alias("type_reject"),
-    )
-    typed = typed.select(
-        "*",
-        *(
-            F.when(F.col("op") == "d", col("before", k)).otherwise(col("after", k)).alias(k)
-            for k in key
-        ),
-    )
+    type_reject = F.coalesce(*reasons) if reasons else F.lit(None).cast("string")
+    # the key of a delete is in its before-image; of anything else in its after-image
+    keys = {
+        k: F.when(F.col("op") == "d", F.col(f"__b_v{i}")).otherwise(F.col(f"__a_v{i}"))
+        for i, k in enumerate(names)
+        if k in key
+    }
     missing = F.lit(False)
     for k in key:
-        missing = missing | col(k).isNull()
+        missing = missing | keys[k].isNull()
     missing = missing & (F.col("op") != "t")
-    typed = typed.withColumn("missing_key", F.col("type_reject").isNotNull() | missing)
-    rejects = typed.where("missing_key").select(
+    steps.append(
+        (
+            "op",
+            "position",
+            "event_time_ms",
+            "ts_ms",
+            "source_partition",
+            "source_file",
+            "after_json",
+            "before_json",
+            F.struct(*(F.col(f"__a_v{i}").alias(n) for i, n in enumerate(names))).alias("after"),
+            F.struct(*(F.col(f"__b_v{i}").alias(n) for i, n in enumerate(names))).alias("before"),
+            type_reject.alias("type_reject"),
+            *(keys[k].alias(k) for k in key),
+            # the reasons again rather than a projection of their own: Spark evaluates a
+            # repeated subexpression of one projection once
+            (type_reject.isNotNull() | missing).alias("missing_key"),
+        )
+    )
+    rejects = (
         F.coalesce("type_reject", F.lit(f"missing key column(s) {', '.join(key)}")).alias("reject"),
         F.coalesce("after_json", "before_json").alias("raw"),
-        "source_file",
+        F.col("source_file"),
     )
-    return typed, rejects
+    return tuple(steps), rejects

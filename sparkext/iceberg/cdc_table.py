@@ -220,11 +220,10 @@ class CdcTable:
 
     def metrics_properties(self) -> dict[str, str]:
         """The table's ``write.metadata.metrics.*`` properties (executors compute file metrics)."""
-        return {
-            str(k): str(v)
-            for k, v in self._table.properties().items()
-            if str(k).startswith("write.metadata.metrics.")
-        }
+        prefix = "write.metadata.metrics."
+        util = self._spark._jvm.org.apache.iceberg.util.PropertyUtil
+        found = util.propertiesWithPrefix(self._table.properties(), prefix)  # usually empty
+        return {prefix + str(k): str(v) for k, v in found.items()} if not found.isEmpty() else {}
 
     def property(self, key: str) -> str | None:
         value = self._table.properties().get(key)
