@@ -127,6 +127,7 @@ def _merge(spark, table: str, events: list[dict]) -> None:
     ).cache()
     changes.count()
     changes.createOrReplaceTempView("bench_changes")
+    _settle(spark)
     started = time.perf_counter()
     spark.sql(
         f"""MERGE INTO {table} t USING bench_changes c ON t.id = c.id
@@ -159,9 +160,21 @@ STAGES = {  # ingest_cdc's progress line -> the stage it starts
 }
 
 
+def _settle(spark) -> None:
+    """Give each side the same start: the previous step's dirty pages written out and a full
+    JVM garbage collection. Without it one side pays for the other's leftovers: ingest_cdc ran
+    right after the full-table comparison of 16M rows (GBs of shuffle files still being flushed,
+    a heap full of garbage) and MERGE right after a small ingest_cdc batch; its write stage
+    doubled there, and only there."""
+    os.sync()
+    spark._jvm.java.lang.System.gc()
+
+
 def _ingest(spark, call: str) -> tuple[float, dict[str, float], object]:
     """Run one ingest_cdc CALL; return seconds, seconds per stage, and the result row."""
     from sparkext.routing.router import run_text
+
+    _settle(spark)
 
     marks: list[tuple[float, str]] = []
 
