@@ -12,6 +12,11 @@ DataFrames, and anything that reads a DataFrame (its schema, its columns): pass 
 hashable arguments instead. An alias keeps its expression id across reuses, which Spark handles
 like the same DataFrame read twice (it deduplicates ids on a self-join).
 
+Spark fixes some semantics when an expression is built rather than when it runs: a cast's or an
+arithmetic operator's ANSI mode comes from the session's ``spark.sql.ansi.enabled`` at
+construction. The mode in force is part of every entry's key, so a batch built under ANSI never
+gets expressions built without it (or the other way round).
+
 Entries belong to the JVM they were built in: a new gateway (a restarted driver JVM) starts an
 empty cache. At most ``CAPACITY`` entries are kept (least recently used dropped): a stream whose
 schema keeps evolving does not accumulate them.
@@ -41,6 +46,13 @@ def _gateway() -> Any:
     return SparkContext._gateway
 
 
+def _mode() -> Hashable:
+    """The session state that expressions capture when they are built (see the module)."""
+    from sparkext.iceberg.observe import ansi_mode
+
+    return ansi_mode()
+
+
 def reused(build: Callable[P, R]) -> Callable[P, R]:
     """Decorator: ``build(*args)`` once per JVM and distinct (hashable) ``args``.
 
@@ -55,8 +67,8 @@ def reused(build: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(build)
     def cached(*args: P.args, **kwargs: P.kwargs) -> R:
-        key = (build.__module__, build.__qualname__, args, tuple(sorted(kwargs.items())))
         gateway = _gateway()
+        key = (build.__module__, build.__qualname__, _mode(), args, tuple(sorted(kwargs.items())))
         with _lock:
             if _owner[0] is not gateway:
                 _entries.clear()

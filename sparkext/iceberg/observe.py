@@ -1,4 +1,4 @@
-"""Observed metrics of a finished Spark action, in two py4j calls.
+"""Spark's session state as py4j gives it, cheaply: observed metrics and the SQL mode in force.
 
 PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j calls per metric:
 90 for a ten-figure observation); the metrics row's JSON comes over in one.
@@ -22,3 +22,15 @@ def observed_metrics(observation: Observation) -> dict[str, Any]:
     if java is None:
         raise ValueError("observation was not used: call DataFrame.observe first")
     return dict(json.loads(str(java.getRow().json())))
+
+
+def ansi_mode() -> bool | None:
+    """Whether an expression built now, on this thread, gets ANSI semantics: Spark fixes a cast's
+    or an arithmetic operator's evaluation mode when the expression is constructed (from
+    ``SQLConf.get``), not when it runs. None without a JVM."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is None or context._jvm is None:
+        return None
+    return bool(context._jvm.org.apache.spark.sql.internal.SQLConf.get().ansiEnabled())

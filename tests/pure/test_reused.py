@@ -11,6 +11,7 @@ from sparkext import reused as module
 def _fresh(monkeypatch):
     gateway = object()
     monkeypatch.setattr(module, "_gateway", lambda: gateway)
+    monkeypatch.setattr(module, "_mode", lambda: False)
     module.clear()
     yield
     module.clear()
@@ -72,3 +73,21 @@ def test_entries_are_bounded(monkeypatch):
     build(0)  # dropped long ago: built again
     assert built == [0, 1, 2, 3, 4, 0]
     assert len(module._entries) == 3
+
+
+def test_expressions_built_under_ansi_are_not_reused_without_it(monkeypatch):
+    """Spark fixes a cast's ANSI mode when the expression is built: the mode is in the key."""
+    built = []
+
+    @module.reused
+    def build(x):
+        built.append(x)
+        return object()
+
+    legacy = build(1)
+    monkeypatch.setattr(module, "_mode", lambda: True)
+    ansi = build(1)
+    assert ansi is not legacy and build(1) is ansi
+    monkeypatch.setattr(module, "_mode", lambda: False)
+    assert build(1) is legacy
+    assert built == [1, 1]

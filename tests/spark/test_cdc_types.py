@@ -509,3 +509,32 @@ def test_the_value_count_shortcut_rejects_exactly_what_the_full_check_rejects(sp
     assert shortcut == full
     reasons = [r for _, r, _ in shortcut if r]
     assert len(reasons) > 100 and len(shortcut) - len(reasons) > 100  # both kinds are there
+
+
+def test_typing_built_without_ansi_is_not_reused_under_ansi(spark):
+    """Spark fixes an operator's ANSI mode when the expression is built: typing expressions
+    built (and reused) for a session without ANSI must not serve a batch under ANSI. A Debezium
+    Timestamp (ms) so large that its microseconds overflow a bigint wraps silently without ANSI
+    and fails the batch with it, as Spark's own arithmetic does."""
+    from sparkext.cdc.decode import DECODED_DDL
+    from sparkext.cdc.types import typed_rows
+
+    row = {f.split(" ")[0]: None for f in DECODED_DDL.split(", ")}
+    row.update(op="c", position="m:1", after_json='{"id": 1, "ts": 92233720368547758}')
+    frame = spark.createDataFrame([row], DECODED_DDL)
+    columns = {"id": "bigint", "ts": "timestamp_ntz"}
+    logical = {"ts": "io.debezium.time.Timestamp"}
+
+    def typed_ts():
+        typed, _ = typed_rows(frame, columns, logical, ["id"])
+        return typed.selectExpr("after.ts IS NOT NULL AS ts").collect()
+
+    assert spark.conf.get("spark.sql.ansi.enabled") == "false"
+    assert typed_ts()[0].ts  # wrapped around: Spark's non-ANSI arithmetic
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        with pytest.raises(Exception, match=r"ARITHMETIC_OVERFLOW|overflow"):
+            typed_ts()
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert typed_ts()[0].ts
