@@ -857,7 +857,6 @@ class Ingestor:
         wiped: DataFrame | None,
     ) -> DataFrame:
         """Data rows (after-images) and equality-delete rows (key + before-image) with __kind."""
-
         rows = _file_rows(tuple(columns), tuple(key))
         both = applied.select(rows)
         if wiped is not None:

@@ -17,6 +17,18 @@ def _fresh(monkeypatch):
     module.clear()
 
 
+def _counting_builder():
+    """A reused builder returning a new object per build, and the list of its builds."""
+    built = []
+
+    @module.reused
+    def build(x):
+        built.append(x)
+        return object()
+
+    return build, built
+
+
 def test_same_arguments_build_once_and_return_the_same_object():
     built = []
 
@@ -45,12 +57,7 @@ def test_two_builders_with_the_same_arguments_do_not_share_entries():
 
 
 def test_a_new_gateway_starts_an_empty_cache(monkeypatch):
-    built = []
-
-    @module.reused
-    def build(x):
-        built.append(x)
-        return object()
+    build, built = _counting_builder()
 
     first = build(1)
     monkeypatch.setattr(module, "_gateway", lambda: object())  # the driver JVM was restarted
@@ -77,12 +84,7 @@ def test_entries_are_bounded(monkeypatch):
 
 def test_expressions_built_under_ansi_are_not_reused_without_it(monkeypatch):
     """Spark fixes a cast's ANSI mode when the expression is built: the mode is in the key."""
-    built = []
-
-    @module.reused
-    def build(x):
-        built.append(x)
-        return object()
+    build, built = _counting_builder()
 
     legacy = build(1)
     monkeypatch.setattr(module, "_mode", lambda: True)
