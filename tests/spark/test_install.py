@@ -19,22 +19,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Each run: set env, start a session with conf, run a mapInArrow that imports pyarrow on the
-# executor (as ingest_cdc's writers do), print which Python ran it, stop.
+# executor (as ingest_cdc's writers do), print which Python ran it, which daemon forked it and
+# whether pyiceberg's pyarrow module was there before the task imported anything, stop.
 SCRIPT = """
 import json, os, sys
 import sparkext
 
 def where(batches):
-    import sys
+    import os, sys
+    preloaded = "pyiceberg.io.pyarrow" in sys.modules
     import pyarrow as pa
+    with open(f"/proc/{os.getppid()}/cmdline") as parent:
+        daemon = parent.read().replace(chr(0), " ").strip()
     for batch in batches:
-        yield pa.RecordBatch.from_pydict({"python": [sys.executable] * batch.num_rows})
+        yield pa.RecordBatch.from_pydict(
+            {"python": [sys.executable], "daemon": [daemon], "preloaded": [preloaded]}
+        )
 
 for run in json.loads(sys.argv[2]):
     os.environ.update(run.get("env", {}))
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1], **run.get("conf", {}))
-    python = spark.range(1).mapInArrow(where, "python string").first().python
-    print(json.dumps({"python": python, "env": os.environ.get("PYSPARK_PYTHON")}), flush=True)
+    ddl = "python string, daemon string, preloaded boolean"
+    row = spark.range(1).mapInArrow(where, ddl).first()
+    print(json.dumps({**row.asDict(), "env": os.environ.get("PYSPARK_PYTHON")}), flush=True)
     spark.stop()
 """
 
@@ -75,7 +82,22 @@ def run_sessions(tmp_path: Path, env: dict[str, str], runs: list[dict]) -> list[
 def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_path):
     env = without_venv(tmp_path)
     (result,) = run_sessions(tmp_path, env, [{}])
-    assert result == {"python": sys.executable, "env": None}  # PYSPARK_PYTHON restored
+    assert result["python"] == sys.executable
+    assert result["env"] is None  # PYSPARK_PYTHON restored
+    # forked from sparkext's daemon, which imported the executor modules before forking
+    assert result["daemon"].endswith("-m sparkext.daemon"), result["daemon"]
+    assert result["preloaded"] is True
+
+
+@pytest.mark.slow
+def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
+    (result,) = run_sessions(
+        tmp_path,
+        without_venv(tmp_path),
+        [{"conf": {"spark.python.daemon.module": "pyspark.daemon"}}],
+    )
+    assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
+    assert result["preloaded"] is False
 
 
 @pytest.mark.slow
