@@ -16,10 +16,14 @@ A module that fails to import is skipped: the daemon then behaves exactly like P
 
 from __future__ import annotations
 
+import gc
 import importlib
+import os
+import sys
 
 # Imported by the Python bodies sparkext runs on executors (inside ``mapInArrow``). None of them
-# starts a thread or opens a connection when imported, so forking after them is safe.
+# starts a Python thread or opens a connection when imported; pyarrow's jemalloc starts a native
+# background thread, which its fork handlers stop in the child (as with any worker importing it).
 PRELOADED = (
     "pyarrow",
     "pyarrow.compute",
@@ -39,18 +43,32 @@ PRELOADED = (
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
-    """Import ``modules``; return the ones that could not be imported (left to the workers)."""
+    """Import ``modules``; return the ones that could not be imported (left to the workers).
+
+    Whatever they print goes to stderr (the executor's log): the JVM reads the daemon's port from
+    its first four bytes of stdout. A failure is reported there too, in one line per module.
+    """
     missing = []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception:
-            missing.append(name)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as error:
+                missing.append(name)
+                print(f"sparkext.daemon: not preloaded {name}: {error!r}", file=sys.stderr)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
     return missing
 
 
 if __name__ == "__main__":
     preload()
+    gc.freeze()  # the preloaded objects stay out of the workers' collections: fewer copied pages
     from pyspark.daemon import manager
 
     manager()

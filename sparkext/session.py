@@ -128,17 +128,20 @@ def worker_daemon(conf: dict[str, str]) -> dict[str, str]:
     """Fork local Python workers from :mod:`sparkext.daemon` unless the user chose a daemon.
 
     Spark stops a Python worker idle for a minute; a fresh one forked from PySpark's daemon
-    imports pyarrow and sparkext's executor code again (+1.5 s on a 10k-change ``ingest_cdc``
-    batch). sparkext's daemon has them imported before it forks. Local masters only: on a cluster
-    it needs sparkext installed on the executors (conf/cluster.conf.example).
+    imports pyarrow, pyiceberg and sparkext's executor code again (2–4 s on an ``ingest_cdc``
+    batch after a pause). sparkext's daemon has them imported before it forks. Only when the
+    workers run this very interpreter (local mode, see ``worker_python``), which has sparkext:
+    a daemon that cannot import would fail every Python task. On a cluster, set it where the
+    executors' Python has sparkext (conf/cluster.conf.example).
 
-    >>> worker_daemon({"spark.master": "local[2]"})["spark.python.daemon.module"]
+    >>> worker_daemon({"spark.master": "local[2]", "spark.pyspark.python": sys.executable})[
+    ...     "spark.python.daemon.module"]
     'sparkext.daemon'
-    >>> worker_daemon({"spark.master": "yarn"})
-    {'spark.master': 'yarn'}
+    >>> worker_daemon({"spark.master": "local[2]", "spark.pyspark.python": "/opt/py/bin/python"})
+    {'spark.master': 'local[2]', 'spark.pyspark.python': '/opt/py/bin/python'}
     """
     out = dict(conf)
-    if DAEMON_MODULE not in out and out.get("spark.master", "").startswith("local"):
+    if DAEMON_MODULE not in out and out.get(WORKER_PYTHON) == sys.executable:
         out[DAEMON_MODULE] = "sparkext.daemon"
     return out
 
