@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Each run: set env, start a session with conf, run a mapInArrow that imports pyarrow on the
 # executor (as ingest_cdc's writers do), print which Python ran it, which daemon forked it and
-# whether pyiceberg's pyarrow module was there before the task imported anything, stop.
+# whether pyiceberg's pyarrow module was there before the task imported anything, and whose
+# invalidate_caches PySpark's worker calls before each task, stop.
 SCRIPT = """
 import json, os, sys
 import sparkext
@@ -29,17 +30,25 @@ def where(batches):
     import os, sys
     preloaded = "pyiceberg.io.pyarrow" in sys.modules
     import pyarrow as pa
+    import pyspark.worker
+    code = getattr(pyspark.worker.importlib.invalidate_caches, "__code__", None)
+    invalidation = "/".join(code.co_filename.split("/")[-2:]) if code else "importlib"
     with open(f"/proc/{os.getppid()}/cmdline") as parent:
         daemon = parent.read().replace(chr(0), " ").strip()
     for batch in batches:
         yield pa.RecordBatch.from_pydict(
-            {"python": [sys.executable], "daemon": [daemon], "preloaded": [preloaded]}
+            {
+                "python": [sys.executable],
+                "daemon": [daemon],
+                "preloaded": [preloaded],
+                "invalidation": [invalidation],
+            }
         )
 
 for run in json.loads(sys.argv[2]):
     os.environ.update(run.get("env", {}))
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1], **run.get("conf", {}))
-    ddl = "python string, daemon string, preloaded boolean"
+    ddl = "python string, daemon string, preloaded boolean, invalidation string"
     row = spark.range(1).mapInArrow(where, ddl).first()
     print(json.dumps({**row.asDict(), "env": os.environ.get("PYSPARK_PYTHON")}), flush=True)
     spark.stop()
@@ -87,6 +96,8 @@ def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_pat
     # forked from sparkext's daemon, which imported the executor modules before forking
     assert result["daemon"].endswith("-m sparkext.daemon"), result["daemon"]
     assert result["preloaded"] is True
+    # Spark's archives on the workers' path are not re-read before every task
+    assert result["invalidation"] == "sparkext/daemon.py", result["invalidation"]
 
 
 @pytest.mark.slow
@@ -98,6 +109,7 @@ def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
     )
     assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
     assert result["preloaded"] is False
+    assert result["invalidation"] != "sparkext/daemon.py", result["invalidation"]
 
 
 @pytest.mark.slow
