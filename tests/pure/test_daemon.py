@@ -105,3 +105,38 @@ def test_the_workers_importlib_is_the_module_with_the_archive_aware_invalidation
     shim = _worker_importlib()
     assert shim.invalidate_caches is invalidate_caches
     assert shim.import_module is importlib.import_module
+
+
+def test_the_workers_socket_acknowledges_and_sends_without_delay():
+    import socket
+
+    from sparkext.daemon import _with_fast_acks
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    seen = []
+    worker = _with_fast_acks(lambda sock, authenticated: seen.append((sock, authenticated)) or 7)
+    try:
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+        assert worker(accepted, True) == 7  # PySpark's worker runs as before, its code returned
+        assert seen == [(accepted, True)]
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        for sock in (client, accepted, listener):
+            sock.close()
+
+
+def test_a_socket_without_tcp_options_is_left_as_it_is():
+    import socket
+
+    from sparkext.daemon import fast_acks
+
+    one, other = socket.socketpair()  # a Unix socket: no TCP options to set
+    try:
+        fast_acks(one)
+        one.sendall(b"x")
+        assert other.recv(1) == b"x"
+    finally:
+        one.close()
+        other.close()
