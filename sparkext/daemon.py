@@ -103,15 +103,14 @@ def invalidate_caches() -> None:
     of one ``stat`` per archive instead of re-reading its directory.
     """
     cache = sys.path_importer_cache
-    kept = {}
-    for entry, finder in list(cache.items()):
-        if not isinstance(finder, zipimport.zipimporter):
-            continue
-        now = _stat(finder.archive)
-        if now is not None and _read_when.get(finder.archive) == now:
-            kept[entry] = finder
-        else:
-            _read_when[finder.archive] = now  # read again below, by the standard call
+    zips = {e: f for e, f in cache.items() if isinstance(f, zipimport.zipimporter)}
+    unchanged: dict[str, bool] = {}  # per archive: every importer of a changed one re-reads it
+    for finder in zips.values():
+        if finder.archive not in unchanged:
+            now = _stat(finder.archive)
+            unchanged[finder.archive] = now is not None and _read_when.get(finder.archive) == now
+            _read_when[finder.archive] = now  # read again below, by the standard call, if not
+    kept = {e: f for e, f in zips.items() if unchanged[f.archive]}
     for entry in kept:
         del cache[entry]
     try:

@@ -59,8 +59,11 @@ import sparkext.daemon as d
 archive = sys.argv[1]
 with zipfile.ZipFile(archive, "w") as z:
     z.writestr("first_in_zip.py", "X = 1\\n")
+    z.writestr("pkg_in_zip/__init__.py", "")
+    z.writestr("pkg_in_zip/first.py", "")
 sys.path.insert(0, archive)
 import first_in_zip
+import pkg_in_zip.first  # a second importer of the same archive: modules.zip/pkg_in_zip
 
 reads = []
 original = zipimport._read_directory
@@ -74,9 +77,11 @@ unchanged = len(reads) - first
 
 with zipfile.ZipFile(archive, "a") as z:  # the archive changes: a module is added
     z.writestr("added_later.py", "Y = 2\\n")
+    z.writestr("pkg_in_zip/added_too.py", "Z = 3\\n")
 os.utime(archive, ns=(1, 1))  # a new stamp even within the file system's time resolution
 d.invalidate_caches()
 import added_later
+import pkg_in_zip.added_too  # every importer of a changed archive reads it again
 
 print(first, unchanged, added_later.Y, archive in sys.path_importer_cache)
 """
