@@ -127,6 +127,8 @@ def test_the_workers_socket_acknowledges_and_sends_without_delay():
         assert worker(accepted, True) == 7  # PySpark's worker runs as before, its code returned
         assert seen == [(accepted, True)]
         assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        if hasattr(socket, "TCP_QUICKACK"):  # Linux: acknowledging at once, as the task starts
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 1
     finally:
         for sock in (client, accepted, listener):
             sock.close()

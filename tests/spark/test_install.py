@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Each run: set env, start a session with conf, run a mapInArrow that imports pyarrow on the
 # executor (as ingest_cdc's writers do), print which Python ran it, which daemon forked it and
 # whether pyiceberg's pyarrow module was there before the task imported anything, and whose
-# invalidate_caches PySpark's worker calls before each task, stop.
+# invalidate_caches PySpark's worker calls before each task and whose per-task worker function
+# the daemon runs, stop.
 SCRIPT = """
 import json, os, sys
 import sparkext
@@ -33,6 +34,10 @@ def where(batches):
     import pyspark.worker
     code = getattr(pyspark.worker.importlib.invalidate_caches, "__code__", None)
     invalidation = "/".join(code.co_filename.split("/")[-2:]) if code else "importlib"
+    # PySpark's daemon run as a script is __main__; imported (by sparkext's), pyspark.daemon
+    runner = sys.modules.get("pyspark.daemon") or sys.modules["__main__"]
+    per_task = runner.worker.__code__.co_filename
+    acks = "/".join(per_task.split("/")[-2:])
     with open(f"/proc/{os.getppid()}/cmdline") as parent:
         daemon = parent.read().replace(chr(0), " ").strip()
     for batch in batches:
@@ -42,13 +47,14 @@ def where(batches):
                 "daemon": [daemon],
                 "preloaded": [preloaded],
                 "invalidation": [invalidation],
+                "acks": [acks],
             }
         )
 
 for run in json.loads(sys.argv[2]):
     os.environ.update(run.get("env", {}))
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1], **run.get("conf", {}))
-    ddl = "python string, daemon string, preloaded boolean, invalidation string"
+    ddl = "python string, daemon string, preloaded boolean, invalidation string, acks string"
     row = spark.range(1).mapInArrow(where, ddl).first()
     print(json.dumps({**row.asDict(), "env": os.environ.get("PYSPARK_PYTHON")}), flush=True)
     spark.stop()
@@ -98,6 +104,8 @@ def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_pat
     assert result["preloaded"] is True
     # Spark's archives on the workers' path are not re-read before every task
     assert result["invalidation"] == "sparkext/daemon.py", result["invalidation"]
+    # and each task runs through sparkext's wrapper, which sets the socket's TCP options
+    assert result["acks"] == "sparkext/daemon.py", result["acks"]
 
 
 @pytest.mark.slow
@@ -110,6 +118,7 @@ def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
     assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
     assert result["preloaded"] is False
     assert result["invalidation"] != "sparkext/daemon.py", result["invalidation"]
+    assert result["acks"] == "pyspark/daemon.py", result["acks"]
 
 
 @pytest.mark.slow
