@@ -28,6 +28,7 @@ from tabulate import tabulate
 BENCHMARKS = (
     "routing_overhead",
     "cdc_ingest",
+    "cdc_floor",
     "rewrite_equality_deletes",
     "snapshot_as_of_event_time",
     "stream_backfill",
