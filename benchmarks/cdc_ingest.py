@@ -14,9 +14,10 @@ Iceberg commit) and finish (stream bookkeeping, the result row). The per-batch f
 per-change cost are fitted from the 10k and 200k batches at 16M rows. A single batch swings by 30%
 or more on a 2-core machine, so each size runs SPARKEXT_BENCH_SAMPLES (default 3) 10k batches and
 reports the median of each side (with every sample in the notes). Before the first measured batch
-both sides run SPARKEXT_BENCH_WARMUP (default 5) unmeasured 10k batches: a young JVM runs Spark's
-generated code interpreted or C1-compiled for its first few batches (ours took 8-9 s in its first
-batch, 3.5-5 s from the fifth on), and a figure of JIT warm-up is no figure of either side.
+both sides run SPARKEXT_BENCH_WARMUP (default 5) unmeasured 10k batches: a young JVM's first
+batches are slower (class loading, JIT compilation; ours took 8-9 s in its first batch, 3.5-5 s
+from the fifth on, on a 200k-row table), and a figure of a JVM warming up is no figure of either
+side.
 
 SPARKEXT_BENCH_SIZES (default "1000000,4000000,16000000"; add 64000000 for the large shape) and
 SPARKEXT_BENCH_SUSTAINED ("200000x10", "0" to skip) choose the shapes.
@@ -170,15 +171,31 @@ def _settle(spark) -> None:
     garbage collection and what it sets off finished. Without it one side pays for the other's
     leftovers: ingest_cdc ran right after the full-table comparison of 16M rows (GBs of shuffle
     files still being flushed, a heap full of garbage) and MERGE right after a small ingest_cdc
-    batch; its write stage doubled there, and only there. The collection also lets Spark's
-    ContextCleaner delete the shuffle files of the jobs it frees, in the background: a 10k batch
-    timed right after a 20M-row shuffle job and the collection took 4.8-4.9 s, one timed
-    SETTLE_S later 4.0-4.2 s, as did the batches with no such job before them (200k-row table,
-    one JVM, 2026-11-27)."""
+    batch; its write stage doubled there, and only there. Something a big job leaves behind still
+    runs for seconds after the collection (presumably Spark's ContextCleaner deleting the shuffle
+    files of the jobs the collection frees; not confirmed): a 10k batch timed right after a
+    20M-row shuffle job and the collection took 4.8-4.9 s, one timed SETTLE_S later 4.0-4.2 s,
+    as did the batches with no such job before them (200k-row table, one JVM, 2026-11-27)."""
     os.sync()
     spark._jvm.java.lang.System.gc()
     time.sleep(SETTLE_S)
     os.sync()
+
+
+def create_ours(work: Path, table: str) -> tuple[Path, str]:
+    """Create ``table`` with ingest_cdc from the seed event in a new landing zone under ``work``;
+    return the landing zone and the CALL that ingests what lands there next."""
+    import sparkext
+
+    landing = work / "landing"
+    landing.mkdir()
+    land_seed(landing)
+    call = (
+        f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
+        f"checkpoint => '{work / 'checkpoint'}')"
+    )
+    sparkext.sql(call.replace(")", ", primary_key => 'id', create => true)"))
+    return landing, call
 
 
 def _ingest(spark, call: str) -> tuple[float, dict[str, float], object]:
@@ -222,14 +239,7 @@ def run(spark) -> list[Result]:
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")
     for t in (ours_table, peer_table):
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
-    landing, checkpoint = work / "landing", work / "checkpoint"
-    landing.mkdir()
-    land_seed(landing)
-    call = (
-        f"CALL sparkext.ingest_cdc(table => '{ours_table}', source => '{landing}', "
-        f"checkpoint => '{checkpoint}')"
-    )
-    sparkext.sql(call.replace(")", ", primary_key => 'id', create => true)"))
+    landing, call = create_ours(work, ours_table)
     spark.sql(
         f"CREATE TABLE {peer_table} USING iceberg TBLPROPERTIES ('format-version'='2', "
         "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
