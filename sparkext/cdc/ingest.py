@@ -21,7 +21,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,7 @@ KEY_CACHE = "keys"  # <checkpoint>/keys/batch=N: keys a batch applied, with thei
 LEGACY_KEY_CACHE = "key-cache"  # written by Spark before the file writers kept the cache
 OBSERVED_WAIT_S = 30.0  # for Spark to report metrics observed by a finished job
 EVENT_LOG_EVENTS_PER_FILE = 25_000  # events per event-log file, up to one file per core
+GUESSED_PARTITIONS_MAX = 64  # source partitions a guess observes one by one (one figure each)
 
 
 class KeysChanged(BatchOutdatedError):
@@ -98,6 +99,30 @@ class _Batch:
     field_ids: Mapping[str, int]
     batch_id: int
     per_partition: Mapping[str, str]  # source partition -> max position in this batch
+
+
+FoundTypes = tuple[Mapping[str, str], Mapping[str, str], bool]  # types, logical tags, exact
+
+
+@dataclass(frozen=True)
+class _Guess:
+    """The facts of a table's last batch in this process, with which the next batch is typed
+    while its own facts are observed (one job less); wrong, the batch is typed again."""
+
+    family: str | None  # the position family of good events
+    found_types: FoundTypes
+    partitions: tuple[str, ...]  # source partitions seen so far
+    events: int  # good events: sizes the event log until the batch's own count is known
+
+
+class _Misguessed(Exception):
+    """The batch's own facts differ from the guess it was typed with: type it again."""
+
+
+# (table, checkpoint id, decimal setting) -> the guess for its next batch; a hint only: every
+# batch typed with it checks it against its own observed facts before anything is committed
+_GUESSES: dict[tuple[str, str, str], _Guess] = {}
+_GUESSES_MAX = 256
 
 
 class Ingestor:
@@ -149,6 +174,18 @@ class Ingestor:
         decoded = _with_arrival(lines.mapInArrow(decoder, DECODED_DDL), batch_id).persist()
         try:
             marked = self._mark_rejects(decoded)
+            guess = self._guess(table, held.max_position if held else None)
+            if table is not None and guess is not None:
+                saved = copy.deepcopy(self.metrics)
+                try:
+                    self._replanning(
+                        table, batch_id, lambda: self._guessed(table, marked, guess, batch_id)
+                    )
+                    return
+                except _Misguessed as wrong:
+                    self.metrics.__dict__.update(saved.__dict__)
+                    self._release()
+                    self.progress(f"batch {batch_id}: {wrong}; typing it again")
             # one pass for the small facts: schemas, rejects, position families, progress per
             # source partition
             groups, figures = _decoded_facts()
@@ -160,59 +197,148 @@ class Ingestor:
             chosen = _family(held.max_position if held else None, [f for f in facts if not f.bad])
             marked = _reject_other_families(marked, chosen, {f.family for f in facts})
             valid = marked.where(F.col("reject").isNull())
-            rejects = marked.where(F.col("reject").isNotNull()).select(
-                "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
-            )
             good = [f for f in facts if not f.bad and (chosen is None or f.family == chosen)]
-            self._record_rejects(
-                rejects, batch_id, sum(f.n for f in facts) - sum(f.n for f in good)
+            self._take_facts(
+                marked,
+                batch_id,
+                sum(f.n for f in facts),
+                sum(f.n for f in good),
+                min((f.lo for f in good if f.lo is not None), default=None),
             )
-            self.metrics.events += sum(f.n for f in facts)
             per_partition: dict[str, str] = {}
             for f in good:
                 if f.p is not None:
                     per_partition[f.source_partition] = max(
                         f.p, per_partition.get(f.source_partition, f.p)
                     )
-            types, logical, exact = batch_types(good, self.settings)
-            self._batch_low = min((f.lo for f in good if f.lo is not None), default=None)
-            self._batch_events = sum(f.n for f in good)
+            found = batch_types(good, self.settings)
             if table is None:
-                if not types:
+                if not found[0]:
                     return
-                table = self._create(valid, types)
-            for replan in range(1, REPLANS + 1):
-                saved = copy.deepcopy(self.metrics)
-                try:
-                    self._plan_and_apply(
-                        table, valid, (types, logical, exact), batch_id, per_partition
-                    )
-                    return
-                except BatchOutdatedError as changed:
-                    self.metrics.__dict__.update(saved.__dict__)  # the stream holds this object
-                    self._release()
-                    if replan == REPLANS:
-                        raise CommitConflictError(
-                            f"Other writers kept changing keys of this batch in "
-                            f"{self.settings.table} ({REPLANS} plans); nothing of batch {batch_id} "
-                            "was committed: run ingest_cdc again."
-                        ) from changed
-                    self.progress(f"batch {batch_id}: {changed}; deciding again")
-                    low, high = _BACKOFF_S
-                    time.sleep(random.uniform(0.5, 1.0) * min(high, low * 2 ** (replan - 1)))
-                    table.refresh()
+                table = self._create(valid, found[0])
+            self._replanning(
+                table,
+                batch_id,
+                lambda: self._plan_and_apply(table, valid, found, batch_id, per_partition),
+            )
+            self._remember(chosen, found, per_partition, self._batch_events)
         finally:
             decoded.unpersist()
+
+    def _replanning(self, table: CdcTable, batch_id: int, attempt: Callable[[], None]) -> None:
+        """``attempt()``, again (after a backoff) while other writers change keys of the batch."""
+        for replan in range(1, REPLANS + 1):
+            saved = copy.deepcopy(self.metrics)
+            try:
+                attempt()
+                return
+            except BatchOutdatedError as changed:
+                self.metrics.__dict__.update(saved.__dict__)  # the stream holds this object
+                self._release()
+                if replan == REPLANS:
+                    raise CommitConflictError(
+                        f"Other writers kept changing keys of this batch in "
+                        f"{self.settings.table} ({REPLANS} plans); nothing of batch {batch_id} "
+                        "was committed: run ingest_cdc again."
+                    ) from changed
+                self.progress(f"batch {batch_id}: {changed}; deciding again")
+                low, high = _BACKOFF_S
+                time.sleep(random.uniform(0.5, 1.0) * min(high, low * 2 ** (replan - 1)))
+                table.refresh()
+
+    def _take_facts(
+        self, marked: DataFrame, batch_id: int, events: int, good: int, low: str | None
+    ) -> None:
+        """Count the batch's events, write its rejects (all events but the ``good`` ones)."""
+        from pyspark.sql import functions as F
+
+        rejects = marked.where(F.col("reject").isNotNull()).select(
+            "reject", F.coalesce("raw", "after_json", "before_json").alias("raw"), "source_file"
+        )
+        self._record_rejects(rejects, batch_id, events - good)
+        self.metrics.events += events
+        self._batch_low = low
+        self._batch_events = good
+
+    # ---- typing with the last batch's facts ------------------------------------------------------
+    def _guess_key(self) -> tuple[str, str, str]:
+        return (self.settings.table, self.checkpoint_id, self.settings.variable_scale_decimal)
+
+    def _guess(self, table: CdcTable | None, high_water_mark: str | None) -> _Guess | None:
+        """The last batch's facts, the family the table holds in place of its family."""
+        from sparkext.cdc.positions import family
+
+        guess = _GUESSES.get(self._guess_key()) if table is not None else None
+        held = family(high_water_mark)
+        if guess is None or held is None or held == guess.family:
+            return guess
+        return replace(guess, family=held)
+
+    def _remember(
+        self,
+        chosen: str | None,
+        found: FoundTypes,
+        per_partition: Mapping[str, str],
+        events: int,
+    ) -> None:
+        key = self._guess_key()
+        if not events or not found[0]:
+            _GUESSES.pop(key, None)
+            return
+        old = _GUESSES.get(key)
+        partitions = set(per_partition) | set(old.partitions if old else ())
+        if len(partitions) > GUESSED_PARTITIONS_MAX:
+            partitions = set(per_partition)
+        if len(_GUESSES) >= _GUESSES_MAX and key not in _GUESSES:
+            _GUESSES.pop(next(iter(_GUESSES)))
+        _GUESSES[key] = _Guess(chosen, found, tuple(sorted(partitions)), events)
+
+    def _guessed(self, table: CdcTable, marked: DataFrame, guess: _Guess, batch_id: int) -> None:
+        """The batch typed with ``guess``; its own facts observed as its event log is written and
+        checked before anything else is done: :class:`_Misguessed` when they differ."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation()
+        figures = _guessed_facts(guess.family, guess.partitions)
+        # events of another family pass this filter: the check below sees them, and types again
+        valid = marked.observe(observation, *figures).where(F.col("reject").isNull())
+        self._batch_events = guess.events
+
+        def confirm() -> dict[str, str]:
+            seen = observed(observation, lambda: marked.agg(*figures).first())
+            if seen.others:
+                raise _Misguessed(f"{seen.others} event(s) of another position family")
+            if seen.elsewhere:
+                raise _Misguessed("events of a source partition the last batch did not have")
+            facts = [SimpleNamespace(value_schema=s, row_types=None) for s in sorted(seen.schemas)]
+            facts += [SimpleNamespace(value_schema=None, row_types=r) for r in sorted(seen.rows)]
+            found = batch_types(facts, self.settings)
+            if found != guess.found_types:
+                raise _Misguessed("its column types differ from the last batch's")
+            self._take_facts(marked, batch_id, seen.n, seen.good or 0, seen.lo)
+            per_partition = {
+                p: getattr(seen, f"p{i}")
+                for i, p in enumerate(guess.partitions)
+                if getattr(seen, f"p{i}") is not None
+            }
+            self._remember(guess.family, found, per_partition, seen.good or 0)
+            return per_partition
+
+        self._plan_and_apply(table, valid, guess.found_types, batch_id, {}, confirm)
 
     def _plan_and_apply(
         self,
         table: CdcTable,
         valid: DataFrame,
-        found_types: tuple[Mapping[str, str], Mapping[str, str], bool],
+        found_types: FoundTypes,
         batch_id: int,
         per_partition: Mapping[str, str],
+        confirm: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
-        """Decide and commit the batch against the table's current snapshot."""
+        """Decide and commit the batch against the table's current snapshot. ``confirm``: the
+        batch was typed with a guess; called once its typing job ran, it checks the guess and
+        gives the progress per source partition."""
         types, logical, exact = found_types
         key = table.key()
         if not key:
@@ -228,7 +354,7 @@ class Ingestor:
         columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
         typed, missing_key = self._typed(valid, columns, logical, key)
         batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
-        self._apply(batch, typed, missing_key)
+        self._apply(batch, typed, missing_key, confirm)
 
     # ---- steps -------------------------------------------------------------------------------
     def _load_table(self) -> CdcTable | None:
@@ -354,7 +480,13 @@ class Ingestor:
                     f"{count} event(s) were rejected and fail-on-reject is set; see {path}."
                 )
 
-    def _apply(self, batch: _Batch, typed: DataFrame, missing_key: DataFrame) -> None:
+    def _apply(
+        self,
+        batch: _Batch,
+        typed: DataFrame,
+        missing_key: DataFrame,
+        confirm: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -373,6 +505,8 @@ class Ingestor:
         watched = typed.observe(observation, *facts).where(~F.col("missing_key"))
         events_location = self._write_event_log(_split_key_changes(watched, key), batch)
         truncate_row = observed(observation, lambda: typed.agg(*facts).first())
+        if confirm is not None:  # before anything but the event log (rewritten if wrong)
+            batch = replace(batch, per_partition=confirm())
         if truncate_row.missing:  # counted again as written: see _record_rejects
             self._record_rejects(missing_key, batch_id, None, "-values")
         typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
@@ -935,6 +1069,37 @@ def _decoded_facts() -> tuple[tuple[Column | str, ...], tuple[Column, ...]]:
         F.min("position").alias("lo"),
     )
     return groups, figures
+
+
+@reused
+def _guessed_facts(family: str | None, partitions: tuple[str, ...]) -> tuple[Column, ...]:
+    """The facts of a batch typed with a guess, observed as it is typed: events, good ones (not
+    rejected, of ``family`` or of none), events of another family, the good events' schemas and
+    row signatures, their lowest position, and their highest per source partition (``p<i>`` for
+    ``partitions[i]``; ``elsewhere``: good events of other partitions)."""
+    from pyspark.sql import functions as F
+
+    found = F.substring_index("position", ":", 1)
+    other = found.isNotNull()
+    if family is not None:
+        other = other & (found != F.lit(family))
+    accepted = F.col("reject").isNull()
+    good = accepted & ~other
+    partition = F.col("source_partition")
+    elsewhere = good & ~partition.isin(*partitions) if partitions else good
+    return (
+        F.count(F.lit(1)).alias("n"),
+        F.sum(good.cast("int")).alias("good"),
+        F.sum((accepted & other).cast("int")).alias("others"),
+        F.sum(elsewhere.cast("int")).alias("elsewhere"),
+        F.min(F.when(good, F.col("position"))).alias("lo"),
+        F.collect_set(F.when(good, F.col("value_schema"))).alias("schemas"),
+        F.collect_set(F.when(good, F.col("row_types"))).alias("rows"),
+        *(
+            F.max(F.when(good & (partition == F.lit(p)), F.col("position"))).alias(f"p{i}")
+            for i, p in enumerate(partitions)
+        ),
+    )
 
 
 @reused

@@ -1,0 +1,143 @@
+"""A batch typed with the last batch's facts (the guess) against the same batch typed from its own
+facts: the same table, figures, event log, rejects and source progress, whether the guess held or
+the batch had to be typed again (a new column, a new source partition, another position family)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from sparkext.cdc import ingest as pipeline
+from tests.helpers.cdc_calls import binlog_event, ingest
+
+SEED = 20261128
+TIMINGS = ("min_event_time", "max_event_time")
+
+
+def _pg_event(key: int, lsn: int) -> dict:
+    """A PostgreSQL change: its position (an LSN) cannot be ordered against binlog positions."""
+    return {
+        "op": "c",
+        "before": None,
+        "after": {"id": key, "name": "from postgres"},
+        "source": {"lsn": lsn, "sequence": f'["{lsn - 1}", "{lsn}"]', "db": "shop", "table": "t"},
+        "ts_ms": lsn,
+    }
+
+
+def _workload() -> list[tuple[str, list[str], str]]:
+    """Batches as (file name, lines, what the guess should do): random changes of 30 keys in
+    files of Kafka partitions 0 and 1, with the nasty cases where the guess must not hold."""
+    rng = random.Random(SEED)
+    state: dict[int, str] = {}
+    pos = 100
+
+    touched: set[int] = set()  # keys of the batch being built
+
+    def changes(count: int, extra: bool = False) -> list[str]:
+        nonlocal pos
+        touched.clear()
+        lines = []
+        for _ in range(count):
+            pos += rng.choice((1, 1, 2))
+            key = rng.randrange(30)
+            touched.add(key)
+            op = "d" if key in state and rng.random() < 0.2 else "u" if key in state else "c"
+            after = None if op == "d" else {"id": key, "name": f"n{pos}"}
+            if after is not None and extra:
+                after["extra"] = rng.randrange(1000)
+            before = {"id": key, "name": state[key]} if key in state else None
+            if op == "d":
+                state.pop(key)
+            else:
+                state[key] = after["name"]
+            event = binlog_event(op, before, after, pos)
+            lines.append(json.dumps(event))
+        return lines
+
+    def late(at: int) -> str:  # an update below what the table holds: late, never applied
+        key = min(k for k in state if k not in touched)  # not changed again in its batch
+        return json.dumps(binlog_event("u", None, {"id": key, "name": "late"}, at))
+
+    return [
+        ("shop.t+0+0000000000.json", changes(25), "first: typed from its facts"),
+        ("shop.t+0+0000000100.json", [*changes(20), "{not json", late(50)], "held"),
+        ("shop.t+1+0000000000.json", changes(15), "a new source partition"),
+        ("shop.t+0+0000000200.json", changes(15), "held"),
+        ("shop.t+1+0000000100.json", changes(15, extra=True), "a new column"),
+        (
+            "shop.t+0+0000000300.json",
+            [*changes(10, extra=True), json.dumps(_pg_event(3, 9))],
+            "another family",
+        ),
+        ("shop.t+1+0000000200.json", [*changes(20, extra=True), late(60)], "held"),
+    ]
+
+
+def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
+    """Every batch of the workload, one CALL each; what each batch produced."""
+    outcomes: list[str] = []
+    original = pipeline.Ingestor._guessed
+
+    def watched(self, *args):
+        try:
+            original(self, *args)
+        except pipeline._Misguessed as wrong:
+            outcomes.append(f"typed again: {wrong}")
+            raise
+        outcomes.append("held")
+
+    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(pipeline.Ingestor, "_guessed", watched)
+    if not guessing:
+        monkeypatch.setattr(pipeline.Ingestor, "_guess", lambda self, table, mark: None)
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    landing.mkdir(parents=True)
+    results, seen = [], []
+    for name, lines, _ in _workload():
+        (landing / name).write_text("\n".join(lines) + "\n")
+        before = len(outcomes)
+        results.append(ingest(table, landing, checkpoint))
+        seen.append(outcomes[before] if len(outcomes) > before else "typed from its facts")
+    rows = sorted((tuple(r) for r in spark.table(table).collect()), key=repr)
+    summaries = [
+        {k: v for k, v in r.summary.items() if k.startswith("sparkext.cdc.source")}
+        for r in spark.sql(f"SELECT summary FROM {table}.snapshots ORDER BY committed_at").collect()
+    ]
+    log = spark.read.option("mergeSchema", "true").parquet(f"{checkpoint}/events")
+    logs = sorted((tuple(r) for r in log.collect()), key=repr)
+    rejects = sorted((r.reject, r.raw) for r in spark.read.json(f"{checkpoint}/rejected").collect())
+    return {
+        "results": results,
+        "rows": rows,
+        "summaries": summaries,
+        "logs": logs,
+        "rejects": rejects,
+        "guesses": seen,
+        "columns": spark.table(table).columns,
+    }
+
+
+def test_guessed_batches_equal_batches_typed_from_their_own_facts(
+    spark, tmp_path, table_name, monkeypatch
+):
+    guessed = _run(spark, tmp_path / "guessed", table_name, True, monkeypatch)
+    spark.sql(f"DROP TABLE {table_name} PURGE")
+    plain = _run(spark, tmp_path / "plain", table_name, False, monkeypatch)
+    assert guessed["guesses"] == [
+        "typed from its facts",
+        "held",
+        "typed again: events of a source partition the last batch did not have",
+        "held",
+        "typed again: its column types differ from the last batch's",  # a new column
+        "typed again: 1 event(s) of another position family",
+        "held",
+    ]
+    assert plain["guesses"] == ["typed from its facts"] * 7
+    for part in ("results", "rows", "summaries", "logs", "rejects", "columns"):
+        assert guessed[part] == plain[part], part
+    assert "extra" in guessed["columns"]
+    assert sum(r["rejected"] for r in guessed["results"]) == 2  # bad JSON, the PostgreSQL event
+    assert sum(r["late"] for r in guessed["results"]) == 2
+    progress = json.loads(guessed["summaries"][-1]["sparkext.cdc.source-progress"])
+    assert sorted(progress) == ["0", "1"]
