@@ -14,10 +14,10 @@ Iceberg commit) and finish (stream bookkeeping, the result row). The per-batch f
 per-change cost are fitted from the 10k and 200k batches at 16M rows. A single batch swings by 30%
 or more on a 2-core machine, so each size runs SPARKEXT_BENCH_SAMPLES (default 3) 10k batches and
 reports the median of each side (with every sample in the notes). Before the first measured batch
-both sides run SPARKEXT_BENCH_WARMUP (default 5) unmeasured 10k batches: a young JVM's first
-batches are slower (class loading, JIT compilation; ours took 8-9 s in its first batch, 3.5-5 s
-from the fifth on, on a 200k-row table), and a figure of a JVM warming up is no figure of either
-side.
+both sides run SPARKEXT_BENCH_WARMUP (default 15) unmeasured 10k batches: a young JVM's first
+batches are slower (class loading, JIT compilation; back to back on a 200k-row table, 2026-11-28:
+ours 6.8 s in its first batch, a median of 2.96 s in batches 6-10, 2.72 s in 11-20, 2.4 s from
+the 21st on), and a figure of a JVM warming up is no figure of either side.
 
 SPARKEXT_BENCH_SIZES (default "1000000,4000000,16000000"; add 64000000 for the large shape) and
 SPARKEXT_BENCH_SUSTAINED ("200000x10", "0" to skip) choose the shapes.
@@ -40,7 +40,7 @@ from benchmarks.harness import Result
 CHANGES = 10_000
 SEED = 11
 SAMPLES = 3  # 10k batches per table size; each side's median is reported
-WARM_UP = 5  # unmeasured 10k batches of each side first
+WARM_UP = 15  # unmeasured 10k batches of each side first (5 until 2026-11-28)
 SETTLE_S = 10.0  # for the background work a full garbage collection sets off (see _settle)
 
 
