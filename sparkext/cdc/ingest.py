@@ -3,7 +3,9 @@
 Per micro-batch (``Ingestor.process``), all data work on executors:
 
 1. decode JSON lines (``mapInArrow``); rejects go to ``<checkpoint>/rejected/``;
-2. type the rows (Connect schema, or JSON inference) and evolve the table schema if needed;
+2. type the rows (Connect schema, or JSON inference) and evolve the table schema if needed; steps
+   1 and 2 are one job, typed with the facts of the table's last batch in this process and
+   checked against the batch's own facts, observed in that job (typed again if they differ);
 3. keep the last change per key by source position (Liulishuo's row_number dedup);
 4. compare keys that may be out of order (position at or below the table's high-water mark) with
    their current version: the key cache first (keys of recent batches), then the table; late and
