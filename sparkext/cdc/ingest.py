@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,7 @@ from sparkext.cdc.files import (
 )
 from sparkext.cdc.model import Metrics, Settings, Truncate, batch_types, max_position
 from sparkext.cdc.partitioning import unsupported
+from sparkext.cdc.positions import NAMES, family
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.fs import Location
@@ -123,8 +125,9 @@ class _Misguessed(Exception):
 
 # (table, checkpoint id, decimal setting) -> the guess for its next batch; a hint only: every
 # batch typed with it checks it against its own observed facts before anything is committed
-_GUESSES: dict[tuple[str, str, str], _Guess] = {}
+_GUESSES: dict[tuple[str, str, str], _Guess] = {}  # oldest use first
 _GUESSES_MAX = 256
+_GUESSES_LOCK = threading.Lock()  # Ingestors of several tables may run on several threads
 
 
 class Ingestor:
@@ -138,6 +141,7 @@ class Ingestor:
         self.error: BaseException | None = None
         self._batch_low: str | None = None  # lowest source position of the current batch
         self._batch_events = 0  # valid events of the current batch
+        self._input_partitions = 1  # of a batch typed with a guess (see _event_log_files)
         self._cached: list[DataFrame] = []  # persisted by the current batch, released after it
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
 
@@ -176,17 +180,26 @@ class Ingestor:
         decoded = _with_arrival(lines.mapInArrow(decoder, DECODED_DDL), batch_id).persist()
         try:
             marked = self._mark_rejects(decoded)
-            guess = self._guess(table, held.max_position if held else None)
+            held_family = family(held.max_position) if held else None
+            guess = self._guess(table, held_family)
+            self._input_partitions = 1
             if table is not None and guess is not None:
                 saved = copy.deepcopy(self.metrics)
+                # the typing job decodes too: never in fewer tasks than the input has
+                self._input_partitions = int(decoded._jdf.rdd().getNumPartitions())
                 try:
                     self._replanning(
-                        table, batch_id, lambda: self._guessed(table, marked, guess, batch_id)
+                        table,
+                        batch_id,
+                        lambda: self._guessed(
+                            table, marked, guess, held_family is not None, batch_id
+                        ),
                     )
                     return
                 except _Misguessed as wrong:
                     self.metrics.__dict__.update(saved.__dict__)
                     self._release()
+                    self._input_partitions = 1
                     self.progress(f"batch {batch_id}: {wrong}; typing it again")
             # one pass for the small facts: schemas, rejects, position families, progress per
             # source partition
@@ -213,7 +226,7 @@ class Ingestor:
                     per_partition[f.source_partition] = max(
                         f.p, per_partition.get(f.source_partition, f.p)
                     )
-            found = batch_types(good, self.settings)
+            found = batch_types(sorted(good, key=_schema_order), self.settings)
             if table is None:
                 if not found[0]:
                     return
@@ -266,12 +279,12 @@ class Ingestor:
     def _guess_key(self) -> tuple[str, str, str]:
         return (self.settings.table, self.checkpoint_id, self.settings.variable_scale_decimal)
 
-    def _guess(self, table: CdcTable | None, high_water_mark: str | None) -> _Guess | None:
-        """The last batch's facts, the family the table holds in place of its family."""
-        from sparkext.cdc.positions import family
-
-        guess = _GUESSES.get(self._guess_key()) if table is not None else None
-        held = family(high_water_mark)
+    def _guess(self, table: CdcTable | None, held: str | None) -> _Guess | None:
+        """The last batch's facts, the family the table holds (``held``) in place of its own."""
+        if table is None:
+            return None
+        with _GUESSES_LOCK:
+            guess = _GUESSES.get(self._guess_key())
         if guess is None or held is None or held == guess.family:
             return guess
         return replace(guess, family=held)
@@ -284,30 +297,44 @@ class Ingestor:
         events: int,
     ) -> None:
         key = self._guess_key()
-        if not events or not found[0]:
-            _GUESSES.pop(key, None)
-            return
-        old = _GUESSES.get(key)
-        partitions = set(per_partition) | set(old.partitions if old else ())
-        if len(partitions) > GUESSED_PARTITIONS_MAX:
-            partitions = set(per_partition)
-        if len(_GUESSES) >= _GUESSES_MAX and key not in _GUESSES:
-            _GUESSES.pop(next(iter(_GUESSES)))
-        _GUESSES[key] = _Guess(chosen, found, tuple(sorted(partitions)), events)
+        with _GUESSES_LOCK:
+            old = _GUESSES.pop(key, None)
+            if not events or not found[0] or len(per_partition) > GUESSED_PARTITIONS_MAX:
+                return  # nothing to type with; too many partitions to observe one by one
+            partitions = set(per_partition) | set(old.partitions if old else ())
+            if len(partitions) > GUESSED_PARTITIONS_MAX:
+                partitions = set(per_partition)
+            while len(_GUESSES) >= _GUESSES_MAX:
+                _GUESSES.pop(next(iter(_GUESSES)))  # the least recently remembered
+            _GUESSES[key] = _Guess(chosen, found, tuple(sorted(partitions)), events)
 
-    def _guessed(self, table: CdcTable, marked: DataFrame, guess: _Guess, batch_id: int) -> None:
+    def _guessed(
+        self, table: CdcTable, marked: DataFrame, guess: _Guess, held: bool, batch_id: int
+    ) -> None:
         """The batch typed with ``guess``; its own facts observed as its event log is written and
-        checked before anything else is done: :class:`_Misguessed` when they differ."""
+        checked before anything else is done: :class:`_Misguessed` when they differ, or when
+        anything fails before they were checked (typing with wrong types may fail). ``held``: the
+        table holds the guess's family, so events of others are rejected as the facts' path does.
+
+        The facts are observed by the first job that reads the typed rows (the event log's
+        write, one result stage, so counted once per task): no action may read ``valid`` or the
+        typed rows before it, or the figures would be partial."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
+        from sparkext.cancellation import raise_if_cancelled
+
+        if held:
+            marked = _reject_other_families(marked, guess.family, set(NAMES))
         observation = Observation()
         figures = _guessed_facts(guess.family, guess.partitions)
         # events of another family pass this filter: the check below sees them, and types again
         valid = marked.observe(observation, *figures).where(F.col("reject").isNull())
         self._batch_events = guess.events
+        checked = False
 
         def confirm() -> dict[str, str]:
+            nonlocal checked
             seen = observed(observation, lambda: marked.agg(*figures).first())
             if seen.others:
                 raise _Misguessed(f"{seen.others} event(s) of another position family")
@@ -318,6 +345,7 @@ class Ingestor:
             found = batch_types(facts, self.settings)
             if found != guess.found_types:
                 raise _Misguessed("its column types differ from the last batch's")
+            checked = True
             self._take_facts(marked, batch_id, seen.n, seen.good or 0, seen.lo)
             per_partition = {
                 p: getattr(seen, f"p{i}")
@@ -327,7 +355,17 @@ class Ingestor:
             self._remember(guess.family, found, per_partition, seen.good or 0)
             return per_partition
 
-        self._plan_and_apply(table, valid, guess.found_types, batch_id, {}, confirm)
+        try:
+            self._plan_and_apply(table, valid, guess.found_types, batch_id, {}, confirm)
+        except _Misguessed:
+            raise
+        except Exception as error:
+            if checked:
+                raise
+            raise_if_cancelled()  # a cancel is not a wrong guess
+            raise _Misguessed(
+                f"typing it with the last batch's types failed ({type(error).__name__})"
+            ) from error
 
     def _plan_and_apply(
         self,
@@ -1019,9 +1057,12 @@ class Ingestor:
     def _event_log_files(self) -> int:
         """Files of a batch's event log, written by the typing tasks themselves (no shuffle):
         one per 25,000 events, at most one per core, so a big batch is typed in parallel and a
-        small one (or one of many small input partitions) does not leave small files."""
+        small one (or one of many small input partitions) does not leave small files. A batch
+        typed with a guess is decoded by these tasks too: as many as its input has (up to one
+        per core), its size being known only after them."""
         parallelism = self.spark.sparkContext.defaultParallelism
-        return max(1, min(parallelism, -(-self._batch_events // EVENT_LOG_EVENTS_PER_FILE)))
+        wanted = max(self._input_partitions, -(-self._batch_events // EVENT_LOG_EVENTS_PER_FILE))
+        return max(1, min(parallelism, wanted))
 
     def _key_cache_dir(self, batch_id: int | None = None) -> str:
         root = f"{self.settings.checkpoint}/{KEY_CACHE}"
@@ -1338,10 +1379,14 @@ def _unavailable_checks(
     return checks
 
 
+def _schema_order(fact: Any) -> tuple[str, str]:
+    """Facts in one order, whichever path found them: when a batch carries several schemas, the
+    first one of a column decides between incompatible types and the order of added columns."""
+    return (fact.value_schema or "", fact.row_types or "")
+
+
 def _family(high_water_mark: str | None, good: Sequence[Any]) -> str | None:
     """The position family of the table: the one it holds, else the batch's commonest."""
-    from sparkext.cdc.positions import family
-
     held = family(high_water_mark)
     if held is not None:
         return held

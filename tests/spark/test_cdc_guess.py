@@ -1,6 +1,6 @@
 """A batch typed with the last batch's facts (the guess) against the same batch typed from its own
 facts: the same table, figures, event log, rejects and source progress, whether the guess held or
-the batch had to be typed again (a new column, a new source partition, another position family)."""
+the batch had to be typed again (a new column, a new source partition, a typing that failed)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import random
 
 from sparkext.cdc import ingest as pipeline
-from tests.helpers.cdc_calls import binlog_event, ingest
+from tests.helpers.cdc_calls import binlog_event, events, ingest, land, table_rows
 
 SEED = 20261128
 TIMINGS = ("min_event_time", "max_event_time")
@@ -130,7 +130,7 @@ def test_guessed_batches_equal_batches_typed_from_their_own_facts(
         "typed again: events of a source partition the last batch did not have",
         "held",
         "typed again: its column types differ from the last batch's",  # a new column
-        "typed again: 1 event(s) of another position family",
+        "held",  # the PostgreSQL event rejected: the table holds binlog positions
         "held",
     ]
     assert plain["guesses"] == ["typed from its facts"] * 7
@@ -141,3 +141,33 @@ def test_guessed_batches_equal_batches_typed_from_their_own_facts(
     assert sum(r["late"] for r in guessed["results"]) == 2
     progress = json.loads(guessed["summaries"][-1]["sparkext.cdc.source-progress"])
     assert sorted(progress) == ["0", "1"]
+
+
+def test_a_guess_the_table_no_longer_fits_types_the_batch_again(
+    spark, tmp_path, table_name, monkeypatch
+):
+    """The last batch's types may not fit the table any more (here the column was dropped and
+    added again with another type): the batch is typed from its own facts, not refused."""
+    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    ingest(table_name, landing, checkpoint)
+    spark.sql(f"ALTER TABLE {table_name} DROP COLUMN name")
+    spark.sql(f"ALTER TABLE {table_name} ADD COLUMN name bigint")
+    land(landing, "2.json", events(("c", 3, 20, 7), ("c", 4, 21, 8)))  # no before-images
+    progress: list[str] = []
+    original = pipeline.Ingestor.__init__
+
+    def listening(self, spark, settings, report):
+        original(self, spark, settings, lambda line: (progress.append(line), report(line)))
+
+    monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
+    second = ingest(table_name, landing, checkpoint)
+    assert (second["inserted"], second["rejected"]) == (2, 0)
+    assert "typing it with the last batch's types failed (SchemaChangeError)" in " ".join(progress)
+    assert table_rows(spark, table_name, ("id", "name")) == {
+        1: {"id": 1, "name": None},
+        2: {"id": 2, "name": None},
+        3: {"id": 3, "name": 7},
+        4: {"id": 4, "name": 8},
+    }
