@@ -48,7 +48,7 @@ from sparkext.cdc.positions import NAMES, family
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.fs import Location
-from sparkext.iceberg.observe import observed_metrics
+from sparkext.iceberg.observe import input_partitions, observed_metrics
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
@@ -186,7 +186,7 @@ class Ingestor:
             if table is not None and guess is not None:
                 saved = copy.deepcopy(self.metrics)
                 # the typing job decodes too: never in fewer tasks than the input has
-                self._input_partitions = int(decoded._jdf.rdd().getNumPartitions())
+                self._input_partitions = input_partitions(decoded)
                 try:
                     self._replanning(
                         table,

@@ -1,4 +1,5 @@
-"""Spark's session state as py4j gives it, cheaply: observed metrics and the SQL mode in force.
+"""Spark's session state as py4j gives it, cheaply: observed metrics, the SQL mode in force, a
+plan's partition count.
 
 PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j calls per metric:
 90 for a ten-figure observation); the metrics row's JSON comes over in one.
@@ -10,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import Observation
+    from pyspark.sql import DataFrame, Observation
 
 
 def observed_metrics(observation: Observation) -> dict[str, Any]:
@@ -34,3 +35,9 @@ def ansi_mode() -> bool | None:
     if context is None or context._jvm is None:
         return None
     return bool(context._jvm.org.apache.spark.sql.internal.SQLConf.get().ansiEnabled())
+
+
+def input_partitions(frame: DataFrame) -> int:
+    """How many tasks the first stage of ``frame``'s plan has (planned, not run): three py4j
+    calls, where ``frame.rdd`` would convert the DataFrame for Python."""
+    return int(frame._jdf.rdd().getNumPartitions())
