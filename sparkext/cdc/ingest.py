@@ -328,7 +328,8 @@ class Ingestor:
             marked = _reject_other_families(marked, guess.family, set(NAMES))
         observation = Observation()
         figures = _guessed_facts(guess.family, guess.partitions)
-        # events of another family pass this filter: the check below sees them, and types again
+        # with no family held, events of another one pass this filter: the check below sees
+        # them, and the batch is typed again (the facts' path picks the batch's commonest)
         valid = marked.observe(observation, *figures).where(F.col("reject").isNull())
         self._batch_events = guess.events
         checked = False

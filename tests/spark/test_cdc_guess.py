@@ -25,11 +25,12 @@ def _pg_event(key: int, lsn: int) -> dict:
     }
 
 
-def _workload() -> list[tuple[str, list[str], str]]:
+def _workload() -> tuple[list[tuple[str, list[str], str]], dict[int, dict]]:
     """Batches as (file name, lines, what the guess should do): random changes of 30 keys in
-    files of Kafka partitions 0 and 1, with the nasty cases where the guess must not hold."""
+    files of Kafka partitions 0 and 1, with the nasty cases where the guess must not hold; and
+    the source table's rows after all of them (the oracle)."""
     rng = random.Random(SEED)
-    state: dict[int, str] = {}
+    state: dict[int, dict] = {}  # the source database: key -> its row
     pos = 100
 
     touched: set[int] = set()  # keys of the batch being built
@@ -46,11 +47,11 @@ def _workload() -> list[tuple[str, list[str], str]]:
             after = None if op == "d" else {"id": key, "name": f"n{pos}"}
             if after is not None and extra:
                 after["extra"] = rng.randrange(1000)
-            before = {"id": key, "name": state[key]} if key in state else None
+            before = {"id": key, "name": state[key]["name"]} if key in state else None
             if op == "d":
                 state.pop(key)
             else:
-                state[key] = after["name"]
+                state[key] = after
             event = binlog_event(op, before, after, pos)
             lines.append(json.dumps(event))
         return lines
@@ -59,7 +60,7 @@ def _workload() -> list[tuple[str, list[str], str]]:
         key = min(k for k in state if k not in touched)  # not changed again in its batch
         return json.dumps(binlog_event("u", None, {"id": key, "name": "late"}, at))
 
-    return [
+    batches = [
         ("shop.t+0+0000000000.json", changes(25), "first: typed from its facts"),
         ("shop.t+0+0000000100.json", [*changes(20), "{not json", late(50)], "held"),
         ("shop.t+1+0000000000.json", changes(15), "a new source partition"),
@@ -72,6 +73,8 @@ def _workload() -> list[tuple[str, list[str], str]]:
         ),
         ("shop.t+1+0000000200.json", [*changes(20, extra=True), late(60)], "held"),
     ]
+    source = {k: {"id": k, "name": r["name"], "extra": r.get("extra")} for k, r in state.items()}
+    return batches, source
 
 
 def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
@@ -94,7 +97,8 @@ def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     landing.mkdir(parents=True)
     results, seen = [], []
-    for name, lines, _ in _workload():
+    batches, source = _workload()
+    for name, lines, _ in batches:
         (landing / name).write_text("\n".join(lines) + "\n")
         before = len(outcomes)
         results.append(ingest(table, landing, checkpoint))
@@ -115,6 +119,7 @@ def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
         "rejects": rejects,
         "guesses": seen,
         "columns": spark.table(table).columns,
+        "source": source,
     }
 
 
@@ -137,6 +142,8 @@ def test_guessed_batches_equal_batches_typed_from_their_own_facts(
     for part in ("results", "rows", "summaries", "logs", "rejects", "columns"):
         assert guessed[part] == plain[part], part
     assert "extra" in guessed["columns"]
+    # both against the source database, not only against each other
+    assert table_rows(spark, table_name, ("id", "name", "extra")) == plain["source"]
     assert sum(r["rejected"] for r in guessed["results"]) == 2  # bad JSON, the PostgreSQL event
     assert sum(r["late"] for r in guessed["results"]) == 2
     progress = json.loads(guessed["summaries"][-1]["sparkext.cdc.source-progress"])
