@@ -19,6 +19,11 @@ from sparkext.cdc.partitioning import PartitionField, partitioner
 
 DATA, EQUALITY_DELETES = 0, 2
 KEY_LOG = -1  # a written-file row that is not a table file: a KeyLog's file
+EVENT_LOG = -2  # rows (and written-file rows) of an EventLog, not of the table
+# Spark reads dates and timestamps of a Parquet file without this key as possibly written in
+# the hybrid Julian calendar (and refuses ancient ones); pyarrow writes the proleptic Gregorian
+# calendar, as Spark 3 does
+SPARK_VERSION_KEY = b"org.apache.spark.version"
 KIND = "__kind"
 FILE_SCHEMA = pa.schema(
     [
@@ -55,6 +60,16 @@ class KeyLog:
     key: tuple[str, ...]
     position: str  # column of the rows; "position" in the file
     op: str
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """Where a writer puts the rows whose ``__kind`` is EVENT_LOG: plain Parquet (no field ids,
+    one file per task) under ``directory``, read back by Spark (``spark.read.parquet``), DuckDB
+    or pyarrow. Each file is written under a hidden name and moved into place whole."""
+
+    directory: str
+    spark_version: str  # written into the footer: see SPARK_VERSION_KEY
 
 
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
@@ -142,6 +157,7 @@ def file_writer(
     partition_fields: Sequence[PartitionField] = (),
     metrics_properties: Mapping[str, str] | None = None,
     key_log: KeyLog | None = None,
+    event_log: EventLog | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Return a ``mapInArrow`` function writing one data and one delete file per task and partition.
 
@@ -149,7 +165,8 @@ def file_writer(
     partition (from key columns only) is computed here, so a partitioned table needs no shuffle.
     Each file's Iceberg metrics are computed here too (``metrics_properties``: the table's
     ``write.metadata.metrics.*``). With ``key_log``, the task also writes the keys of its
-    delete rows (see :class:`KeyLog`; not reported as a table file). A task that fails deletes
+    delete rows (see :class:`KeyLog`; not reported as a table file); with ``event_log``, the
+    rows whose ``__kind`` is EVENT_LOG go to an :class:`EventLog` file. A task that fails deletes
     the files it wrote.
     """
     properties = dict(metrics_properties or {})
@@ -161,14 +178,15 @@ def file_writer(
         filesystem, base = fs.FileSystem.from_uri(directory)
         writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
         keys: list[pa.Table] = []
+        events: list[pa.RecordBatch] = []
         try:
-            yield from _write_files(batches, filesystem, base, writers, keys)
+            yield from _write_files(batches, filesystem, base, writers, keys, events)
             if key_log is not None and keys:
                 path = _write_key_log(key_log, pa.concat_tables(keys))
-                yield pa.RecordBatch.from_pydict(
-                    {**{n: [None] for n in FILE_SCHEMA.names}, "path": [path], "kind": [KEY_LOG]},
-                    schema=FILE_SCHEMA,
-                )
+                yield _side_file(path, KEY_LOG)
+            if event_log is not None and events:
+                table = pa.Table.from_batches(events).drop_columns([KIND])
+                yield _side_file(_write_event_log(event_log, table), EVENT_LOG, table.num_rows)
         except Exception:  # not GeneratorExit: a closed consumer already has the files
             for path, writer in writers.values():  # leave nothing of a failed task behind
                 try:
@@ -178,7 +196,7 @@ def file_writer(
                     pass
             raise
 
-    def _write_files(batches, filesystem, base, writers, keys) -> Iterator[pa.RecordBatch]:
+    def _write_files(batches, filesystem, base, writers, keys, events) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
@@ -188,6 +206,12 @@ def file_writer(
         schemas: dict[tuple[int, tuple[str, ...]], pa.Schema] = {}
         created = False
         for batch in batches:
+            if event_log is not None:
+                logged = batch.filter(pc.equal(batch.column(KIND), EVENT_LOG))
+                if logged.num_rows:
+                    events.append(logged)
+                    if logged.num_rows == batch.num_rows:
+                        continue
             schema = _with_field_ids(batch.schema, field_ids)
             for kind in (DATA, EQUALITY_DELETES):
                 rows = batch.filter(pc.equal(batch.column(KIND), kind))
@@ -235,8 +259,25 @@ def file_writer(
     return write
 
 
+def _side_file(path: str, kind: int, records: int | None = None) -> pa.RecordBatch:
+    """The written-file row of a file that is not the table's (a key log's, an event log's)."""
+    row = {**{n: [None] for n in FILE_SCHEMA.names}, "path": [path], "kind": [kind]}
+    return pa.RecordBatch.from_pydict({**row, "records": [records]}, schema=FILE_SCHEMA)
+
+
+def _write_event_log(event_log: EventLog, rows: pa.Table) -> str:
+    """One Parquet file of ``rows`` under ``event_log.directory``; returns its URI."""
+    metadata = {**(rows.schema.metadata or {}), SPARK_VERSION_KEY: event_log.spark_version.encode()}
+    return _write_whole(event_log.directory, rows.replace_schema_metadata(metadata))
+
+
 def _write_key_log(key_log: KeyLog, keys: pa.Table) -> str:
-    """One Parquet file of (key..., position) under ``key_log.directory``; returns its URI.
+    """One Parquet file of (key..., position) under ``key_log.directory``; returns its URI."""
+    return _write_whole(key_log.directory, keys.rename_columns([*key_log.key, "position"]))
+
+
+def _write_whole(directory: str, table: pa.Table) -> str:
+    """``table`` as one Parquet file under ``directory`` (created if need be); returns its URI.
 
     Written under a hidden name (Spark's listing skips ``_…``) and moved into place whole, so a
     killed task leaves no half-written file a reader would trip on; the driver keeps only the
@@ -245,11 +286,9 @@ def _write_key_log(key_log: KeyLog, keys: pa.Table) -> str:
 
     from sparkext.fs import Location
 
-    location = Location.of(key_log.directory)
+    location = Location.of(directory)
     filesystem, base = location.filesystem, location.path
     filesystem.create_dir(base, recursive=True)
-    names = [*key_log.key, "position"]
-    table = keys.rename_columns(names)
     name = f"part-{uuid.uuid4()}.parquet"
     hidden = f"{base.rstrip('/')}/_tmp-{name}"
     try:

@@ -33,9 +33,11 @@ from sparkext.cdc.decode import DECODED_DDL, decode_documents, decode_lines
 from sparkext.cdc.files import (
     DATA,
     EQUALITY_DELETES,
+    EVENT_LOG,
     FILE_SCHEMA_DDL,
     KEY_LOG,
     KIND,
+    EventLog,
     KeyLog,
     WrittenFile,
     file_writer,
@@ -117,6 +119,17 @@ class _Guess:
     found_types: FoundTypes
     partitions: tuple[str, ...]  # source partitions seen so far
     events: int  # good events: sizes the event log until the batch's own count is known
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What a batch's write job left: its table files, its figures, where and under which
+    name prefix its files are (to remove them if the batch is not committed)."""
+
+    files: list[WrittenFile]
+    stats: Any  # the figures of _applied_figures()
+    directory: str
+    prefix: str
 
 
 class _Misguessed(Exception):
@@ -528,6 +541,13 @@ class Ingestor:
         missing_key: DataFrame,
         confirm: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
+        """Decide the batch's changes, write its event log and files, commit.
+
+        The common batch (no truncate, no unavailable value, every change newer than the
+        table's high-water mark) is ONE job: the event log is written by the tasks that write
+        the data and delete files (:meth:`_write` with ``events``), the facts deciding whether
+        the batch is common observed on the way. Those that are not are decided again from the
+        facts and written by a second job (the event log kept unless values were filled in)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -543,19 +563,38 @@ class Ingestor:
         # the batch's small facts are observed while its event log is written: no job of their own
         observation = Observation()
         facts = _typed_facts(tuple(batch.columns.items()), key, placeholder)
-        watched = typed.observe(observation, *facts).where(~F.col("missing_key"))
-        events_location = self._write_event_log(_split_key_changes(watched, key), batch)
-        truncate_row = observed(observation, lambda: typed.agg(*facts).first())
-        if confirm is not None:  # before anything but the event log (rewritten if wrong)
-            batch = replace(batch, per_partition=confirm())
+        events = _split_key_changes(
+            typed.observe(observation, *facts).where(~F.col("missing_key")), key
+        )
+        changes = _split_key_changes(typed.where(~F.col("missing_key")), key)
+        known = max_position(progress.max_position, progress.truncate_position)
+        common = self._common(known, confirm is not None)
+        written: _Written | None = None
+        if common:  # decided before the facts are known: checked below, written again if wrong
+            grouped = changes.where(F.col("op") != "t").groupBy(*cols(key)).agg(*_per_key())
+            written = self._write(batch, _all_applied(grouped), None, events)
+            events_location = self._event_log_dir(batch_id)
+        else:
+            events_location = self._write_event_log(events, batch)
+        try:
+            truncate_row = observed(observation, lambda: typed.agg(*facts).first())
+            if confirm is not None:  # before anything but the writes (rewritten if wrong)
+                batch = replace(batch, per_partition=confirm())
+        except BaseException:
+            if written is not None:
+                self._discard(batch, written)
+            raise
+        if written is not None and not self._was_common(truncate_row, known):
+            self.progress(f"batch {batch_id}: not all newer than the table; deciding again")
+            self._discard(batch, written)
+            written = None
         if truncate_row.missing:  # counted again as written: see _record_rejects
             self._record_rejects(missing_key, batch_id, None, "-values")
-        typed = _split_key_changes(typed.where(~F.col("missing_key")), key)
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
             toastable = _unavailable_checks(batch.columns, key, placeholder)
-            typed = self._persist(self._fill_unavailable(typed, batch, toastable))
-            self._write_event_log(typed, batch)  # again, with the values kept (rare: TOAST)
+            changes = self._persist(self._fill_unavailable(changes, batch, toastable))
+            self._write_event_log(changes, batch)  # again, with the values kept (rare: TOAST)
         truncate = Truncate.plan(
             truncate_row.p,
             truncate_row.t,
@@ -564,15 +603,35 @@ class Ingestor:
         )
         if truncate_row.p is not None and truncate is None:
             self.metrics.duplicates += 1  # a truncate already applied, delivered again
-        changes = typed.where(F.col("op") != "t")
         if truncate is not None:
             self.metrics.truncates += 1
-            changes = changes.where(F.col("position") > F.lit(truncate.position))
-        grouped = changes.groupBy(*cols(key)).agg(*_per_key())
-        known = max_position(progress.max_position, progress.truncate_position)
-        decided = self._decide(grouped, batch, known, progress)  # cached only if read twice
         bounds = (truncate_row.low, truncate_row.high, events_location)
-        self._commit(batch, typed, decided, truncate, progress, bounds)
+        if written is not None:
+            decided = _all_applied(grouped)  # read again only if a concurrent change is checked
+        else:
+            applying = changes.where(F.col("op") != "t")
+            if truncate is not None:
+                applying = applying.where(F.col("position") > F.lit(truncate.position))
+            grouped = applying.groupBy(*cols(key)).agg(*_per_key())
+            decided = self._decide(grouped, batch, known, progress)  # cached only if read twice
+            written = self._write(batch, decided, truncate)
+        self._commit(batch, changes, decided, truncate, progress, bounds, written)
+
+    def _common(self, known: str | None, guessed: bool) -> bool:
+        """Whether the batch is written as a common one, in one job, before its facts are known:
+        always when it was typed with a guess (its lowest position is not known yet), else when
+        every change is newer than the table's high-water mark ``known``."""
+        if known is None or guessed:
+            return True
+        low = self._batch_low
+        return low is not None and low > known
+
+    def _was_common(self, truncate_row: Any, known: str | None) -> bool:
+        """The batch's facts say it is common: it is decided as :meth:`_decide` would have."""
+        if truncate_row.p is not None or truncate_row.unavailable:
+            return False
+        low = self._batch_low
+        return known is None or (low is not None and low > known)
 
     def _decide(
         self, grouped: DataFrame, batch: _Batch, known: str | None, progress: Progress
@@ -733,40 +792,48 @@ class Ingestor:
             .agg(F.max("position").alias("v"))
         )
 
-    def _commit(
+    def _write(
         self,
         batch: _Batch,
-        typed: DataFrame,
         decided: DataFrame,
         truncate: Truncate | None,
-        progress: Any,
-        bounds: tuple[int | None, int | None, str],
-    ) -> None:
+        events: DataFrame | None = None,
+    ) -> _Written:
+        """ONE job: the per-key decisions, the data and delete files and the key cache (written
+        by the same tasks), with the batch's figures observed on the way; with ``events``, the
+        batch's event log too (written by tasks of their own in the same job)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        table, commit, columns, key = batch.table, batch.commit, batch.columns, batch.key
-        field_ids, batch_id, per_partition = batch.field_ids, batch.batch_id, batch.per_partition
-
+        table, columns, key = batch.table, batch.columns, batch.key
+        batch_id = batch.batch_id
         observation = Observation()
         figures = _applied_figures()
-        # ONE job from here: the per-key decisions, the data and delete files and the key cache
-        # (written by the same tasks), with the batch's figures observed on the way
         applied = decided.observe(observation, *figures).where(F.col("status") == "apply")
         self.progress(f"batch {batch_id}: writing files")
-        wiped = self._wiped(commit.start_snapshot_id, columns, truncate)
+        wiped = self._wiped(batch.commit.start_snapshot_id, columns, truncate)
         rows = self._rows(applied, columns, key, wiped)
+        event_log = None
+        if events is not None:
+            event_dir = self._event_log_dir(batch_id)
+            remove_tree(event_dir)  # a batch written again, or replayed, logs its events anew
+            event_log = EventLog(Location.of(event_dir).uri, self.spark.version)
+            logged = events.select(
+                F.lit(EVENT_LOG).alias(KIND), *_event_log_columns(tuple(columns), key)
+            )
+            rows = rows.unionByName(logged.coalesce(self._event_log_files()))
         directory = table.data_directory()
         prefix = f"cdc-{self.checkpoint_id[:8]}-{batch_id:06d}-{uuid.uuid4().hex[:8]}"
         key_cache = self._key_cache_dir(batch_id)
         remove_tree(key_cache)  # a batch decided again, or replayed, starts its entries anew
         writer = file_writer(
             directory,
-            field_ids,
+            batch.field_ids,
             prefix,
             table.partition_fields(),
             table.metrics_properties(),
             KeyLog(Location.of(key_cache).uri, tuple(key), POSITION, OP),  # absolute
+            event_log,
         )
         written = map_in_arrow(rows, writer, FILE_SCHEMA_DDL)
         try:
@@ -784,11 +851,36 @@ class Ingestor:
                 r.metrics,
             )
             for r in described
-            if r.kind != KEY_LOG
+            if r.kind in (DATA, EQUALITY_DELETES)
         ]
-        # only the key-cache files of this job's successful tasks: not a killed attempt's
+        # only the side files of this job's successful tasks: not a killed attempt's
         keep_only(key_cache, [r.path for r in described if r.kind == KEY_LOG])
+        if event_log is not None:
+            keep_only(event_log.directory, [r.path for r in described if r.kind == EVENT_LOG])
         stats = observed(observation, lambda: decided.agg(*figures).first())
+        return _Written(files, stats, directory, prefix)
+
+    def _discard(self, batch: _Batch, written: _Written) -> None:
+        """The files of a write whose batch is decided again: not committed, never will be."""
+        batch.commit.discard(written.files)
+        remove_written(written.directory, written.prefix)
+        remove_tree(self._key_cache_dir(batch.batch_id))
+
+    def _commit(
+        self,
+        batch: _Batch,
+        typed: DataFrame,
+        decided: DataFrame,
+        truncate: Truncate | None,
+        progress: Any,
+        bounds: tuple[int | None, int | None, str],
+        written: _Written,
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        commit, key = batch.commit, batch.key
+        batch_id, per_partition = batch.batch_id, batch.per_partition
+        files, stats = written.files, written.stats
         m = self.metrics
         m.inserted += stats.inserted or 0
         m.updated += stats.updated or 0
@@ -1041,15 +1133,19 @@ class Ingestor:
             max(1, self.spark.sparkContext.defaultParallelism // 2)
         ).sortWithinPartitions(*cols(key))
 
+    def _event_log_dir(self, batch_id: int) -> str:
+        return f"{self._events_root()}/batch={batch_id}"
+
     def _write_event_log(self, typed: DataFrame, batch: _Batch) -> str:
-        """Every valid event of the batch, late and duplicate ones included, as Parquet.
+        """Every valid event of the batch, late and duplicate ones included, as Parquet (by a
+        job of its own; a common batch's is written by its file writers, see :meth:`_write`).
 
         One row per event: key and user columns (the after-image; only the key for deletes,
         nothing for truncates), op, event time and source position. The snapshot summary points
         here (``sparkext.cdc.events-location``); snapshot_as_of_event_time replays these files.
         """
 
-        path = f"{self._events_root()}/batch={batch.batch_id}"
+        path = self._event_log_dir(batch.batch_id)
         typed.select(*_event_log_columns(tuple(batch.columns), batch.key)).coalesce(
             self._event_log_files()
         ).write.mode("overwrite").parquet(path)

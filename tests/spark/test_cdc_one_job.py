@@ -1,0 +1,229 @@
+"""The common micro-batch in ONE job (issue 22): the event log written by the tasks that write the
+data and delete files, the batch decided before its facts are known, and decided and written
+again when they say it was not common (a late event, a truncate, a TOASTed value, a wrong
+guess). Compared with the same batches written the old way (event log by a job of its own, the
+batch decided from its facts first) and with the source database's rows; every file a discarded
+write left is gone; the event log reads back the same in Spark, pyarrow and DuckDB, ancient
+dates included (Spark refuses those in Parquet it cannot date to a Spark 3 writer)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from sparkext.cdc import ingest as pipeline
+from tests.helpers.cdc_calls import ingest, land
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+FIELDS = [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "name", "type": "string", "optional": True},
+    {
+        "field": "money",
+        "type": "bytes",
+        "optional": True,
+        "name": DECIMAL,
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+    },
+    {"field": "d", "type": "int32", "optional": True, "name": "io.debezium.time.Date"},
+    {"field": "dt6", "type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp"},
+]
+EPOCH = datetime(1970, 1, 1)
+ANCIENT = date(1000, 3, 1)  # before 1582-10-15: read as written only from a Spark 3 file
+
+
+def _cents(value: int) -> str:
+    size = max(1, (value.bit_length() + 8) // 8)
+    return base64.b64encode(value.to_bytes(size, "big", signed=True)).decode()
+
+
+def _row(key: int, name: str, when: date) -> dict:
+    moment = datetime(when.year, when.month, when.day, 12, 30, 15, 250_000)
+    return {
+        "id": key,
+        "name": name,
+        "money": _cents(key * 100 + len(name)),
+        "d": (when - EPOCH.date()).days,
+        "dt6": (moment - EPOCH) // timedelta(microseconds=1),
+    }
+
+
+def _event(op: str, pos: int, before: dict | None, after: dict | None) -> dict:
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "fields": FIELDS, "optional": True, "field": "before"},
+            {"type": "struct", "fields": FIELDS, "optional": True, "field": "after"},
+        ],
+    }
+    source = {
+        "connector": "mysql",
+        "file": "mysql-bin.000001",
+        "pos": pos,
+        "row": 0,
+        "ts_ms": 1_700_000_000_000 + pos,
+        "db": "shop",
+        "table": "t",
+    }
+    payload = {"op": op, "before": before, "after": after, "ts_ms": pos, "source": source}
+    return {"schema": schema, "payload": payload}
+
+
+def _workload() -> tuple[list[tuple[str, list[dict]]], dict[int, dict]]:
+    """Files of one binlog, one batch each, with the cases that are not common; and the source
+    table's rows after all of them (the oracle), as the database holds them."""
+    state: dict[int, dict] = {}
+    pos = 100
+
+    def change(op: str, key: int, name: str = "", when: date = date(2026, 11, 28), new_key=None):
+        nonlocal pos
+        pos += 1
+        before = state.get(key)
+        after = None if op == "d" else _row(new_key or key, name, when)
+        state.pop(key, None)
+        if after is not None:
+            state[after["id"]] = after
+        return _event(op, pos, before, after)
+
+    def truncate() -> dict:
+        nonlocal pos
+        pos += 1
+        state.clear()
+        event = _event("t", pos, None, None)
+        event["payload"]["before"] = event["payload"]["after"] = None
+        return event
+
+    first = [change("c", k, f"n{k}") for k in range(1, 9)]
+    common = [change("u", 1, "one"), change("d", 2), change("c", 9, "old", ANCIENT)]
+    moved = [change("u", 3, "moved", new_key=30), change("u", 4, "four", date(1900, 1, 1))]
+    late = _event("u", 50, None, _row(5, "late", ANCIENT))  # below the table's high-water mark
+    with_late = [change("u", 6, "six"), late, change("c", 10, "ten")]
+    wiped = [change("u", 7, "gone"), truncate(), change("c", 11, "after", ANCIENT)]
+    after = [change("u", 11, "again"), change("c", 12, "twelve")]
+    batches = [
+        ("0001.json", first),
+        ("0002.json", common),
+        ("0003.json", moved),
+        ("0004.json", with_late),
+        ("0005.json", wiped),
+        ("0006.json", after),
+    ]
+    return batches, state
+
+
+def _expected(state: dict[int, dict]) -> dict[int, tuple]:
+    def day(days: int) -> date:
+        return EPOCH.date() + timedelta(days=days)
+
+    return {
+        k: (r["name"], day(r["d"]), EPOCH + timedelta(microseconds=r["dt6"]))
+        for k, r in state.items()
+    }
+
+
+def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch) -> dict:
+    progress: list[str] = []
+    original = pipeline.Ingestor.__init__
+
+    def listening(self, spark, settings, report):
+        original(self, spark, settings, lambda line: (progress.append(line), report(line)))
+
+    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
+    if not one_job:
+        monkeypatch.setattr(pipeline.Ingestor, "_common", lambda self, known, guessed: False)
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    results, again = [], []
+    batches, state = _workload()
+    for name, items in batches:
+        land(landing, name, items)
+        before = len(progress)
+        results.append(ingest(table, landing, checkpoint))
+        again.append(any("deciding again" in line for line in progress[before:]))
+    rows = {
+        r.id: (r.name, r.d, r.dt6)
+        for r in spark.table(table).select("id", "name", "d", "dt6").collect()
+    }
+    log = spark.read.option("mergeSchema", "true").parquet(str(checkpoint / "events"))
+    summaries = [
+        {
+            k: v
+            for k, v in r.summary.items()
+            if k.startswith("sparkext.cdc.") and not k.endswith(("location", "checkpoint-id"))
+        }
+        for r in spark.sql(f"SELECT summary FROM {table}.snapshots ORDER BY committed_at").collect()
+    ]
+    return {
+        "results": [{k: v for k, v in r.items() if k != "snapshot_ids"} for r in results],
+        "rows": rows,
+        "state": state,
+        "schema": log.schema.simpleString(),
+        "log": sorted((tuple(r) for r in log.collect()), key=repr),
+        "summaries": summaries,
+        "again": again,
+        "checkpoint": checkpoint,
+        "money": sorted(r.money for r in spark.table(table).collect()),
+    }
+
+
+def _table_files(spark, table: str) -> set[str]:
+    files = spark.sql(f"SELECT file_path FROM {table}.all_files").collect()
+    return {Path(r.file_path.removeprefix("file:")).name for r in files}
+
+
+def _data_directory(spark, table: str) -> Path:
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'")
+    return Path(location.first().data_type.removeprefix("file:")) / "data"
+
+
+def test_one_job_batches_equal_two_job_batches_and_the_source(
+    spark, tmp_path, table_name, monkeypatch
+):
+    one = _run(spark, tmp_path / "one", table_name, True, monkeypatch)
+    one_files = _table_files(spark, table_name)
+    on_disk = {p.name for p in _data_directory(spark, table_name).rglob("*.parquet")}
+    spark.sql(f"DROP TABLE {table_name} PURGE")
+    monkeypatch.undo()
+    two = _run(spark, tmp_path / "two", table_name, False, monkeypatch)
+    # the batches that were not common were decided and written again; the others were not
+    assert one["again"] == [False, False, False, True, True, False]
+    assert two["again"] == [False] * 6
+    for part in ("results", "rows", "schema", "log", "summaries", "money"):
+        assert one[part] == two[part], part
+    assert one["rows"] == _expected(one["state"])
+    assert one["results"][3]["late"] == 1
+    assert sorted(one["rows"]) == [11, 12]  # the truncate wiped every row before it
+    # a discarded write leaves no file: what is on disk is what the table references
+    assert on_disk == one_files
+    events = one["checkpoint"] / "events"
+    assert not [p for p in events.rglob("*") if p.name.startswith(("_tmp", "."))]
+
+
+def test_the_event_log_of_one_job_reads_the_same_in_spark_pyarrow_and_duckdb(
+    spark, tmp_path, table_name, monkeypatch
+):
+    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    old = _row(1, "ancient", ANCIENT)
+    land(landing, "1.json", [_event("c", 10, None, _row(2, "modern", date(2026, 1, 2)))])
+    ingest(table_name, landing, checkpoint)
+    land(landing, "2.json", [_event("c", 11, None, old)])
+    ingest(table_name, landing, checkpoint)  # typed with the guess: one job
+    files = list((checkpoint / "events" / "batch=1").glob("*.parquet"))
+    assert files and all(pq.read_metadata(f).metadata[b"org.apache.spark.version"] for f in files)
+    log = spark.read.parquet(str(checkpoint / "events" / "batch=1"))
+    (row,) = log.collect()
+    assert (row.id, row.name, row.d, str(row.money)) == (1, "ancient", ANCIENT, "1.07")
+    assert row.dt6 == datetime(1000, 3, 1, 12, 30, 15, 250_000)
+    table = pq.read_table(files[0])
+    assert table.column("d").to_pylist() == [ANCIENT]
+    found = duckdb.connect().execute(f"SELECT id, name, d FROM read_parquet('{files[0]}')")
+    assert found.fetchall() == [(1, "ancient", ANCIENT)]
+    assert log.schema == spark.read.parquet(str(checkpoint / "events" / "batch=0")).schema
+    when = datetime(1000, 3, 1, 12, 30, 15, 250_000, tzinfo=timezone.utc).replace(tzinfo=None)
+    assert spark.table(table_name).where("id = 1").first().dt6 == when
