@@ -119,6 +119,7 @@ class _Guess:
     found_types: FoundTypes
     partitions: tuple[str, ...]  # source partitions seen so far
     events: int  # good events: sizes the event log until the batch's own count is known
+    common: bool = True  # its changes were all newer than the table's (see Ingestor._common)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class Ingestor:
         self._batch_low: str | None = None  # lowest source position of the current batch
         self._batch_events = 0  # valid events of the current batch
         self._input_partitions = 1  # of a batch typed with a guess (see _event_log_files)
+        self._batch_known: str | None = None  # the table's high-water mark the batch is decided on
         self._cached: list[DataFrame] = []  # persisted by the current batch, released after it
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
 
@@ -319,7 +321,8 @@ class Ingestor:
                 partitions = set(per_partition)
             while len(_GUESSES) >= _GUESSES_MAX:
                 _GUESSES.pop(next(iter(_GUESSES)))  # the least recently remembered
-            _GUESSES[key] = _Guess(chosen, found, tuple(sorted(partitions)), events)
+            common = self._all_newer(self._batch_known)
+            _GUESSES[key] = _Guess(chosen, found, tuple(sorted(partitions)), events, common)
 
     def _guessed(
         self, table: CdcTable, marked: DataFrame, guess: _Guess, held: bool, batch_id: int
@@ -370,7 +373,9 @@ class Ingestor:
             return per_partition
 
         try:
-            self._plan_and_apply(table, valid, guess.found_types, batch_id, {}, confirm)
+            self._plan_and_apply(
+                table, valid, guess.found_types, batch_id, {}, confirm, guess.common
+            )
         except _Misguessed:
             raise
         except Exception as error:
@@ -389,10 +394,11 @@ class Ingestor:
         batch_id: int,
         per_partition: Mapping[str, str],
         confirm: Callable[[], Mapping[str, str]] | None = None,
+        last_common: bool = True,
     ) -> None:
         """Decide and commit the batch against the table's current snapshot. ``confirm``: the
         batch was typed with a guess; called once its typing job ran, it checks the guess and
-        gives the progress per source partition."""
+        gives the progress per source partition (``last_common``: see :meth:`_common`)."""
         types, logical, exact = found_types
         key = table.key()
         if not key:
@@ -408,7 +414,7 @@ class Ingestor:
         columns = {**table_types, **dict(plan.additions), **dict(plan.widenings)}
         typed, missing_key = self._typed(valid, columns, logical, key)
         batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
-        self._apply(batch, typed, missing_key, confirm)
+        self._apply(batch, typed, missing_key, confirm, last_common)
 
     # ---- steps -------------------------------------------------------------------------------
     def _load_table(self) -> CdcTable | None:
@@ -540,6 +546,7 @@ class Ingestor:
         typed: DataFrame,
         missing_key: DataFrame,
         confirm: Callable[[], Mapping[str, str]] | None = None,
+        last_common: bool = True,
     ) -> None:
         """Decide the batch's changes, write its event log and files, commit.
 
@@ -568,7 +575,8 @@ class Ingestor:
         )
         changes = _split_key_changes(typed.where(~F.col("missing_key")), key)
         known = max_position(progress.max_position, progress.truncate_position)
-        common = self._common(known, confirm is not None)
+        self._batch_known = known
+        common = self._common(known, confirm is not None, last_common)
         written: _Written | None = None
         if common:  # decided before the facts are known: checked below, written again if wrong
             grouped = changes.where(F.col("op") != "t").groupBy(*cols(key)).agg(*_per_key())
@@ -617,21 +625,25 @@ class Ingestor:
             written = self._write(batch, decided, truncate)
         self._commit(batch, changes, decided, truncate, progress, bounds, written)
 
-    def _common(self, known: str | None, guessed: bool) -> bool:
+    def _common(self, known: str | None, guessed: bool, last_common: bool) -> bool:
         """Whether the batch is written as a common one, in one job, before its facts are known:
-        always when it was typed with a guess (its lowest position is not known yet), else when
-        every change is newer than the table's high-water mark ``known``."""
-        if known is None or guessed:
+        when every change is newer than the table's high-water mark ``known``; a batch typed
+        with a guess does not know its lowest position yet: when the last batch's were
+        (``last_common``: a source whose partitions interleave positions is not written twice
+        per batch)."""
+        if known is None:
             return True
+        return last_common if guessed else self._all_newer(known)
+
+    def _all_newer(self, known: str | None) -> bool:
         low = self._batch_low
-        return low is not None and low > known
+        return known is None or (low is not None and low > known)
 
     def _was_common(self, truncate_row: Any, known: str | None) -> bool:
         """The batch's facts say it is common: it is decided as :meth:`_decide` would have."""
         if truncate_row.p is not None or truncate_row.unavailable:
             return False
-        low = self._batch_low
-        return known is None or (low is not None and low > known)
+        return self._all_newer(known)
 
     def _decide(
         self, grouped: DataFrame, batch: _Batch, known: str | None, progress: Progress
