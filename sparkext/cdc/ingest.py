@@ -3,9 +3,9 @@
 Per micro-batch (``Ingestor.process``), all data work on executors:
 
 1. decode JSON lines (``mapInArrow``); rejects go to ``<checkpoint>/rejected/``;
-2. type the rows (Connect schema, or JSON inference) and evolve the table schema if needed; steps
-   1 and 2 are one job, typed with the facts of the table's last batch in this process and
-   checked against the batch's own facts, observed in that job (typed again if they differ);
+2. type the rows (Connect schema, or JSON inference) and evolve the table schema if needed, typed
+   with the facts of the table's last batch in this process and checked against the batch's own
+   facts, observed on the way (typed again if they differ);
 3. keep the last change per key by source position (Liulishuo's row_number dedup);
 4. compare keys that may be out of order (position at or below the table's high-water mark) with
    their current version: the key cache first (keys of recent batches), then the table; late and
@@ -13,6 +13,10 @@ Per micro-batch (``Ingestor.process``), all data work on executors:
 5. write data files (after-images) and equality-delete files (key + full before-image, Bilibili)
    on executors, and commit them on the driver as ONE transaction with the source progress in the
    snapshot summary. A batch whose id the table already records is skipped (replay safety).
+
+The common batch (no truncate, no TOASTed value, every change newer than the table) is ONE job:
+steps 1-5 and the event log (every valid event, written by tasks of the same job), decided
+before its facts are known and decided and written again when they say it was not common.
 """
 
 from __future__ import annotations
