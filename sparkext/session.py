@@ -35,6 +35,10 @@ PARQUET_REBASE = {
     for kind in ("datetime", "int96")
     for way in ("Read", "Write")
 }
+# Timestamps in Parquet Spark writes (ingest_cdc's event logs, late events) as INT64 microseconds,
+# as pyarrow and Iceberg write them, not Spark's legacy INT96: a reader (DuckDB, pyarrow) sees the
+# same type in every batch's event log, whichever writer wrote it
+PARQUET_TIMESTAMPS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 _SHORTCUTS = {
     "master": "spark.master",
     "app_name": "spark.app.name",
@@ -232,12 +236,12 @@ def active_session() -> SparkSession | None:
 
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
     """conf/spark-defaults.conf, then ``overrides`` (Spark keys or master/app_name/warehouse),
-    over sparkext's own defaults (``PARQUET_REBASE``).
+    over sparkext's own defaults (``PARQUET_REBASE``, ``PARQUET_TIMESTAMPS``).
 
     In local mode the executors' Python is this interpreter unless set (see ``worker_python``).
     """
     conf_dir = resource_dir("conf")
-    conf = {**PARQUET_REBASE, **load_defaults(conf_dir)}
+    conf = {**PARQUET_REBASE, **PARQUET_TIMESTAMPS, **load_defaults(conf_dir)}
     for key, value in overrides.items():
         spark_key = _SHORTCUTS.get(key, key)
         if "." not in spark_key:

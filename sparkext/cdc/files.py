@@ -66,10 +66,13 @@ class KeyLog:
 class EventLog:
     """Where a writer puts the rows whose ``__kind`` is EVENT_LOG: plain Parquet (no field ids,
     one file per task) under ``directory``, read back by Spark (``spark.read.parquet``), DuckDB
-    or pyarrow. Each file is written under a hidden name and moved into place whole."""
+    or pyarrow. Each file is written under a hidden name and moved into place whole, named by
+    the write's ``token`` and the task's partition: another attempt of the task (a retry, a
+    speculative or a lost executor's) replaces it with the same rows, never adds a copy."""
 
     directory: str
     spark_version: str  # written into the footer: see SPARK_VERSION_KEY
+    token: str = ""  # unique to one write of the directory
 
 
 def _with_field_ids(schema: pa.Schema, field_ids: Mapping[str, int]) -> pa.Schema:
@@ -178,16 +181,17 @@ def file_writer(
         filesystem, base = fs.FileSystem.from_uri(directory)
         writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
         keys: list[pa.Table] = []
-        events: list[pa.RecordBatch] = []
+        events = _EventLogFile(event_log) if event_log is not None else None
         try:
             yield from _write_files(batches, filesystem, base, writers, keys, events)
             if key_log is not None and keys:
                 path = _write_key_log(key_log, pa.concat_tables(keys))
                 yield _side_file(path, KEY_LOG)
-            if event_log is not None and events:
-                table = pa.Table.from_batches(events).drop_columns([KIND])
-                yield _side_file(_write_event_log(event_log, table), EVENT_LOG, table.num_rows)
+            if events is not None and events.rows:
+                yield _side_file(events.finish(), EVENT_LOG, events.rows)
         except Exception:  # not GeneratorExit: a closed consumer already has the files
+            if events is not None:
+                events.abort()
             for path, writer in writers.values():  # leave nothing of a failed task behind
                 try:
                     writer.close()
@@ -206,10 +210,10 @@ def file_writer(
         schemas: dict[tuple[int, tuple[str, ...]], pa.Schema] = {}
         created = False
         for batch in batches:
-            if event_log is not None:
+            if events is not None:
                 logged = batch.filter(pc.equal(batch.column(KIND), EVENT_LOG))
                 if logged.num_rows:
-                    events.append(logged)
+                    events.write(logged)
                     if logged.num_rows == batch.num_rows:
                         continue
             schema = _with_field_ids(batch.schema, field_ids)
@@ -265,10 +269,58 @@ def _side_file(path: str, kind: int, records: int | None = None) -> pa.RecordBat
     return pa.RecordBatch.from_pydict({**row, "records": [records]}, schema=FILE_SCHEMA)
 
 
-def _write_event_log(event_log: EventLog, rows: pa.Table) -> str:
-    """One Parquet file of ``rows`` under ``event_log.directory``; returns its URI."""
-    metadata = {**(rows.schema.metadata or {}), SPARK_VERSION_KEY: event_log.spark_version.encode()}
-    return _write_whole(event_log.directory, rows.replace_schema_metadata(metadata))
+class _EventLogFile:
+    """A task's event-log file, streamed batch by batch (a big batch is never held in memory)
+    under a hidden name and moved into place whole by :meth:`finish`."""
+
+    def __init__(self, event_log: EventLog):
+        from sparkext.fs import Location
+
+        self.location = Location.of(event_log.directory)
+        self.version = event_log.spark_version.encode()
+        self.name = f"part-{_partition_id()}-{event_log.token}.parquet"
+        # the hidden name is the attempt's own: two attempts never write one file
+        self.hidden = f"{self.location.path.rstrip('/')}/_tmp-{uuid.uuid4()}-{self.name}"
+        self.writer = None
+        self.rows = 0
+
+    def write(self, rows: pa.RecordBatch) -> None:
+        import pyarrow.parquet as pq
+
+        rows = rows.drop_columns([KIND])
+        if self.writer is None:
+            metadata = {**(rows.schema.metadata or {}), SPARK_VERSION_KEY: self.version}
+            self.location.filesystem.create_dir(self.location.path, recursive=True)
+            self.writer = pq.ParquetWriter(
+                self.location.filesystem.open_output_stream(self.hidden),
+                rows.schema.with_metadata(metadata),
+                compression="zstd",
+            )
+        self.writer.write_batch(rows)
+        self.rows += rows.num_rows
+
+    def finish(self) -> str:
+        """Close the file and move it into place; its URI."""
+        self.writer.close()
+        self.location.filesystem.move(self.hidden, f"{self.location.path.rstrip('/')}/{self.name}")
+        return self.location.child(self.name).uri
+
+    def abort(self) -> None:
+        """Delete what was written (best effort: a hidden file is never read)."""
+        if self.writer is None:
+            return
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(Exception):
+            self.location.filesystem.delete_file(self.hidden)
+
+
+def _partition_id() -> str:
+    """The Spark task's partition, or a unique name outside a task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"{context.partitionId():05d}" if context is not None else uuid.uuid4().hex
 
 
 def _write_key_log(key_log: KeyLog, keys: pa.Table) -> str:

@@ -336,9 +336,12 @@ class Ingestor:
         anything fails before they were checked (typing with wrong types may fail). ``held``: the
         table holds the guess's family, so events of others are rejected as the facts' path does.
 
-        The facts are observed by the first job that reads the typed rows (the event log's
-        write, one result stage, so counted once per task): no action may read ``valid`` or the
-        typed rows before it, or the figures would be partial."""
+        The facts are observed by the first job that reads the typed rows, as it caches them
+        (the common batch's one job, whose map stage reads them first; else the event log's
+        write): no action may read ``valid`` or the typed rows before it, or the figures would be
+        partial. Only counts (events, rejects: figures, not decisions) can be too high, when a
+        map stage whose cached blocks were lost runs again; the checks use sets, minima and
+        maxima."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -592,16 +595,18 @@ class Ingestor:
             truncate_row = observed(observation, lambda: typed.agg(*facts).first())
             if confirm is not None:  # before anything but the writes (rewritten if wrong)
                 batch = replace(batch, per_partition=confirm())
+            if truncate_row.missing:  # counted again as written: see _record_rejects
+                self._record_rejects(missing_key, batch_id, None, "-values")
         except BaseException:
-            if written is not None:
+            if written is not None:  # never committed: no file of it may stay
                 self._discard(batch, written)
             raise
         if written is not None and not self._was_common(truncate_row, known):
-            self.progress(f"batch {batch_id}: not all newer than the table; deciding again")
+            self.progress(
+                f"batch {batch_id}: a late event, a truncate or a TOASTed value; deciding again"
+            )
             self._discard(batch, written)
             written = None
-        if truncate_row.missing:  # counted again as written: see _record_rejects
-            self._record_rejects(missing_key, batch_id, None, "-values")
         if truncate_row.unavailable:
             self.progress(f"batch {batch_id}: keeping stored values of unchanged TOASTed columns")
             toastable = _unavailable_checks(batch.columns, key, placeholder)
@@ -833,7 +838,8 @@ class Ingestor:
         if events is not None:
             event_dir = self._event_log_dir(batch_id)
             remove_tree(event_dir)  # a batch written again, or replayed, logs its events anew
-            event_log = EventLog(Location.of(event_dir).uri, self.spark.version)
+            token = uuid.uuid4().hex[:12]
+            event_log = EventLog(Location.of(event_dir).uri, self.spark.version, token)
             logged = events.select(
                 F.lit(EVENT_LOG).alias(KIND), *_event_log_columns(tuple(columns), key)
             )
@@ -877,10 +883,16 @@ class Ingestor:
         return _Written(files, stats, directory, prefix)
 
     def _discard(self, batch: _Batch, written: _Written) -> None:
-        """The files of a write whose batch is decided again: not committed, never will be."""
-        batch.commit.discard(written.files)
-        remove_written(written.directory, written.prefix)
-        remove_tree(self._key_cache_dir(batch.batch_id))
+        """The files of a write whose batch is decided again or failed: not committed, never will
+        be. Best effort (an orphan is harmless): never hides the error that led here."""
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            batch.commit.discard(written.files)
+        with contextlib.suppress(Exception):
+            remove_written(written.directory, written.prefix)
+        with contextlib.suppress(Exception):
+            remove_tree(self._key_cache_dir(batch.batch_id))
 
     def _commit(
         self,
@@ -908,23 +920,11 @@ class Ingestor:
         m.add_times(stats.min_time, stats.max_time)
 
         if stats.late or stats.dup_keys:
-            # every event at or below its key's current version, with its images: kept, not lost
-            versions = decided.where(F.col("version").isNotNull()).select(*cols(key), "version")
-            skipped = typed.where(F.col("op") != "t").join(versions, list(key))
-            skipped.where(F.col("position") <= F.col("version")).select(
-                *cols(key),
-                F.when(F.col("position") == F.col("version"), "duplicate")
-                .otherwise("late")
-                .alias("status"),
-                "op",
-                "position",
-                "event_time_ms",
-                "version",
-                "before_json",
-                "after_json",
-            ).coalesce(1).write.mode("overwrite").parquet(
-                f"{self.settings.checkpoint}/late/batch={batch_id}"
-            )
+            try:
+                self._write_late(typed, decided, key, batch_id)
+            except BaseException:
+                self._discard(batch, written)  # never committed: no file of it may stay
+                raise
         applied = decided.where(F.col("status") == "apply")  # not observed: read again below
         _crash_point("after-write")
 
@@ -984,6 +984,31 @@ class Ingestor:
         self.progress(f"batch {batch_id}: committed snapshot {snapshot}")
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)
+
+    def _write_late(
+        self, typed: DataFrame, decided: DataFrame, key: Sequence[str], batch_id: int
+    ) -> None:
+        """The batch's late and duplicate events, with their images, under
+        ``<checkpoint>/late/``."""
+        from pyspark.sql import functions as F
+
+        # every event at or below its key's current version, with its images: kept, not lost
+        versions = decided.where(F.col("version").isNotNull()).select(*cols(key), "version")
+        skipped = typed.where(F.col("op") != "t").join(versions, list(key))
+        skipped.where(F.col("position") <= F.col("version")).select(
+            *cols(key),
+            F.when(F.col("position") == F.col("version"), "duplicate")
+            .otherwise("late")
+            .alias("status"),
+            "op",
+            "position",
+            "event_time_ms",
+            "version",
+            "before_json",
+            "after_json",
+        ).coalesce(1).write.mode("overwrite").parquet(
+            f"{self.settings.checkpoint}/late/batch={batch_id}"
+        )
 
     def _fill_unavailable(
         self, typed: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]

@@ -212,5 +212,6 @@ def test_plan_schema_for_decimals_and_times():
 def test_sessions_read_and_write_old_dates_as_they_are():
     conf = build_conf({})
     assert {k: conf[k] for k in PARQUET_REBASE} == dict.fromkeys(PARQUET_REBASE, "CORRECTED")
+    assert conf["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"
     key = "spark.sql.parquet.datetimeRebaseModeInWrite"
     assert build_conf({key: "LEGACY"})[key] == "LEGACY"  # the user's choice wins

@@ -90,3 +90,42 @@ def test_remove_written_deletes_only_the_attempts_files(tmp_path):
     assert remove_written(str(tmp_path), "cdc-a1-") == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdc-b2-data-1.parquet"]
     assert remove_written(str(tmp_path / "missing"), "cdc-") == 0
+
+
+def test_event_log_rows_stream_into_one_file_moved_into_place_whole(tmp_path):
+    import pyarrow.parquet as pq
+
+    from sparkext.cdc.files import EVENT_LOG, EventLog
+
+    data, events = tmp_path / "data", tmp_path / "events"
+    write = file_writer(
+        str(data), {"id": 1, "v": 2}, "cdc-test", event_log=EventLog(str(events), "3.5.9")
+    )
+    out = pa.Table.from_batches(
+        list(write(iter([_batch([1, 2], EVENT_LOG), _batch([7], DATA), _batch([3], EVENT_LOG)])))
+    ).to_pylist()
+    logged = [r for r in out if r["kind"] == EVENT_LOG]
+    assert [r["kind"] for r in out if r["kind"] != EVENT_LOG] == [DATA]
+    assert len(logged) == 1 and logged[0]["records"] == 3
+    (file,) = events.iterdir()  # no hidden file left beside it
+    assert file.name.startswith("part-") and logged[0]["path"].endswith(file.name)
+    table = pq.read_table(file)
+    assert table.column("id").to_pylist() == [1, 2, 3] and KIND not in table.column_names
+    assert pq.read_metadata(file).metadata[b"org.apache.spark.version"] == b"3.5.9"
+
+
+def test_a_failing_task_leaves_no_event_log_file(tmp_path):
+    from sparkext.cdc.files import EVENT_LOG, EventLog
+
+    events = tmp_path / "events"
+    write = file_writer(
+        str(tmp_path / "data"), {"id": 1, "v": 2}, "cdc-test", event_log=EventLog(str(events), "3")
+    )
+
+    def batches():
+        yield _batch([1, 2], EVENT_LOG)
+        raise OSError("executor lost its disk")
+
+    with pytest.raises(OSError):
+        list(write(batches()))
+    assert list(events.iterdir()) == []

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 from sparkext.cdc import ingest as pipeline
-from tests.helpers.cdc_calls import ingest, land
+from sparkext.errors import IngestError
+from tests.helpers.cdc_calls import events, ingest, land
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 FIELDS = [
@@ -237,3 +239,25 @@ def test_the_event_log_of_one_job_reads_the_same_in_spark_pyarrow_and_duckdb(
     assert log.schema == spark.read.parquet(str(checkpoint / "events" / "batch=0")).schema
     when = datetime(1000, 3, 1, 12, 30, 15, 250_000, tzinfo=timezone.utc).replace(tzinfo=None)
     assert spark.table(table_name).where("id = 1").first().dt6 == when
+
+
+def test_a_one_job_batch_refused_after_its_write_leaves_no_file(
+    spark, tmp_path, table_name, monkeypatch
+):
+    """fail-on-reject stops a batch whose rejects (a missing key) are known only after its one
+    job wrote the data, delete and key-cache files: none of them stays."""
+    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    ingest(table_name, landing, checkpoint)
+    referenced = _table_files(spark, table_name)
+    no_key = events(("c", 4, 13, "d"))
+    del no_key[0]["after"]["id"]
+    land(landing, "2.json", [*events(("c", 3, 12, "c"), ("u", 1, 14, "x")), *no_key])
+    with pytest.raises(IngestError, match="rejected and fail-on-reject is set"):
+        ingest(table_name, landing, checkpoint, options="'fail-on-reject', 'true'")
+    on_disk = {p.name for p in _data_directory(spark, table_name).rglob("*.parquet")}
+    assert on_disk == referenced
+    assert not list((checkpoint / "keys").glob("batch=1/*.parquet"))
+    spark.catalog.refreshTable(table_name)
+    assert sorted(r.id for r in spark.table(table_name).collect()) == [1, 2]
