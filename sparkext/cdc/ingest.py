@@ -341,7 +341,14 @@ class Ingestor:
         write): no action may read ``valid`` or the typed rows before it, or the figures would be
         partial. Only counts (events, rejects: figures, not decisions) can be too high, when a
         map stage whose cached blocks were lost runs again; the checks use sets, minima and
-        maxima."""
+        maxima.
+
+        The observation sits under the typed rows' cache: a task that cached its block and then
+        failed is run again from the cache, and the failed attempt's figures are dropped, so the
+        facts would miss that partition (a too-high lowest position would apply a late event as
+        new). The typed rows are therefore also counted above the cache (``rows`` of
+        :func:`_typed_facts`, on the first job's reading of them): the facts are used only when
+        they cover exactly the rows that were typed."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -357,11 +364,16 @@ class Ingestor:
         self._batch_events = guess.events
         checked = False
 
-        def confirm() -> dict[str, str]:
+        def confirm(typed_rows: int) -> dict[str, str]:
             nonlocal checked
             seen = observed(observation, lambda: marked.agg(*figures).first())
             if seen.others:
                 raise _Misguessed(f"{seen.others} event(s) of another position family")
+            if typed_rows != (seen.good or 0):  # == good + others: see the docstring
+                raise _Misguessed(
+                    f"its facts cover {seen.good or 0} of its {typed_rows} typed events (a task "
+                    "ran again)"
+                )
             if seen.elsewhere:
                 raise _Misguessed("events of a source partition the last batch did not have")
             facts = [SimpleNamespace(value_schema=s, row_types=None) for s in sorted(seen.schemas)]
@@ -400,12 +412,13 @@ class Ingestor:
         found_types: FoundTypes,
         batch_id: int,
         per_partition: Mapping[str, str],
-        confirm: Callable[[], Mapping[str, str]] | None = None,
+        confirm: Callable[[int], Mapping[str, str]] | None = None,
         last_common: bool = True,
     ) -> None:
         """Decide and commit the batch against the table's current snapshot. ``confirm``: the
         batch was typed with a guess; called once its typing job ran, it checks the guess and
-        gives the progress per source partition (``last_common``: see :meth:`_common`)."""
+        gives the progress per source partition, given how many rows were typed
+        (``last_common``: see :meth:`_common`)."""
         types, logical, exact = found_types
         key = table.key()
         if not key:
@@ -552,7 +565,7 @@ class Ingestor:
         batch: _Batch,
         typed: DataFrame,
         missing_key: DataFrame,
-        confirm: Callable[[], Mapping[str, str]] | None = None,
+        confirm: Callable[[int], Mapping[str, str]] | None = None,
         last_common: bool = True,
     ) -> None:
         """Decide the batch's changes, write its event log and files, commit.
@@ -594,7 +607,7 @@ class Ingestor:
         try:
             truncate_row = observed(observation, lambda: typed.agg(*facts).first())
             if confirm is not None:  # before anything but the writes (rewritten if wrong)
-                batch = replace(batch, per_partition=confirm())
+                batch = replace(batch, per_partition=confirm(truncate_row.rows))
             if truncate_row.missing:  # counted again as written: see _record_rejects
                 self._record_rejects(missing_key, batch_id, None, "-values")
         except BaseException:
@@ -1287,8 +1300,8 @@ def _guessed_facts(family: str | None, partitions: tuple[str, ...]) -> tuple[Col
 def _typed_facts(
     columns: tuple[tuple[str, str], ...], key: tuple[str, ...], placeholder: str
 ) -> tuple[Column, ...]:
-    """The typed batch's small facts: rows missing a key, its last truncate, its event-time
-    bounds and how many after-images carry the unavailable-value placeholder."""
+    """The typed batch's small facts: its rows, those missing a key, its last truncate, its
+    event-time bounds and how many after-images carry the unavailable-value placeholder."""
     from pyspark.sql import functions as F
 
     toastable = _unavailable_checks(dict(columns), key, placeholder)
@@ -1297,6 +1310,7 @@ def _typed_facts(
         unavailable = unavailable | F.coalesce(is_unavailable("after"), F.lit(False))
     is_truncate = F.col("op") == "t"
     return (
+        F.count(F.lit(1)).alias("rows"),
         F.sum(F.col("missing_key").cast("int")).alias("missing"),
         F.max(F.when(is_truncate, F.col("position"))).alias("p"),
         F.max_by(
