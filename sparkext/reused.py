@@ -15,7 +15,8 @@ like the same DataFrame read twice (it deduplicates ids on a self-join).
 Spark fixes some semantics when an expression is built rather than when it runs: a cast's or an
 arithmetic operator's ANSI mode comes from the session's ``spark.sql.ansi.enabled`` at
 construction. The mode in force is part of every entry's key, so a batch built under ANSI never
-gets expressions built without it (or the other way round).
+gets expressions built without it (or the other way round). Reading the mode is itself a few
+py4j calls (~100 per micro-batch of ingest_cdc): within :func:`pinned_mode` a thread reads it once.
 
 Entries belong to the JVM they were built in: a new gateway (a restarted driver JVM) starts an
 empty cache. At most ``CAPACITY`` entries are kept (least recently used dropped): a stream whose
@@ -27,7 +28,8 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 CAPACITY = 256
@@ -38,6 +40,8 @@ R = TypeVar("R")
 _lock = threading.Lock()
 _entries: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
 _owner: list[Any] = [None]  # the gateway the entries were built through
+_pinned = threading.local()  # .mode: this thread's mode while pinned_mode() runs
+_UNPINNED = object()
 
 
 def _gateway() -> Any:
@@ -46,11 +50,39 @@ def _gateway() -> Any:
     return SparkContext._gateway
 
 
-def _mode() -> Hashable:
+def _read_mode() -> Hashable:
     """The session state that expressions capture when they are built (see the module)."""
     from sparkext.iceberg.observe import ansi_mode
 
     return ansi_mode()
+
+
+def _mode() -> Hashable:
+    mode = getattr(_pinned, "mode", _UNPINNED)
+    return _read_mode() if mode is _UNPINNED else mode
+
+
+@contextmanager
+def pinned_mode() -> Iterator[None]:
+    """Build this thread's expressions under the mode in force when the block starts (read once):
+    for a unit of work, such as a micro-batch, that does not change the session's SQL mode.
+
+    >>> import sparkext.reused as r
+    >>> reads = []
+    >>> real, r._read_mode = r._read_mode, lambda: reads.append(1) or True
+    >>> with pinned_mode():
+    ...     r._mode(), r._mode(), len(reads)
+    (True, True, 1)
+    >>> r._mode(), len(reads)  # unpinned again: read each time
+    (True, 2)
+    >>> r._read_mode = real
+    """
+    previous = getattr(_pinned, "mode", _UNPINNED)
+    _pinned.mode = _read_mode()
+    try:
+        yield
+    finally:
+        _pinned.mode = previous
 
 
 def reused(build: Callable[P, R]) -> Callable[P, R]:

@@ -58,7 +58,7 @@ from sparkext.iceberg.observe import input_partitions, observed_metrics
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
-from sparkext.reused import reused
+from sparkext.reused import pinned_mode, reused
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -167,7 +167,8 @@ class Ingestor:
     # ---- entry point for foreachBatch ------------------------------------------------------
     def process(self, lines: DataFrame, batch_id: int) -> None:
         try:
-            self._process(lines, batch_id)
+            with pinned_mode():  # the batch's expressions share one SQL mode, read once
+                self._process(lines, batch_id)
         except BaseException as error:  # kept so the caller can raise it, not Spark's wrapper
             self.error = error
             raise
