@@ -30,7 +30,26 @@ def warehouse(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark(warehouse):
+def fast_jvm_start(tmp_path_factory) -> str:
+    """SPARK_SUBMIT_OPTS for every Spark process of the run (tests/helpers/jvm_start.py);
+    SPARKEXT_TEST_FAST_JVM=0 runs them with the JVM's defaults."""
+    if os.environ.get("SPARKEXT_TEST_FAST_JVM") == "0":
+        return ""
+    from tests.helpers.jvm_start import speed_up
+
+    return speed_up(tmp_path_factory.mktemp("cds"))
+
+
+@pytest.fixture(autouse=True)
+def _spark_processes_start_fast(request):
+    """Tests that start Spark in other processes (shell runs, second writers) get the options
+    too, whether or not they use the shared session."""
+    if request.node.get_closest_marker("spark"):
+        request.getfixturevalue("fast_jvm_start")
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse, fast_jvm_start):
     import sparkext
 
     os.environ.setdefault("SPARKEXT_HISTORY", str(warehouse.parent / "history"))

@@ -347,9 +347,10 @@ class Ingestor:
         The observation sits under the typed rows' cache: a task that cached its block and then
         failed is run again from the cache, and the failed attempt's figures are dropped, so the
         facts would miss that partition (a too-high lowest position would apply a late event as
-        new). The typed rows are therefore also counted above the cache (``rows`` of
-        :func:`_typed_facts`, on the first job's reading of them): the facts are used only when
-        they cover exactly the rows that were typed."""
+        new). The typed rows are therefore also counted and fingerprinted above the cache
+        (``rows`` and ``print`` of :func:`_typed_facts`, on the first job's reading of them): the
+        facts are used only when they cover exactly the rows that were typed (a count alone
+        could be evened out by a partition counted twice)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -365,15 +366,15 @@ class Ingestor:
         self._batch_events = guess.events
         checked = False
 
-        def confirm(typed_rows: int) -> dict[str, str]:
+        def confirm(typed: Any) -> dict[str, str]:
             nonlocal checked
             seen = observed(observation, lambda: marked.agg(*figures).first())
             if seen.others:
                 raise _Misguessed(f"{seen.others} event(s) of another position family")
-            if typed_rows != (seen.good or 0):  # == good + others: see the docstring
+            if (typed.rows, typed.print) != (seen.good or 0, seen.print):  # see the docstring
                 raise _Misguessed(
-                    f"its facts cover {seen.good or 0} of its {typed_rows} typed events (a task "
-                    "ran again)"
+                    f"its facts saw {seen.good or 0} of its {typed.rows} typed events, not "
+                    "exactly those (a task ran again)"
                 )
             if seen.elsewhere:
                 raise _Misguessed("events of a source partition the last batch did not have")
@@ -413,12 +414,12 @@ class Ingestor:
         found_types: FoundTypes,
         batch_id: int,
         per_partition: Mapping[str, str],
-        confirm: Callable[[int], Mapping[str, str]] | None = None,
+        confirm: Callable[[Any], Mapping[str, str]] | None = None,
         last_common: bool = True,
     ) -> None:
         """Decide and commit the batch against the table's current snapshot. ``confirm``: the
         batch was typed with a guess; called once its typing job ran, it checks the guess and
-        gives the progress per source partition, given how many rows were typed
+        gives the progress per source partition, given the typed rows' facts
         (``last_common``: see :meth:`_common`)."""
         types, logical, exact = found_types
         key = table.key()
@@ -566,7 +567,7 @@ class Ingestor:
         batch: _Batch,
         typed: DataFrame,
         missing_key: DataFrame,
-        confirm: Callable[[int], Mapping[str, str]] | None = None,
+        confirm: Callable[[Any], Mapping[str, str]] | None = None,
         last_common: bool = True,
     ) -> None:
         """Decide the batch's changes, write its event log and files, commit.
@@ -608,7 +609,7 @@ class Ingestor:
         try:
             truncate_row = observed(observation, lambda: typed.agg(*facts).first())
             if confirm is not None:  # before anything but the writes (rewritten if wrong)
-                batch = replace(batch, per_partition=confirm(truncate_row.rows))
+                batch = replace(batch, per_partition=confirm(truncate_row))
             if truncate_row.missing:  # counted again as written: see _record_rejects
                 self._record_rejects(missing_key, batch_id, None, "-values")
         except BaseException:
@@ -1285,6 +1286,7 @@ def _guessed_facts(family: str | None, partitions: tuple[str, ...]) -> tuple[Col
     return (
         F.count(F.lit(1)).alias("n"),
         F.sum(good.cast("int")).alias("good"),
+        F.sum(F.when(accepted, _fingerprint())).alias("print"),  # the rows that are typed
         F.sum((accepted & other).cast("int")).alias("others"),
         F.sum(elsewhere.cast("int")).alias("elsewhere"),
         F.min(F.when(good, F.col("position"))).alias("lo"),
@@ -1297,12 +1299,21 @@ def _guessed_facts(family: str | None, partitions: tuple[str, ...]) -> tuple[Col
     )
 
 
+def _fingerprint() -> Column:
+    """A row's share of a batch's fingerprint: the hash of its source position, summed without
+    overflow (a sum of 2^64-range values in decimal(38,0) fits 10^19 rows)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64("position").cast("decimal(38,0)")
+
+
 @reused
 def _typed_facts(
     columns: tuple[tuple[str, str], ...], key: tuple[str, ...], placeholder: str
 ) -> tuple[Column, ...]:
-    """The typed batch's small facts: its rows, those missing a key, its last truncate, its
-    event-time bounds and how many after-images carry the unavailable-value placeholder."""
+    """The typed batch's small facts: its rows and their fingerprint (:func:`_fingerprint`),
+    those missing a key, its last truncate, its event-time bounds and how many after-images
+    carry the unavailable-value placeholder."""
     from pyspark.sql import functions as F
 
     toastable = _unavailable_checks(dict(columns), key, placeholder)
@@ -1312,6 +1323,7 @@ def _typed_facts(
     is_truncate = F.col("op") == "t"
     return (
         F.count(F.lit(1)).alias("rows"),
+        F.sum(_fingerprint()).alias("print"),
         F.sum(F.col("missing_key").cast("int")).alias("missing"),
         F.max(F.when(is_truncate, F.col("position"))).alias("p"),
         F.max_by(

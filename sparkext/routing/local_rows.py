@@ -5,7 +5,8 @@ when the DataFrame is collected: ~160-340 ms for a dozen rows on two cores, more
 procedures take. Here the rows travel as one JSON literal in the plan, and Spark's own
 ``from_json`` + ``inline`` turn it into rows on the JVM (~55 ms, measured beside it). A result of
 up to ``SQL_TEXT_CHARS`` whose names need no quoting is one SQL statement (built with sqlglot):
-one py4j round trip where building the columns one by one takes ~60. Values are
+one py4j round trip where building the columns one by one takes ~60. Its JSON crosses as base64,
+which the parser's ``${...}`` substitution and escape settings cannot touch. Values are
 checked against the declared schema with PySpark's own verifier first, so a routine returning a
 wrong type fails as it did with ``createDataFrame``; timestamps cross as the microseconds
 PySpark itself would store (naive datetimes in the driver's local zone, aware ones exactly).
@@ -94,19 +95,22 @@ def _plain_names(data_type: Any) -> bool:
 
 def _select(text: str, ddl: str, names: Sequence[str], stamps: set[str]) -> str:
     """``SELECT <names> FROM (SELECT inline(from_json(<text>, <ddl>)))``, timestamps converted
-    from the microseconds they cross as.
+    from the microseconds they cross as; the text as base64 (Spark's parser substitutes
+    ``${name}`` inside string literals too, and reads their escapes as the session says).
 
     >>> sql = _select('[{"a":1}]', "array<struct<a:bigint>>", ["a"], {"a"})
     >>> for part in sql.split(" FROM "):
     ...     print(part)
     SELECT TIMESTAMP_MICROS(`a`) AS `a`
-    (SELECT INLINE(FROM_JSON('[{"a":1}]', 'array<struct<a:bigint>>')))
+    (SELECT INLINE(FROM_JSON(CAST(UNBASE64('W3siYSI6MX1d') AS STRING), 'array<struct<a:bigint>>')))
     """
+    import base64
+
     from sqlglot import exp
 
-    rows = exp.select(
-        exp.func("inline", exp.func("from_json", exp.Literal.string(text), exp.Literal.string(ddl)))
-    )
+    encoded = base64.b64encode(text.encode()).decode("ascii")
+    json_text = exp.cast(exp.func("unbase64", exp.Literal.string(encoded)), "string")
+    rows = exp.select(exp.func("inline", exp.func("from_json", json_text, exp.Literal.string(ddl))))
     columns = [
         exp.alias_(exp.func("timestamp_micros", exp.column(n, quoted=True)), n, quoted=True)
         if n in stamps

@@ -71,3 +71,17 @@ def test_dicts_empty_and_every_declared_output(spark):
 def test_a_wrong_type_fails_as_before(spark):
     with pytest.raises(TypeError, match="LongType"):
         local_frame(spark, [("x", "not a number", None, None, None, None)], DDL)
+
+
+def test_text_spark_would_substitute_or_unescape_stays_as_it_was(spark):
+    """Spark's parser replaces ``${...}`` even inside string literals and reads their escapes as
+    ``spark.sql.parser.escapedStringLiterals`` says: result values come back as they went in."""
+    texts = ["${", "}", "${x}", "${env:HOME}", "${spark:spark.app.name}", "\\u00e9 \\' \\\\ '"]
+    rows = [{"s": text} for text in texts]
+    for escaped in ("false", "true"):
+        spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)
+        try:
+            got = [r.s for r in local_frame(spark, rows, DDL).collect()]
+        finally:
+            spark.conf.unset("spark.sql.parser.escapedStringLiterals")
+        assert got == texts, escaped
