@@ -79,6 +79,18 @@ def _workload() -> tuple[list[tuple[str, list[str], str]], dict[int, dict]]:
     return batches, source
 
 
+def _progress_lines(monkeypatch) -> list[str]:
+    """The progress lines of every Ingestor built from now on (the test's monkeypatch undoes it)."""
+    lines: list[str] = []
+    original = pipeline.Ingestor.__init__
+
+    def listening(self, spark, settings, report):
+        original(self, spark, settings, lambda line: (lines.append(line), report(line)))
+
+    monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
+    return lines
+
+
 def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
     """Every batch of the workload, one CALL each; what each batch produced."""
     outcomes: list[str] = []
@@ -164,13 +176,7 @@ def test_a_guess_the_table_no_longer_fits_types_the_batch_again(
     spark.sql(f"ALTER TABLE {table_name} DROP COLUMN name")
     spark.sql(f"ALTER TABLE {table_name} ADD COLUMN name bigint")
     land(landing, "2.json", events(("c", 3, 20, 7), ("c", 4, 21, 8)))  # no before-images
-    progress: list[str] = []
-    original = pipeline.Ingestor.__init__
-
-    def listening(self, spark, settings, report):
-        original(self, spark, settings, lambda line: (progress.append(line), report(line)))
-
-    monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
+    progress = _progress_lines(monkeypatch)
     second = ingest(table_name, landing, checkpoint)
     assert (second["inserted"], second["rejected"]) == (2, 0)
     assert "typing it with the last batch's types failed (SchemaChangeError)" in " ".join(progress)
@@ -213,13 +219,7 @@ def test_guessed_facts_that_miss_typed_rows_are_not_trusted(
         return SimpleNamespace(**{**vars(row), "good": row.good - 1, "lo": highest})
 
     monkeypatch.setattr(pipeline, "observed", missing_the_late_event)
-    progress: list[str] = []
-    original = pipeline.Ingestor.__init__
-
-    def listening(self, spark, settings, report):
-        original(self, spark, settings, lambda line: (progress.append(line), report(line)))
-
-    monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
+    progress = _progress_lines(monkeypatch)
     second = ingest(table_name, landing, checkpoint)
     assert short == [3]  # the batch was typed with the guess, and its facts were cut short
     assert table_rows(spark, table_name, ("id", "name")) == {  # the source database's rows

@@ -182,7 +182,7 @@ def pair_changes(spark, name: str, start: int | None, end: int, net: bool) -> li
     return rows(found, ("id", "v", "w", "_change_type"))
 
 
-OTHER_PAIRS = 6  # seeded sample of the ranges that neither start at the beginning nor end last
+OTHER_PAIRS = 15  # seeded sample of the ranges that neither start at the beginning nor end last
 
 
 def pairs_to_check(ids: list) -> list[tuple]:
