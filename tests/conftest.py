@@ -67,6 +67,10 @@ def spark(warehouse, fast_jvm_start):
         },
     )
     session.sql("CREATE NAMESPACE IF NOT EXISTS lake.test")
+    if os.environ.get("SPARKEXT_TEST_FAST_JVM") != "0":  # what tests start: client compiler
+        from tests.helpers.jvm_start import for_children
+
+        for_children()
     yield session
     session.stop()
 

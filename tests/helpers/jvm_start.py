@@ -15,7 +15,12 @@ a ``.failed`` marker for that key (no retraining every run); a new archive repla
 Measured on this machine (2 cores, idle): a process that starts a session, creates, inserts
 into and counts one table takes 13.9 s as is and 8.8-8.9 s with the archive. The client
 compiler alone (``-XX:TieredStopAtLevel=1``) would take it to 5.8-6.2 s but made 50 tests on
-the shared session 25% slower (397 s -> 497 s): it is used for the training run only.
+the shared session 25% slower (397 s -> 497 s): the shared session keeps both compilers, and
+the processes the tests start once it runs get the client compiler only (:func:`for_children`).
+They live seconds to a few minutes on small data, where the server compiler's work on two
+cores costs more than it gives back: the two-writer race of tests/spark/test_cdc_writers.py
+took 124 s with it and 83 s without, three crash/concurrency tests of test_ingest_cdc.py
+108 s and 102 s.
 """
 
 from __future__ import annotations
@@ -122,4 +127,14 @@ def speed_up(workdir: Path) -> str:
     options = [] if archive is None else [QUIET, f"-XX:SharedArchiveFile={archive}"]
     existing = os.environ.get(OPTIONS_ENV, "")
     os.environ[OPTIONS_ENV] = " ".join([existing, *options]).strip()
+    return os.environ[OPTIONS_ENV]
+
+
+def for_children() -> str:
+    """Add the client-compiler-only option to ``SPARK_SUBMIT_OPTS`` for the processes started
+    from now on (call it once the shared session's JVM runs: it keeps its options); return what
+    is set. Idempotent."""
+    existing = os.environ.get(OPTIONS_ENV, "")
+    if C1_ONLY not in existing.split():
+        os.environ[OPTIONS_ENV] = f"{existing} {C1_ONLY}".strip()
     return os.environ[OPTIONS_ENV]
