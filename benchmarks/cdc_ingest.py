@@ -19,6 +19,15 @@ batches are slower (class loading, JIT compilation; back to back on a 200k-row t
 ours 6.8 s in its first batch, a median of 2.96 s in batches 6-10, 2.72 s in 11-20, 2.4 s from
 the 21st on), and a figure of a JVM warming up is no figure of either side.
 
+Each side runs in a Spark application of its own, as each would in production: ingest_cdc in this
+process, MERGE INTO and the after-batch comparison in a child process (``python -m
+benchmarks.cdc_ingest --peer``) on the same warehouse, driven over its stdin and stdout. They take
+turns, so one side's work never overlaps the other's timing. Until 2026-11-28 both shared this
+process's JVM, and each side's batch ran right after the other's leftovers (MERGE's and the
+16M-row comparison's garbage, shuffle files and cached blocks): a 10k batch of ours that takes
+2.5 s back to back, or 3-3.6 s after 70 s idle and a full collection, took 5.3-6.4 s there.
+SPARKEXT_BENCH_SHARED_JVM=1 runs the peer in this process as before.
+
 SPARKEXT_BENCH_SIZES (default "1000000,4000000,16000000"; add 64000000 for the large shape) and
 SPARKEXT_BENCH_SUSTAINED ("200000x10", "0" to skip) choose the shapes.
 """
@@ -31,6 +40,8 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -119,7 +130,7 @@ def _changes(rows: int, batch: int, rng: random.Random, changes: int = CHANGES) 
     return events
 
 
-def _merge(spark, table: str, events: list[dict]) -> None:
+def _merge(spark, table: str, events: list[dict]) -> float:
     rows = [
         (
             e["op"],
@@ -154,6 +165,114 @@ def _same_rows(spark, ours: str, peer: str) -> None:
     a, b = spark.table(ours).select(*columns), spark.table(peer).select(*columns)
     if not (a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()):
         raise AssertionError(f"{ours} and {peer} differ after the same changes")
+
+
+class _Peer:
+    """MERGE INTO's side: its table, its batches and the comparison with ours, in ``spark``."""
+
+    def __init__(self, spark, ours: str, table: str) -> None:
+        self.spark, self.ours, self.table = spark, ours, table
+
+    def create(self) -> None:
+        """The peer's table: a copy of ours (its seed row), merge-on-read."""
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.table} PURGE")
+        self.spark.sql(
+            f"CREATE TABLE {self.table} USING iceberg TBLPROPERTIES ('format-version'='2', "
+            "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+            f"'write.merge.mode'='merge-on-read') AS SELECT * FROM {self.ours}"
+        )
+
+    def grow(self, start: int, end: int) -> None:
+        _grow(self.spark, self.table, start, end)
+
+    def merge(self, landed: str) -> float:
+        """MERGE the Debezium events of the file ``landed`` (as ours reads them); seconds."""
+        lines = Path(landed).read_text().splitlines()
+        return _merge(self.spark, self.table, [json.loads(line) for line in lines if line])
+
+    def compare(self) -> None:
+        self.spark.sql(f"REFRESH TABLE {self.ours}")  # written by another application
+        _same_rows(self.spark, self.ours, self.table)
+
+    def drop(self) -> None:
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.table} PURGE")
+
+    def close(self) -> None:
+        pass
+
+
+_REPLY = "cdc_ingest-peer-reply: "  # the child's answers, told apart from anything else it prints
+
+
+class _ChildPeer:
+    """:class:`_Peer` in a Spark application of its own (``python -m benchmarks.cdc_ingest
+    --peer``) on the same warehouse: each call is one JSON line to its stdin, answered by one
+    line on its stdout; its other output goes to this process's stderr."""
+
+    def __init__(self, spark, ours: str, table: str) -> None:
+        env = dict(os.environ)
+        env["SPARKEXT_WAREHOUSE"] = spark.conf.get("spark.sql.catalog.lake.warehouse")
+        root = Path(__file__).resolve().parent.parent
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.cdc_ingest", "--peer", ours, table],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root,
+            env=env,
+        )
+
+    def _call(self, name: str, *args: object) -> object:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"call": name, "args": args}) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith(_REPLY):
+                answer = json.loads(line[len(_REPLY) :])
+                if "error" in answer:
+                    failed = answer["error"]
+                    raise RuntimeError(f"the MERGE INTO process failed in {name}: {failed}")
+                return answer["value"]
+            print(line, end="", file=sys.stderr)
+        raise RuntimeError(f"the MERGE INTO process exited during {name} ({self.process.wait()})")
+
+    def create(self) -> None:
+        self._call("create")
+
+    def grow(self, start: int, end: int) -> None:
+        self._call("grow", start, end)
+
+    def merge(self, landed: str) -> float:
+        return float(self._call("merge", landed))  # type: ignore[arg-type]
+
+    def compare(self) -> None:
+        self._call("compare")
+
+    def drop(self) -> None:
+        self._call("drop")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+def _serve_peer(ours: str, table: str) -> None:
+    """The child's loop: one :class:`_Peer` call per line of stdin, its answer on stdout."""
+    import traceback
+
+    import sparkext
+
+    peer = _Peer(sparkext.session(), ours, table)
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = {"value": getattr(peer, request["call"])(*request["args"])}
+        except Exception as error:
+            traceback.print_exc()
+            answer = {"error": f"{type(error).__name__}: {error}"}
+        print(_REPLY + json.dumps(answer), flush=True)
 
 
 STAGES = {  # ingest_cdc's progress line -> the stage it starts
@@ -240,11 +359,9 @@ def run(spark) -> list[Result]:
     for t in (ours_table, peer_table):
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
     landing, call = create_ours(work, ours_table)
-    spark.sql(
-        f"CREATE TABLE {peer_table} USING iceberg TBLPROPERTIES ('format-version'='2', "
-        "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
-        f"'write.merge.mode'='merge-on-read') AS SELECT * FROM {ours_table}"
-    )
+    shared = os.environ.get("SPARKEXT_BENCH_SHARED_JVM", "0") == "1"
+    merger = (_Peer if shared else _ChildPeer)(spark, ours_table, peer_table)
+    merger.create()
     rng = random.Random(SEED)
     results, figures, rows, batch = [], {}, 0, 0
     # warm-up, not measured: JIT, Python workers and caches for both sides; new keys only, at
@@ -255,7 +372,7 @@ def run(spark) -> list[Result]:
         path = landing / f"000-warm-up-{warm_up - n:02d}.json"
         path.write_text("\n".join(json.dumps(e) for e in warm) + "\n")
         sparkext.sql(call)
-        _merge(spark, peer_table, warm)
+        merger.merge(str(path))
 
     def one_batch(changes: int) -> tuple[float, float, dict[str, float]]:
         nonlocal batch
@@ -265,14 +382,14 @@ def run(spark) -> list[Result]:
         batch += 1
         ours, stages, out = _ingest(spark, call)
         assert out.commits == 1 and out.events == changes, out
-        peer = _merge(spark, peer_table, events)
-        _same_rows(spark, ours_table, peer_table)
-        return ours, peer, stages
+        merged = merger.merge(str(path))
+        merger.compare()
+        return ours, merged, stages
 
     for size in sizes:
         print(f"growing both tables to {size:,} rows", flush=True)
         _grow(spark, ours_table, rows, size)
-        _grow(spark, peer_table, rows, size)
+        merger.grow(rows, size)
         rows = size
         samples = []
         for _ in range(max(1, int(os.environ.get("SPARKEXT_BENCH_SAMPLES", SAMPLES)))):
@@ -370,7 +487,12 @@ def run(spark) -> list[Result]:
                 met=True,
             )
         )
-    for t in (ours_table, peer_table):
-        spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
+    merger.drop()
+    merger.close()
+    spark.sql(f"DROP TABLE IF EXISTS {ours_table} PURGE")
     shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--peer"]:
+    _serve_peer(*sys.argv[2:4])
