@@ -584,3 +584,23 @@ def test_a_table_partitioned_off_the_key_is_refused(spark, tmp_path, table_name)
         )
     assert spark.table(table_name).count() == 0
     assert not spark.catalog.tableExists(table_name + "x")
+
+
+def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, monkeypatch):
+    from sparkext.cdc import ingest as ingest_module
+
+    seen: list[dict[str, str]] = []
+    original = ingest_module.Ingestor._process
+
+    def spying(self, lines, batch_id):
+        conf = lines.sparkSession.conf
+        seen.append({name: conf.get(name) for name in ingest_module.BATCH_SQL_CONF})
+        return original(self, lines, batch_id)
+
+    monkeypatch.setattr(ingest_module.Ingestor, "_process", spying)
+    before = {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF}
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a"), ("u", 1, 11, "b")))
+    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    assert table_rows(spark, table_name, ("id", "name")) == {1: {"id": 1, "name": "b"}}
+    assert seen and all(s == ingest_module.BATCH_SQL_CONF for s in seen)
+    assert {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF} == before
