@@ -589,6 +589,7 @@ def test_a_table_partitioned_off_the_key_is_refused(spark, tmp_path, table_name)
 def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, monkeypatch):
     from sparkext.cdc import ingest as ingest_module
 
+    compressed, threshold = ingest_module.BATCH_SQL_CONF
     seen: list[dict[str, str]] = []
     original = ingest_module.Ingestor._process
 
@@ -598,9 +599,15 @@ def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, 
         return original(self, lines, batch_id)
 
     monkeypatch.setattr(ingest_module.Ingestor, "_process", spying)
-    before = {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF}
-    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a"), ("u", 1, 11, "b")))
-    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    spark.conf.set(threshold, "4096")  # the user's own choice: kept
+    try:
+        before = {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF}
+        land(tmp_path / "in", "1.json", events(("c", 1, 10, "a"), ("u", 1, 11, "b")))
+        ingest(table_name, tmp_path / "in", tmp_path / "ck")
+        after = {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF}
+    finally:
+        spark.conf.unset(threshold)
     assert table_rows(spark, table_name, ("id", "name")) == {1: {"id": 1, "name": "b"}}
-    assert seen and all(s == ingest_module.BATCH_SQL_CONF for s in seen)
-    assert {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF} == before
+    assert seen and all(s == {compressed: "false", threshold: "4096"} for s in seen)
+    assert after == before  # the user's session, untouched
+    assert after[threshold] == "4096" and after[compressed] in (None, "true")
