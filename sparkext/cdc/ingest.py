@@ -54,7 +54,7 @@ from sparkext.cdc.positions import NAMES, family
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.fs import Location
-from sparkext.iceberg.observe import input_partitions, observed_metrics
+from sparkext.iceberg.observe import input_partitions, observed_metrics, same_session
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
@@ -86,7 +86,8 @@ OBSERVED_WAIT_S = 30.0  # for Spark to report metrics observed by a finished job
 EVENT_LOG_EVENTS_PER_FILE = 25_000  # events per event-log file, up to one file per core
 GUESSED_PARTITIONS_MAX = 64  # source partitions a guess observes one by one (one figure each)
 # Set on the stream's own session (Spark clones the user's for each query), so a user's session
-# is untouched; a value the user set (anything but Spark's default) is kept. Measured on a
+# is untouched (a batch handed in from the user's own session is not tuned); a value the user
+# set (anything but Spark's default) is kept. Measured on a
 # 200k-change batch (JFR, 2 cores): building the typed rows' cache spent ~30% of the map stage
 # gathering compression statistics (a hash map per string column) for blocks read once or twice
 # and dropped at the end of the batch; and the per-key aggregate, with tens of thousands of
@@ -189,7 +190,8 @@ class Ingestor:
     # ---- entry point for foreachBatch ------------------------------------------------------
     def process(self, lines: DataFrame, batch_id: int) -> None:
         try:
-            tune_batch_session(lines.sparkSession.conf)  # the stream's session, not the user's
+            if not same_session(lines.sparkSession, self.spark):  # a stream's, not the user's
+                tune_batch_session(lines.sparkSession.conf)
             with pinned_mode():  # the batch's expressions share one SQL mode, read once
                 self._process(lines, batch_id)
         except BaseException as error:  # kept so the caller can raise it, not Spark's wrapper

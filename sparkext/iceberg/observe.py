@@ -1,5 +1,5 @@
 """Spark's session state as py4j gives it, cheaply: observed metrics, the SQL mode in force, a
-plan's partition count.
+plan's partition count, whether two sessions are one.
 
 PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j calls per metric:
 90 for a ten-figure observation); the metrics row's JSON comes over in one.
@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Observation
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
 
 def observed_metrics(observation: Observation) -> dict[str, Any]:
@@ -41,3 +41,9 @@ def input_partitions(frame: DataFrame) -> int:
     """How many tasks the first stage of ``frame``'s plan has (planned, not run): three py4j
     calls, where ``frame.rdd`` would convert the DataFrame for Python."""
     return int(frame._jdf.rdd().getNumPartitions())
+
+
+def same_session(a: SparkSession, b: SparkSession) -> bool:
+    """Whether two Python sessions wrap the same JVM session (PySpark wraps a stream's session
+    anew for every ``foreachBatch`` call)."""
+    return a is b or bool(a._jsparkSession.equals(b._jsparkSession))

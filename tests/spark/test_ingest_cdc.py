@@ -611,3 +611,29 @@ def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, 
     assert seen and all(s == {compressed: "false", threshold: "4096"} for s in seen)
     assert after == before  # the user's session, untouched
     assert after[threshold] == "4096" and after[compressed] in (None, "true")
+
+
+def test_a_batch_from_the_users_own_session_leaves_it_untuned(spark, tmp_path, table_name):
+    """``Ingestor.process`` handed a DataFrame of the user's session (not a stream's): not tuned."""
+    from sparkext.cdc import ingest as ingest_module
+    from sparkext.cdc.model import Settings
+    from sparkext.cdc.stream import kafka_lines
+
+    settings = Settings(
+        table=table_name,
+        checkpoint=str(tmp_path / "ck"),
+        primary_key=("id",),
+        create=True,
+        source_table=None,
+        fail_on_reject=False,
+        key_cache_batches=100,
+        lookup_in_list_max=10_000,
+    )
+    record = (b'{"id": 1}', json.dumps(events(("c", 1, 10, "a"))[0]).encode(), "t", 0, 0)
+    frame = spark.createDataFrame(
+        [record], "key binary, value binary, topic string, partition int, offset bigint"
+    )
+    before = {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF}
+    ingest_module.Ingestor(spark, settings, lambda message: None).process(kafka_lines(frame), 0)
+    assert table_rows(spark, table_name, ("id", "name")) == {1: {"id": 1, "name": "a"}}
+    assert {name: spark.conf.get(name, None) for name in ingest_module.BATCH_SQL_CONF} == before
