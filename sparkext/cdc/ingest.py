@@ -87,12 +87,12 @@ EVENT_LOG_EVENTS_PER_FILE = 25_000  # events per event-log file, up to one file 
 GUESSED_PARTITIONS_MAX = 64  # source partitions a guess observes one by one (one figure each)
 # Set on the stream's own session (Spark clones the user's for each query), so a user's session
 # is untouched (a batch handed in from the user's own session is not tuned); a value the user
-# set (anything but Spark's default) is kept. Measured on a
-# 200k-change batch (JFR, 2 cores): building the typed rows' cache spent ~30% of the map stage
-# gathering compression statistics (a hash map per string column) for blocks read once or twice
-# and dropped at the end of the batch; and the per-key aggregate, with tens of thousands of
-# distinct keys per task, fell back to sorting after 128 keys on both sides of its shuffle
-# (~14%). Map-stage JVM CPU per 200k changes 9.2/7.5/6.2 s -> 5.3/5.3/4.5 s.
+# set (anything but Spark's default) is kept. Measured on a 200k-change batch (JFR, 2 cores):
+# building the typed rows' cache spent ~30% of the map stage gathering compression statistics
+# (a hash map per string column) for blocks read once or twice and dropped at the end of the
+# batch; and the per-key aggregate, with tens of thousands of distinct keys per task, fell back
+# to sorting after 128 keys on both sides of its shuffle (~14%). Map-stage JVM CPU per 200k
+# changes 9.2/7.5/6.2 s -> 5.3/5.3/4.5 s.
 BATCH_SQL_CONF: dict[str, tuple[str, str]] = {  # name -> (Spark's default, ours)
     "spark.sql.inMemoryColumnarStorage.compressed": ("true", "false"),
     # keys per task held in a hash map before sorting: a key's buffer holds its last row and

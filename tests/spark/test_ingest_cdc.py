@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import sparkext
+from sparkext.cdc.model import Settings
 from sparkext.errors import IngestError, SchemaChangeError
 from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
@@ -447,20 +448,11 @@ def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
     }
 
 
-def test_kafka_records_run_through_the_same_pipeline(spark, tmp_path, table_name):
-    """Kafka-shaped records (what Spark's Kafka source yields) through the micro-batch pipeline.
-
-    The connector itself is not on this machine's classpath; everything after it is exercised.
-    """
-    from sparkext.cdc.ingest import Ingestor
-    from sparkext.cdc.model import Settings
-    from sparkext.cdc.stream import kafka_lines
-
-    source = SourceTable(seed=41, key_space=25)
-    delivery = Delivery(tmp_path / "unused", seed=41, late_rate=0.2)
-    settings = Settings(
-        table=table_name,
-        checkpoint=str(tmp_path / "ck"),
+def _direct_settings(table: str, checkpoint) -> Settings:
+    """Settings of an ``Ingestor`` driven directly (``process`` called with a DataFrame)."""
+    return Settings(
+        table=table,
+        checkpoint=str(checkpoint),
         primary_key=("id",),
         create=True,
         source_table=None,
@@ -468,6 +460,19 @@ def test_kafka_records_run_through_the_same_pipeline(spark, tmp_path, table_name
         key_cache_batches=100,
         lookup_in_list_max=10_000,
     )
+
+
+def test_kafka_records_run_through_the_same_pipeline(spark, tmp_path, table_name):
+    """Kafka-shaped records (what Spark's Kafka source yields) through the micro-batch pipeline.
+
+    The connector itself is not on this machine's classpath; everything after it is exercised.
+    """
+    from sparkext.cdc.ingest import Ingestor
+    from sparkext.cdc.stream import kafka_lines
+
+    source = SourceTable(seed=41, key_space=25)
+    delivery = Delivery(tmp_path / "unused", seed=41, late_rate=0.2)
+    settings = _direct_settings(table_name, tmp_path / "ck")
     ingestor = Ingestor(spark, settings, lambda message: None)
     offset = 0
     for batch in range(3):
@@ -616,19 +621,9 @@ def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, 
 def test_a_batch_from_the_users_own_session_leaves_it_untuned(spark, tmp_path, table_name):
     """``Ingestor.process`` handed a DataFrame of the user's session (not a stream's): not tuned."""
     from sparkext.cdc import ingest as ingest_module
-    from sparkext.cdc.model import Settings
     from sparkext.cdc.stream import kafka_lines
 
-    settings = Settings(
-        table=table_name,
-        checkpoint=str(tmp_path / "ck"),
-        primary_key=("id",),
-        create=True,
-        source_table=None,
-        fail_on_reject=False,
-        key_cache_batches=100,
-        lookup_in_list_max=10_000,
-    )
+    settings = _direct_settings(table_name, tmp_path / "ck")
     record = (b'{"id": 1}', json.dumps(events(("c", 1, 10, "a"))[0]).encode(), "t", 0, 0)
     frame = spark.createDataFrame(
         [record], "key binary, value binary, topic string, partition int, offset bigint"
