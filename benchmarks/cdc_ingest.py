@@ -285,6 +285,27 @@ STAGES = {  # ingest_cdc's progress line -> the stage it starts
 }
 
 
+def sustained_shape(text: str) -> tuple[int, int] | None:
+    """``SPARKEXT_BENCH_SUSTAINED``: ``"0"`` (no sustained batches) or ``"<changes>x<batches>"``.
+
+    >>> sustained_shape("200000x10")
+    (200000, 10)
+    >>> sustained_shape("0") is None
+    True
+    """
+    if text.strip() == "0":
+        return None
+    parts = text.lower().split("x")
+    if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+        changes, count = (int(p) for p in parts)
+        if changes > CHANGES and count > 0:
+            return changes, count
+    raise ValueError(
+        f"SPARKEXT_BENCH_SUSTAINED must be 0 or <changes>x<batches> with more than {CHANGES:,} "
+        f"changes and at least one batch, such as 200000x10; got {text!r}."
+    )
+
+
 def _settle(spark) -> None:
     """Give each side the same start: the previous step's dirty pages written out, a full JVM
     garbage collection and what it sets off finished. Without it one side pays for the other's
@@ -352,7 +373,7 @@ def run(spark) -> list[Result]:
         int(s)
         for s in os.environ.get("SPARKEXT_BENCH_SIZES", "1000000,4000000,16000000").split(",")
     ]
-    sustained = os.environ.get("SPARKEXT_BENCH_SUSTAINED", "200000x10")
+    sustained = sustained_shape(os.environ.get("SPARKEXT_BENCH_SUSTAINED", "200000x10"))
     work = Path(tempfile.mkdtemp(prefix="sparkext-bench-cdc-"))
     ours_table, peer_table = "lake.bench.cdc_ours", "lake.bench.cdc_merge"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")
@@ -445,8 +466,8 @@ def run(spark) -> list[Result]:
                 met=figures[sizes[-1]] / low <= 1.3,
             )
         )
-    if sustained != "0":
-        changes, count = (int(x) for x in sustained.split("x"))
+    if sustained is not None:
+        changes, count = sustained
         total_ours = total_peer = 0.0
         totals: dict[str, float] = {}
         for i in range(count):
