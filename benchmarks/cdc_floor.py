@@ -5,9 +5,9 @@ over a copy of the same landed files whose ``foreachBatch`` decodes the new 10k 
 sparkext's own Python decoder (``mapInArrow``) and appends them to an Iceberg table in one commit.
 It has no per-key dedup, no typing, no deletes, no event log and no replay bookkeeping: a CDC
 writer built like ingest_cdc (a streaming query, sparkext's Python decoder, one Iceberg commit a
-batch) pays at least this on this machine; one that decoded in the JVM might pay less. Both run
-in the same JVM, alternately, on the same 10k-change batches against a 200k-row table, each timed
-after the same settle (benchmarks/cdc_ingest.py); each side's median over the rounds after
+batch) pays at least this on this machine; one that decoded in the JVM might pay less. All sides
+run in the same JVM, alternately, on the same 10k-change batches against a 200k-row table, each
+timed after the same settle (benchmarks/cdc_ingest.py); each side's median over the rounds after
 SPARKEXT_BENCH_WARMUP (default 15) unmeasured ones, which run back to back (no settle), like a
 stream's batches. A third side (from 2026-11-29) runs the same query with a batch function that
 does nothing: the part of every one-shot CALL that no work in the batch can remove.
@@ -136,12 +136,14 @@ def run(spark) -> list[Result]:
         ),
         Result(
             benchmark="cdc_floor_stream",
-            metric="seconds of the same available-now query with an empty batch function",
+            metric="seconds of the floor's available-now query: with its batch work vs with an "
+            "empty batch function",
             ours=floor_m,
             baseline_name="empty batch: the query's start, listing, logs and stop",
             baseline=empty_m,
             goal="(what every CALL pays before and after its batch; not a goal)",
             met=True,
-            notes="samples " + ", ".join(f"{s:.2f}" for s in empty[warm_up:]),
+            notes=f"medians of rounds {warm_up + 1}-{warm_up + ROUNDS}; samples empty batch "
+            + ", ".join(f"{s:.2f}" for s in empty[warm_up:]),
         ),
     ]

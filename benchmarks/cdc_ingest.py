@@ -296,7 +296,7 @@ def sustained_shape(text: str) -> tuple[int, int] | None:
     if text.strip() == "0":
         return None
     parts = text.lower().split("x")
-    if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+    if len(parts) == 2 and all(p.strip().isdecimal() for p in parts):
         changes, count = (int(p) for p in parts)
         if changes > CHANGES and count > 0:
             return changes, count
@@ -373,6 +373,11 @@ def run(spark) -> list[Result]:
         int(s)
         for s in os.environ.get("SPARKEXT_BENCH_SIZES", "1000000,4000000,16000000").split(",")
     ]
+    if not sizes or min(sizes) > 16_000_000 or sizes != sorted(set(sizes)):
+        raise ValueError(
+            "SPARKEXT_BENCH_SIZES must list increasing table sizes, one of them at most "
+            f"16,000,000 rows, such as 1000000,16000000; got {sizes}."
+        )
     sustained = sustained_shape(os.environ.get("SPARKEXT_BENCH_SUSTAINED", "200000x10"))
     work = Path(tempfile.mkdtemp(prefix="sparkext-bench-cdc-"))
     ours_table, peer_table = "lake.bench.cdc_ours", "lake.bench.cdc_merge"
@@ -494,13 +499,13 @@ def run(spark) -> list[Result]:
                 + _breakdown({k: v / count for k, v in totals.items()}),
             )
         )
-        small = figures[flat_at]
+        small = figures[rows]  # the 10k batches at the size the big ones ran at
         per_change = (total_ours / count - small) / (changes - CHANGES)
         results.append(
             Result(
                 benchmark="cdc_ingest_cost_model",
                 metric="fixed seconds per batch (fitted from 10k and "
-                f"{changes // 1000}k batches at {flat_at:,} rows)",
+                f"{changes // 1000}k batches at {rows:,} rows)",
                 ours=small - CHANGES * per_change,
                 baseline_name="microseconds per change",
                 baseline=per_change * 1e6,

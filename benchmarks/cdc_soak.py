@@ -44,8 +44,14 @@ def _parent(pid: str) -> str | None:
         return None
 
 
+# Spark's own daemon, sparkext's (``spark.python.daemon.module``, local masters: until
+# 2026-11-29 only the first was counted, so runs since sparkext.daemon counted 0 workers) and
+# workers Spark starts without a daemon
+_WORKER_COMMANDS = (b"pyspark.daemon", b"sparkext.daemon", b"pyspark.worker")
+
+
 def _workers(pid: int) -> int:
-    """Python worker processes under this JVM (pyspark.daemon and its forks), not another
+    """Python worker processes under this JVM (the worker daemon and its forks), not another
     application's."""
     count = 0
     for entry in os.listdir("/proc"):
@@ -55,7 +61,7 @@ def _workers(pid: int) -> int:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"pyspark.daemon" not in cmdline and b"pyspark/worker" not in cmdline:
+        if not any(command in cmdline for command in _WORKER_COMMANDS):
             continue
         ancestor: str | None = entry
         for _ in range(4):  # JVM -> daemon -> forked worker

@@ -47,11 +47,11 @@ def test_git_ignores_the_default_output_and_tracks_no_file_there():
     assert tracked.stdout == ""
 
 
-def test_the_sustained_shape_is_checked_before_any_work():
+def test_a_bad_sustained_shape_is_one_sentence_naming_the_variable():
     from benchmarks.cdc_ingest import sustained_shape
 
     assert sustained_shape("200000x10") == (200_000, 10)
     assert sustained_shape("0") is None
-    for bad in ("0x0", "200000x0", "10000x4", "lots", "200000"):
+    for bad in ("0x0", "200000x0", "10000x4", "lots", "200000", "2\u00b2x4"):
         with pytest.raises(ValueError, match="SPARKEXT_BENCH_SUSTAINED must be 0 or"):
             sustained_shape(bad)
