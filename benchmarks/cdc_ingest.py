@@ -285,6 +285,20 @@ STAGES = {  # ingest_cdc's progress line -> the stage it starts
 }
 
 
+def table_sizes(text: str) -> list[int]:
+    """``SPARKEXT_BENCH_SIZES``: increasing table sizes, one of them at most 16M rows (the
+    flatness and cost-model figures are taken there)."""
+    parts = [p.strip() for p in text.split(",")]
+    if all(p.isdecimal() for p in parts):
+        sizes = [int(p) for p in parts]
+        if min(sizes) <= 16_000_000 and sizes == sorted(set(sizes)) and min(sizes) > 0:
+            return sizes
+    raise ValueError(
+        "SPARKEXT_BENCH_SIZES must list increasing table sizes, one of them at most "
+        f"16,000,000 rows, such as 1000000,16000000; got {text!r}."
+    )
+
+
 def sustained_shape(text: str) -> tuple[int, int] | None:
     """``SPARKEXT_BENCH_SUSTAINED``: ``"0"`` (no sustained batches) or ``"<changes>x<batches>"``.
 
@@ -369,15 +383,7 @@ def _breakdown(stages: dict[str, float]) -> str:
 def run(spark) -> list[Result]:
     import sparkext
 
-    sizes = [
-        int(s)
-        for s in os.environ.get("SPARKEXT_BENCH_SIZES", "1000000,4000000,16000000").split(",")
-    ]
-    if not sizes or min(sizes) > 16_000_000 or sizes != sorted(set(sizes)):
-        raise ValueError(
-            "SPARKEXT_BENCH_SIZES must list increasing table sizes, one of them at most "
-            f"16,000,000 rows, such as 1000000,16000000; got {sizes}."
-        )
+    sizes = table_sizes(os.environ.get("SPARKEXT_BENCH_SIZES", "1000000,4000000,16000000"))
     sustained = sustained_shape(os.environ.get("SPARKEXT_BENCH_SUSTAINED", "200000x10"))
     work = Path(tempfile.mkdtemp(prefix="sparkext-bench-cdc-"))
     ours_table, peer_table = "lake.bench.cdc_ours", "lake.bench.cdc_merge"

@@ -55,3 +55,12 @@ def test_a_bad_sustained_shape_is_one_sentence_naming_the_variable():
     for bad in ("0x0", "200000x0", "10000x4", "lots", "200000", "2\u00b2x4"):
         with pytest.raises(ValueError, match="SPARKEXT_BENCH_SUSTAINED must be 0 or"):
             sustained_shape(bad)
+
+
+def test_bad_table_sizes_are_one_sentence_naming_the_variable():
+    from benchmarks.cdc_ingest import table_sizes
+
+    assert table_sizes("1000000, 16000000") == [1_000_000, 16_000_000]
+    for bad in ("", "1M", "16000000,1000000", "1000000,1000000", "64000000", "0,10"):
+        with pytest.raises(ValueError, match="SPARKEXT_BENCH_SIZES must list increasing"):
+            table_sizes(bad)
