@@ -64,3 +64,69 @@ def test_bad_table_sizes_are_one_sentence_naming_the_variable():
     for bad in ("", "1M", "16000000,1000000", "1000000,1000000", "64000000", "0,10"):
         with pytest.raises(ValueError, match="SPARKEXT_BENCH_SIZES must list increasing"):
             table_sizes(bad)
+
+
+class _Stream:
+    """A stand-in for a StreamingQuery whose trigger state follows a script, one entry per
+    look at ``status``: True while a batch is in flight."""
+
+    def __init__(self, active: list[bool], batches: list[int]):
+        self.active, self.batches = iter(active), iter(batches)
+
+    @property
+    def status(self) -> dict:
+        return {"isTriggerActive": next(self.active)}
+
+    @property
+    def lastProgress(self) -> dict:  # Spark's name
+        return {"batchId": next(self.batches)}
+
+
+def test_the_soak_samples_only_between_two_triggers():
+    from benchmarks.cdc_soak import quiet_sample
+
+    taken = []
+
+    def sample() -> dict:
+        taken.append(len(taken))
+        return {"heap": float(len(taken))}
+
+    # busy; then idle but a batch ran meanwhile (id 3 -> 4); then idle across the sample
+    stream = _Stream(active=[True, False, False, False, False], batches=[3, 3, 4, 4, 4, 4])
+    assert quiet_sample(stream, sample, tries=5) == {"heap": 2.0, "quiet": 1}
+    assert taken == [0, 1]
+    # a stream that never rests: the last attempt, marked as not quiet
+    busy = _Stream(active=[True] * 3, batches=[7] * 3)
+    assert quiet_sample(busy, sample, tries=3) == {"heap": 3.0, "quiet": 0}
+
+
+def test_the_soak_counts_only_the_worker_processes_under_its_own_jvm():
+    import os
+    import signal
+    import sys
+    import time
+
+    from benchmarks.cdc_soak import _workers
+
+    sleep = f'"{sys.executable}" -c "import time; time.sleep(60)"'
+    # a stand-in JVM: a shell with a daemon, a worker and an unrelated child
+    jvm = subprocess.Popen(
+        ["sh", "-c", f"{sleep} sparkext.daemon & {sleep} pyspark.worker & {sleep} & wait"],
+        start_new_session=True,
+    )
+    # a daemon whose shell exited at once belongs to init, not to the stand-in
+    orphan = subprocess.run(
+        ["sh", "-c", f"{sleep} pyspark.daemon > /dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while _workers(jvm.pid) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # until /proc shows the commands
+        assert _workers(jvm.pid) == 2
+    finally:
+        os.killpg(jvm.pid, signal.SIGKILL)
+        jvm.wait()
+        os.kill(int(orphan.stdout.strip()), signal.SIGKILL)
