@@ -54,7 +54,12 @@ from sparkext.cdc.positions import NAMES, family
 from sparkext.cdc.types import typed_rows
 from sparkext.errors import BatchOutdatedError, CommitConflictError, IngestError
 from sparkext.fs import Location
-from sparkext.iceberg.observe import input_partitions, observed_metrics, same_session
+from sparkext.iceberg.observe import (
+    input_partitions,
+    observed_metrics,
+    release_proxies,
+    same_session,
+)
 from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.literals import IN_LIST_PRUNES_MAX, in_list
 from sparkext.planning.cdc_schema import plan_schema
@@ -199,6 +204,7 @@ class Ingestor:
             raise
         finally:
             self._release()
+            release_proxies()  # the batch's Java objects, not at Python's next full GC
 
     def _persist(self, frame: DataFrame) -> DataFrame:
         """``frame.persist()``, released when the micro-batch ends (a continuous stream must not

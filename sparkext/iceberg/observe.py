@@ -1,5 +1,6 @@
 """Spark's session state as py4j gives it, cheaply: observed metrics, the SQL mode in force, a
-plan's partition count, whether two sessions are one.
+plan's partition count, whether two sessions are one; and the release of the Java objects the
+driver's Python proxies pin (:func:`release_proxies`).
 
 PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j calls per metric:
 90 for a ten-figure observation); the metrics row's JSON comes over in one.
@@ -7,6 +8,7 @@ PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j 
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,22 @@ def observed_metrics(observation: Observation) -> dict[str, Any]:
     if java is None:
         raise ValueError("observation was not used: call DataFrame.observe first")
     return dict(json.loads(str(java.getRow().json())))
+
+
+def release_proxies() -> int:
+    """Free now the Java objects that only Python reference cycles still hold; the number of
+    Python objects collected. Called at the end of each micro-batch of a long-running stream.
+
+    Every py4j ``JavaObject`` a method was called on is in a cycle: it caches one ``JavaMember``
+    per method, which points back at it (py4j's memory model; py4j/py4j#548). So the Java object
+    behind it (a DataFrame's plans and statistics, a scan's metadata, arrays of longs) lives until
+    Python's next full collection, whose timing follows Python's allocations, not the JVM's.
+    Measured 2026-11-29 on 2,000-change ``ingest_cdc`` batches: the JVM heap after a GC read
+    143-209 MiB between batches, 72-74 MiB once Python had collected; one collection took
+    55-76 ms, most of it py4j telling the JVM which of the batch's ~350 objects to drop, work
+    the next automatic collection would do anyway, in the middle of a later batch.
+    """
+    return gc.collect()
 
 
 def ansi_mode() -> bool | None:

@@ -40,6 +40,7 @@ from sqlglot import exp
 from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.fs import Location
+from sparkext.iceberg.observe import release_proxies
 from sparkext.identifiers import col
 from sparkext.streaming.backfill import (
     commit_counts,
@@ -498,6 +499,8 @@ def run_stream(
         except Exception as error:  # kept for StreamRun.wait: Spark's report hides it
             failures.append(error)
             raise
+        finally:
+            release_proxies()  # the batch's Java objects, not at Python's next full GC
 
     frames = [_reader(spark, s) for s in sources]
     stream = frames[0]

@@ -9,6 +9,7 @@ text runs over a range that covers the input, and both sinks must hold exactly t
 
 from __future__ import annotations
 
+import gc
 import itertools
 import re
 import time
@@ -18,6 +19,7 @@ import pytest
 
 from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.job import StreamingSqlError
+from tests.helpers.py4j_objects import java_objects_held
 from tests.helpers.zones import host_zone, session_zone, wall_clock_rows
 
 # unique across copies of this module: pytest imports it, and other test modules import its
@@ -769,3 +771,26 @@ def test_stream_checkpoint_as_a_file_uri_or_a_relative_path(spark, tmp_path, mon
     assert run.checkpoint == str(workdir / "rel" / "ck")
     assert (workdir / "rel" / "ck" / "sparkext-state.json").is_file()
     assert sorted_rows(spark, relative_sink) == expected
+
+
+def test_every_stream_batch_lets_go_of_the_java_objects_its_proxies_held(spark, tmp_path):
+    """As for ingest_cdc (tests/spark/test_ingest_resources.py): with Python's automatic
+    collector off, only the batch's own collection releases what its proxies' cycles pin."""
+    suffix = next(_ids)
+    bids, sink = f"lake.test.bids_{suffix}", f"lake.test.out_{suffix}"
+    spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
+    job = (BIDS_JOB_HEAD + TUMBLE_TOTALS).format(sink=sink, bids=bids)
+    checkpoint = str(tmp_path / "ck")
+    append(spark, bids, BIDS_DDL, BIDS_1)
+    run_stream(spark, job, checkpoint, available_now=True).wait()
+    gc.collect()
+    before = java_objects_held(spark)
+    append(spark, bids, BIDS_DDL, BIDS_2 + BIDS_SENTINEL)
+    gc.disable()
+    try:
+        run_stream(spark, job, checkpoint, available_now=True).wait()
+        after = java_objects_held(spark)
+    finally:
+        gc.enable()
+    assert sorted_rows(spark, sink) == TUMBLE_TOTALS_ROWS
+    assert after - before < 60, f"{after - before} Java objects still held after the batches"
