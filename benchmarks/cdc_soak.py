@@ -10,11 +10,14 @@ run) and the last one; the table is compared with the producer's own model of th
 (key -> row) at the end.
 
 Until 2026-11-29 the samples were taken whenever the minute came, often mid-batch: the heap
-figures swung between 90 and 340 MiB within a run and the end-vs-warm-up rule read noise. Two
-things were then found by class histograms (``jcmd <pid> GC.class_histogram``): the swing is
-the batch in flight, and the slow climb of the floor (55 -> 147 MiB over the first 40 min, flat
-after) is Spark's status store filling up to its default 1,000 SQL executions (two per batch).
-conf/spark-defaults.conf now keeps 100 (the UI is off in the embedded default).
+figures swung between 90 and 340 MiB within a run and the end-vs-warm-up rule read noise. Three
+things were then found (class histograms, ``jcmd <pid> GC.class_histogram``, and Python's
+``gc`` module): part of the swing was the batch in flight; part was earlier batches' Java
+objects pinned by py4j proxies in Python reference cycles (each stream batch now collects them,
+``sparkext.iceberg.observe.release_proxies``; what PySpark's caller holds past the batch can
+still pin one or two batches' worth, ~65 MiB each here); and the slow climb of the floor
+(55 -> 147 MiB over the first 40 min, flat after) was Spark's status store filling up to its
+default 1,000 SQL executions (two per batch): conf/spark-defaults.conf now keeps 100.
 """
 
 from __future__ import annotations
