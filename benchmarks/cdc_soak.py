@@ -123,6 +123,30 @@ def _heap_after_gc_mib(jvm, tries: int = 3) -> float:
     return min(readings)
 
 
+def heap_floors(
+    samples: list[tuple[float, dict]], warm_up: float, window: float = 600.0
+) -> tuple[float, float, float]:
+    """(heap floor of the first ``window`` seconds after ``warm_up``, heap floor of the last
+    ``window`` seconds, highest heap sample after ``warm_up``), from ``(seconds, sample)`` pairs.
+
+    A floor is the least sample of its window: between two batches the heap may still hold one
+    or two earlier batches' Java objects until Python collects (see ``release_proxies``), so a
+    single sample compares a spike with a trough as often as not; what a leak moves is the floor.
+
+    >>> s = [(t, {"jvm_heap_used_mib": h}) for t, h in [(0, 50), (60, 70), (120, 140), (180, 71),
+    ...      (240, 205), (300, 72)]]
+    >>> heap_floors(s, warm_up=60, window=120)
+    (70, 72, 205)
+    """
+    after = [(t, x["jvm_heap_used_mib"]) for t, x in samples if t >= warm_up]
+    if not after:
+        raise ValueError(f"no sample after the {warm_up:g}-s warm-up")
+    first, last = after[0][0], after[-1][0]
+    warm = min(h for t, h in after if t < first + window)
+    end = min(h for t, h in after if t > last - window)
+    return warm, end, max(h for _, h in after)
+
+
 def _sample(spark) -> dict[str, float]:
     jvm = spark._jvm
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
@@ -235,6 +259,20 @@ def run(spark) -> list[Result]:
                 "table == source model",
             )
         )
+    warm_floor, end_floor, highest = heap_floors(samples, 0.1 * seconds)
+    results.append(
+        Result(
+            benchmark="cdc_soak",
+            metric=f"JVM heap floor (least sample of a 10-min window, MiB) at the end of a "
+            f"{hours:.2f}-h stream",
+            ours=end_floor,
+            baseline_name="first 10 min after warm-up",
+            baseline=warm_floor,
+            goal="flat (end <= 1.2x warm-up, +1)",
+            met=end_floor <= 1.2 * warm_floor + 1,
+            notes=f"highest sample after warm-up {highest:.0f} MiB",
+        )
+    )
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     shutil.rmtree(work, ignore_errors=True)
     return results

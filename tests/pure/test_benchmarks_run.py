@@ -130,3 +130,20 @@ def test_the_soak_counts_only_the_worker_processes_under_its_own_jvm():
         os.killpg(jvm.pid, signal.SIGKILL)
         jvm.wait()
         os.kill(int(orphan.stdout.strip()), signal.SIGKILL)
+
+
+def test_the_soak_compares_heap_floors_not_single_samples():
+    from benchmarks.cdc_soak import heap_floors
+
+    def samples(heaps: list[float]) -> list[tuple[float, dict]]:
+        return [(60.0 * i, {"jvm_heap_used_mib": h}) for i, h in enumerate(heaps)]
+
+    # a trough at warm-up and a spike at the end (one batch still pinned): the floor is flat
+    flat = samples([40, 73, 140, 74, 206, 73, 140, 75, 206])
+    assert heap_floors(flat, warm_up=60, window=180) == (73, 75, 206)
+    # a leak lifts every sample, so the floor too
+    leak = samples([40, 73, 140, 80, 150, 100, 170, 120, 190])
+    warm, end, _ = heap_floors(leak, warm_up=60, window=180)
+    assert (warm, end) == (73, 120) and end > 1.2 * warm + 1
+    with pytest.raises(ValueError, match="no sample after the 600-s warm-up"):
+        heap_floors(samples([40, 50]), warm_up=600)
