@@ -6,8 +6,9 @@ every 5 s) for SPARKEXT_SOAK_SECONDS (default 7200: two hours). Once a minute it
 driver's Python RSS, the JVM's heap after a GC, the JVM's and Python's open file descriptors,
 Spark's cached RDDs and the Python worker processes, each time between two triggers (see
 :func:`quiet_sample`). The figures compared are the first sample after a warm-up (10% of the
-run) and the last one; the table is compared with the producer's own model of the source
-(key -> row) at the end.
+run) and the last one, and for the heap also its floors (:func:`heap_floors`: the least sample
+of the first and of the last 10 minutes after the warm-up); the table is compared with the
+producer's own model of the source (key -> row) at the end.
 
 Until 2026-11-29 the samples were taken whenever the minute came, often mid-batch: the heap
 figures swung between 90 and 340 MiB within a run and the end-vs-warm-up rule read noise. Three
@@ -30,9 +31,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.cdc_ingest import random_image
 from benchmarks.harness import Result
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 EPOCH_MS = 1_800_000_000_000
 
@@ -84,12 +89,14 @@ def _workers(pid: int) -> int:
     return count
 
 
-def _batch_id(query) -> int | None:
+def _batch_id(query: StreamingQuery) -> int | None:
     progress = query.lastProgress
     return None if progress is None else progress["batchId"]
 
 
-def quiet_sample(query, sample: Callable[[], dict[str, float]], *, tries: int = 200) -> dict:
+def quiet_sample(
+    query: StreamingQuery, sample: Callable[[], dict[str, float]], *, tries: int = 200
+) -> dict[str, float]:
     """``sample()`` taken while the stream is between two triggers, so the heap holds what the
     run keeps, not the rows and task metrics of a batch in flight (in local mode the executor is
     this JVM: a sample mid-batch read up to 230 MiB more than the one a minute later).

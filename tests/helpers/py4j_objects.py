@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
-def _bound(spark) -> int:
-    return int(spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings().size())
+def bound_objects(spark) -> Callable[[], int]:
+    """A counter of the gateway's bound objects. The bindings map is fetched once and read
+    live: fetching it anew each time would bind two more objects per reading (the gateway and
+    the map), which with Python's automatic collector off would never be released."""
+    bindings = spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings()
+    return lambda: int(bindings.size())
 
 
-def java_objects_held(spark, within: float = 15.0) -> int:
-    """The gateway's bound objects once py4j's finalizer thread (which sends the releases of
-    collected proxies asynchronously) has stopped changing the count for 0.5 s."""
-    deadline, last = time.monotonic() + within, _bound(spark)
+def java_objects_held(count: Callable[[], int], within: float = 20.0) -> int:
+    """``count()`` once py4j's finalizer thread, which sends the releases of collected proxies
+    on its own and sleeps 1 s when it has none, has left it unchanged for 1.5 s."""
+    deadline, last = time.monotonic() + within, count()
     while time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = _bound(spark)
+        time.sleep(1.5)
+        now = count()
         if now == last:
             return now
         last = now

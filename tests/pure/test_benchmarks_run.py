@@ -109,11 +109,16 @@ def test_the_soak_counts_only_the_worker_processes_under_its_own_jvm():
     from benchmarks.cdc_soak import _workers
 
     sleep = f'"{sys.executable}" -c "import time; time.sleep(60)"'
-    # a stand-in JVM: a shell with a daemon, a worker and an unrelated child
-    jvm = subprocess.Popen(
-        ["sh", "-c", f"{sleep} sparkext.daemon & {sleep} pyspark.worker & {sleep} & wait"],
-        start_new_session=True,
+    # a stand-in JVM with a daemon, a worker and an unrelated child; a Python parent whose own
+    # command line does not hold the names (a forked child shows its parent's until it execs)
+    starter = (
+        "import subprocess, sys, time\n"
+        "nap = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "for name in ('sparkext.' + 'daemon', 'pyspark.' + 'worker', None):\n"
+        "    subprocess.Popen(nap + ([name] if name else []))\n"
+        "time.sleep(60)\n"
     )
+    jvm = subprocess.Popen([sys.executable, "-c", starter], start_new_session=True)
     # a daemon whose shell exited at once belongs to init, not to the stand-in
     orphan = subprocess.run(
         ["sh", "-c", f"{sleep} pyspark.daemon > /dev/null 2>&1 & echo $!"],

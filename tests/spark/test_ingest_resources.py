@@ -6,7 +6,7 @@ import gc
 
 from tests.helpers import cdc_calls
 from tests.helpers.cdc_calls import binlog_event, events, land
-from tests.helpers.py4j_objects import java_objects_held
+from tests.helpers.py4j_objects import bound_objects, java_objects_held
 
 
 def ingest(table: str, landing, checkpoint, options: str = "") -> dict:
@@ -87,13 +87,14 @@ def test_every_micro_batch_lets_go_of_the_java_objects_its_proxies_held(
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "x")))
     ingest(table_name, landing, checkpoint)  # the table exists: the next batch is a plain one
+    count = bound_objects(spark)
     gc.collect()
-    before = java_objects_held(spark)
+    before = java_objects_held(count)
     land(landing, "2.json", events(("u", 1, 20, "b"), ("d", 2, 30, None), ("c", 3, 40, "z")))
     gc.disable()
     try:
         assert ingest(table_name, landing, checkpoint)["updated"] == 1
-        after = java_objects_held(spark)
+        after = java_objects_held(count)
     finally:
         gc.enable()
     assert after - before < 60, f"{after - before} Java objects still held after the batch"

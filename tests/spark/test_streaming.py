@@ -19,7 +19,7 @@ import pytest
 
 from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.job import StreamingSqlError
-from tests.helpers.py4j_objects import java_objects_held
+from tests.helpers.py4j_objects import bound_objects, java_objects_held
 from tests.helpers.zones import host_zone, session_zone, wall_clock_rows
 
 # unique across copies of this module: pytest imports it, and other test modules import its
@@ -783,13 +783,14 @@ def test_every_stream_batch_lets_go_of_the_java_objects_its_proxies_held(spark, 
     checkpoint = str(tmp_path / "ck")
     append(spark, bids, BIDS_DDL, BIDS_1)
     run_stream(spark, job, checkpoint, available_now=True).wait()
+    count = bound_objects(spark)
     gc.collect()
-    before = java_objects_held(spark)
+    before = java_objects_held(count)
     append(spark, bids, BIDS_DDL, BIDS_2 + BIDS_SENTINEL)
     gc.disable()
     try:
         run_stream(spark, job, checkpoint, available_now=True).wait()
-        after = java_objects_held(spark)
+        after = java_objects_held(count)
     finally:
         gc.enable()
     assert sorted_rows(spark, sink) == TUMBLE_TOTALS_ROWS
