@@ -28,6 +28,11 @@ class SqlParseError(SparkextError, ValueError):
         self.column = column
 
 
+class RoutineReportedFailure(SparkextError, RuntimeError):
+    """A routine ran and its result rows say that part of its work failed (their error column):
+    the shell's ``-e``/``-f`` exit with status 1 after printing them."""
+
+
 class UnknownRoutineError(SparkextError, LookupError):
     """`CALL sparkext.x` or `FROM sparkext.x(...)` names nothing in the registry."""
 

@@ -75,6 +75,29 @@ def _terminator(statement: Statement) -> int:
     return end
 
 
+class _Failures:
+    """Counts the result rows of a routine that report a failure in a column of their own."""
+
+    def __init__(self, routine: str, column: str):
+        self.routine, self.column, self.count = routine, column, 0
+
+    def counted(self, rows, index: int):
+        for row in rows:
+            if row[index] is not None:
+                self.count += 1
+            yield row
+
+    def raise_if_any(self) -> None:
+        from sparkext.errors import RoutineReportedFailure
+
+        if self.count:
+            rows = "row" if self.count == 1 else "rows"
+            raise RoutineReportedFailure(
+                f"sparkext.{self.routine} reported {self.count} failed {rows} (its "
+                f"'{self.column}' column says why); the rows without one report work that was done."
+            )
+
+
 class Shell:
     """Runs SQL text statement by statement and prints each result.
 
@@ -102,26 +125,34 @@ class Shell:
         self.runner = Runner(spark, owns_session=owns_session)
         self.cancelled = False
 
-    def _show(self, frame, progress: Progress, quiet: bool, fmt: str) -> int:
+    def _show(
+        self, frame, progress: Progress, quiet: bool, fmt: str, failures: _Failures | None
+    ) -> int:
         """Print ``frame``; the spinner is cleared first so it never shares a line with it."""
         cancellation.raise_if_cancelled()  # e.g. a stopped ingest_cdc: its totals are partial
         columns = frame.columns
-        if not columns or quiet:
+        if failures is not None and failures.column not in columns:
+            failures = None
+        if not columns or (quiet and failures is None):
             progress.stop()
             return 0
         frame = times.wall_clock_frame(frame)  # timestamps in the session zone, as spark-sql
-        if fmt in ("table", "vertical"):
-            rows = frame.collect()
-            progress.stop()
-            return write(columns, rows, fmt, self.out)
-        rows = frame.toLocalIterator()  # streamed: the first rows print before the last are read
+        # streamed in json/csv: the first rows print before the last are read
+        whole = fmt in ("table", "vertical") or quiet
+        rows = frame.collect() if whole else frame.toLocalIterator()
         progress.stop()
+        if failures is not None:
+            rows = failures.counted(rows, columns.index(failures.column))
+        if quiet:
+            for _ in rows:
+                pass
+            return 0
         return write(columns, rows, fmt, self.out)
 
     def run_statement(
         self, statement: Statement, quiet: bool = False, fmt: str | None = None
     ) -> None:
-        from sparkext.routing.router import execute
+        from sparkext.routing.router import execute, failure_column
 
         if self.echo:
             self.out.write(f"\n{statement.text};\n")
@@ -132,9 +163,12 @@ class Shell:
         group = None if self.runner.owns_session else running.group
         progress = Progress(self.err, self.spark, group)
 
+        reporting = failure_column(statement)
+        failures = _Failures(*reporting) if reporting else None
+
         def work() -> int:
             frame = execute(self.spark, statement, progress)
-            return self._show(frame, progress, quiet, fmt or self.output_format)
+            return self._show(frame, progress, quiet, fmt or self.output_format, failures)
 
         try:
             count = self.runner.run(work, statement.text, running, on_cancel=progress.stop)
@@ -145,6 +179,8 @@ class Shell:
             elapsed = time.perf_counter() - started
             self.err.write(f"Time taken: {elapsed:.3f} seconds, Fetched {count} row(s)\n")
             self.err.flush()
+        if failures is not None:
+            failures.raise_if_any()
 
     def run_text(
         self, text: str, quiet: bool = False, source: str | None = None, setup: bool = False

@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
-from sparkext.jvm import BRIDGE, EXTENSION, PARSER, jar_path
+from sparkext.jvm import BRIDGE, EXTENSION, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,7 +67,13 @@ def is_attached(spark: SparkSession) -> bool:
 
 
 def _parses_ours(spark: SparkSession) -> bool:
-    return spark._jsparkSession.sessionState().sqlParser().getClass().getName() == PARSER
+    from py4j.java_gateway import JavaClass
+
+    bridge = _bridge(spark)
+    if not isinstance(bridge, JavaClass):  # the extension's jar is not on this JVM's class path
+        return False
+    # The parser is a proxy (it exposes the interfaces of the parser it wraps, Iceberg's included).
+    return bool(bridge.isSparkextParser(spark._jsparkSession.sessionState().sqlParser()))
 
 
 def attach(spark: SparkSession) -> SparkSession:

@@ -24,7 +24,6 @@ SOURCES = HERE / "src"
 JAR = HERE / "sparkext-spark.jar"
 EXTENSION = "io.sparkext.spark.SparkextExtensions"
 BRIDGE = "io.sparkext.spark.Bridge"
-PARSER = "io.sparkext.spark.SparkextParser"
 JAVA_RELEASE = "17"
 # Fixed entry times make the jar a function of the classes alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)

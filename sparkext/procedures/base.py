@@ -36,6 +36,9 @@ class ParamType(enum.Enum):
     STRING_MAP = "map<string,string>"
     STRING_ARRAY = "array<string>"
     TABLE = "table"  # a string naming an existing table; bound to a TableRef
+    # a point in a table's history: a snapshot id (bigint, or its digits as a string), a tag or
+    # branch name, or a time (TIMESTAMP, DATE or a string); bound to its text
+    SNAPSHOT = "snapshot"
 
 
 class Kind(enum.Flag):
@@ -108,6 +111,9 @@ class Routine:
     # the table-function form when it takes other parameters or returns other columns than the
     # procedure; empty ``output`` there means the columns depend on the arguments (a table)
     function: Routine | None = None
+    # an output column whose non-NULL value says that row's part of the work failed (the rows
+    # are still the result); the shell's -e/-f exit non-zero when any row has one
+    failure_column: str | None = None
 
     def for_kind(self, kind: Kind) -> Routine:
         return self.function if kind == Kind.FUNCTION and self.function is not None else self

@@ -91,6 +91,8 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
         return param.default
     if expected in (ParamType.STRING, ParamType.TABLE):
         ok = isinstance(value, str)
+    elif expected == ParamType.SNAPSHOT:
+        value, ok = _snapshot_text(value)
     elif expected == ParamType.LONG:
         ok = isinstance(value, int) and not isinstance(value, bool)
         if isinstance(value, Decimal) and value == value.to_integral_value():
@@ -125,12 +127,55 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
             ParamType.INTERVAL: " (write INTERVAL '1' DAY)",
             ParamType.STRING_MAP: " (write map('key', 'value', ...))",
             ParamType.TABLE: " (write the table name as a string, e.g. 'lake.db.t')",
+            ParamType.SNAPSHOT: (
+                " (write a snapshot id such as 5837411, a tag or branch name such as 'v1', "
+                "or a time such as TIMESTAMP '2026-11-21 08:00:00')"
+            ),
         }.get(expected, "")
         raise ProcedureArgumentError(
             f"{where} expects a {expected.value}, got {describe(value)} "
             f"({type_label(value)}){hint}."
         )
     return value
+
+
+def _snapshot_text(value: Any) -> tuple[Any, bool]:
+    """A snapshot argument as the text the history readers parse: ids as digits, times with
+    their offset (an evaluated TIMESTAMP is an aware instant), dates as dates.
+
+    >>> _snapshot_text(1210247136009801999), _snapshot_text("v1"), _snapshot_text(True)
+    (('1210247136009801999', True), ('v1', True), (True, False))
+    >>> _snapshot_text(dt.datetime(2026, 11, 21, 8, tzinfo=dt.timezone.utc))
+    ('2026-11-21T08:00:00+00:00', True)
+    """
+    if isinstance(value, bool):
+        return value, False
+    if isinstance(value, int):
+        return str(value), True
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return str(int(value)), True
+    if isinstance(value, str):
+        return value, True
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat(), True
+    return value, False
+
+
+def _as_written(param: Param, expression: exp.Expression) -> exp.Expression:
+    """What a user would type for ``param``, made what it means: a bare table name
+    (``table => lake.db.t``) is that name; a string for a TIMESTAMP parameter is cast as Spark
+    casts it (in the session time zone), so ``as_of => '2026-11-21 08:00:00'`` works."""
+    bare_name = isinstance(expression, (exp.Column, exp.Dot)) and all(
+        isinstance(p, exp.Identifier) for p in expression.parts
+    )
+    if param.type == ParamType.TABLE and bare_name:
+        return exp.Literal.string(expression.sql(dialect="spark"))
+    if param.type == ParamType.TIMESTAMP:
+        if isinstance(expression, exp.Literal) and expression.is_string:
+            return exp.cast(expression, exp.DataType.build("timestamp"))
+        if isinstance(expression, exp.Cast) and expression.to.this == exp.DataType.Type.DATE:
+            return exp.cast(expression, exp.DataType.build("timestamp"))
+    return expression
 
 
 # How to write a valid value of a type, for a typed literal or CAST that came out NULL.
@@ -238,16 +283,20 @@ def bind(
     from sparkext.routing.constants import check_constant
 
     matched = match(routine, args)
+    expressions = {}
     for name, arg in matched.items():
-        check_constant(arg.expression, f"Parameter '{name}' of {label(routine)}")
+        param = routine.param(name)
+        assert param is not None
+        expressions[name] = _as_written(param, arg.expression)
+        check_constant(expressions[name], f"Parameter '{name}' of {label(routine)}")
     names = list(matched)
-    values = evaluate([matched[n].expression for n in names]) if names else []
+    values = evaluate([expressions[n] for n in names]) if names else []
     bound: dict[str, Any] = {p.name: p.default for p in routine.params}
     for name, value in zip(names, values, strict=True):
         param = routine.param(name)
         assert param is not None
         if value is None:
-            _explain_null(routine, param, matched[name].expression, evaluate)
+            _explain_null(routine, param, expressions[name], evaluate)
         bound[name] = _coerce(routine, param, value)
     for param in routine.params:
         if param.type == ParamType.TABLE and bound[param.name] is not None:

@@ -152,13 +152,13 @@ ROUTINE = Routine(
         Param("table", ParamType.TABLE, "Iceberg table, e.g. 'lake.db.t'", True),
         Param(
             "start",
-            ParamType.STRING,
+            ParamType.SNAPSHOT,
             "exclusive start: snapshot id, tag or branch, or time ('2026-11-21 08:00:00'); "
             "default: before the first snapshot",
         ),
         Param(
             "end",
-            ParamType.STRING,
+            ParamType.SNAPSHOT,
             "inclusive end: snapshot id, tag or branch, or time; default: the current snapshot",
         ),
         Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),

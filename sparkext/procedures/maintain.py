@@ -438,4 +438,5 @@ ROUTINE = Routine(
         OutputColumn("error", "string", "why the action failed (NULL: it did not)"),
     ),
     run=run,
+    failure_column="error",
 )

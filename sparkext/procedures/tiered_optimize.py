@@ -680,4 +680,5 @@ ROUTINE = Routine(
         OutputColumn("error", "string", "why the group was not committed (NULL: committed)"),
     ),
     run=run,
+    failure_column="error",
 )

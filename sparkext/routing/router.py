@@ -77,6 +77,19 @@ def run_invocation(
     return result.select(*(c.name for c in routine.output))
 
 
+def failure_column(statement: Statement) -> tuple[str, str] | None:
+    """``(routine name, column)`` when ``statement`` is a CALL of a routine whose rows report
+    failures in a column of their own (``tiered_optimize``'s and ``maintain``'s ``error``)."""
+    try:
+        call = parse_call(statement)
+    except SparkextError:
+        return None
+    routine = ROUTINES.get(call.name) if call is not None else None
+    if routine is None or routine.failure_column is None:
+        return None
+    return routine.name, routine.failure_column
+
+
 def _quiet(message: str) -> None:
     return None
 
@@ -85,8 +98,12 @@ def execute(
     spark: SparkSession, statement: Statement, progress: Callable[[str], None] = _quiet
 ) -> DataFrame:
     """Run one statement and return its result."""
+    from sparkext.iceberg.catalog import activate_session
     from sparkext.iceberg.errors import translate
 
+    # The calling thread may be new to the JVM (the shell's statement thread, a user's pool):
+    # Iceberg's source and SQLConf.get read the thread's active session, not this one.
+    activate_session(spark)
     line_offset = line_col(statement.source, statement.start)[0] - 1
     try:
         call = parse_call(statement)

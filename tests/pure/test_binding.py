@@ -20,6 +20,7 @@ ROUTINE = Routine(
         Param("dry_run", ParamType.BOOLEAN, "dry run", default=False),
         Param("as_of", ParamType.TIMESTAMP, "as of"),
         Param("options", ParamType.STRING_MAP, "options", default={}),
+        Param("at", ParamType.SNAPSHOT, "a point in the table's history"),
     ),
     options=(Option("min-files", "5", "minimum files", int),),
     output=(OutputColumn("x", "bigint", "x"),),
@@ -61,7 +62,7 @@ def test_positional_binding():
         (
             "CALL sparkext.demo(tabel => 'x')",
             "sparkext.demo has no parameter 'tabel' (did you mean 'table'?); "
-            "parameters: table, limit, dry_run, as_of, options.",
+            "parameters: table, limit, dry_run, as_of, options, at.",
         ),
         (
             "CALL sparkext.demo(limit => 1)",
@@ -86,19 +87,25 @@ def test_positional_binding():
             "Parameter 'dry_run' of sparkext.demo expects a boolean, got 1 (bigint).",
         ),
         (
-            "CALL sparkext.demo(table => 'a', as_of => '2026-01-01')",
-            "Parameter 'as_of' of sparkext.demo expects a timestamp, got '2026-01-01' (string) "
+            "CALL sparkext.demo(table => 'a', as_of => 5)",
+            "Parameter 'as_of' of sparkext.demo expects a timestamp, got 5 (bigint) "
             "(write TIMESTAMP '2026-11-21 00:00:00').",
         ),
         (
-            "CALL sparkext.demo(table => orders)",
-            "Parameter 'table' of sparkext.demo must be a constant, but 'orders' is a name; "
+            "CALL sparkext.demo(table => 'a', limit => orders)",
+            "Parameter 'limit' of sparkext.demo must be a constant, but 'orders' is a name; "
             "quote it as a string: 'orders'.",
         ),
         (
-            "CALL sparkext.demo('a', 1, true, NULL, NULL, 6)",
-            "sparkext.demo takes at most 5 argument(s) (table, limit, dry_run, as_of, options) "
-            "but 6 were given.",
+            "CALL sparkext.demo(table => 'a', at => true)",
+            "Parameter 'at' of sparkext.demo expects a snapshot, got true (boolean) (write a "
+            "snapshot id such as 5837411, a tag or branch name such as 'v1', or a time such as "
+            "TIMESTAMP '2026-11-21 08:00:00').",
+        ),
+        (
+            "CALL sparkext.demo('a', 1, true, NULL, NULL, NULL, 6)",
+            "sparkext.demo takes at most 6 argument(s) (table, limit, dry_run, as_of, options, "
+            "at) but 7 were given.",
         ),
         (
             "CALL sparkext.demo(table => NULL)",
@@ -183,3 +190,43 @@ def test_a_null_map_value_is_refused_in_one_sentence():
         "Parameter 'options' of sparkext.lists has a NULL value for key 'k'; "
         "give it a value or leave the key out."
     )
+
+
+def test_a_bare_table_name_is_that_name():
+    """``table => lake.db.t`` as users type it; quoted parts keep their quotes for the parser."""
+    assert call("CALL sparkext.demo(table => orders)")["table"] == "<orders>"
+    assert call("CALL sparkext.demo(table => lake.db.t)")["table"] == "<lake.db.t>"
+    assert call("CALL sparkext.demo(table => `lake`.db.`t x`)")["table"] == "<`lake`.db.`t x`>"
+
+
+def test_a_string_for_a_timestamp_is_cast_by_spark_in_the_session_zone():
+    seen = []
+
+    def spark_like(expressions):
+        seen.extend(e.sql("spark") for e in expressions)
+        return ["t", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)]
+
+    call("CALL sparkext.demo(table => 't', as_of => '2026-01-01 08:00:00')", spark_like)
+    assert seen[1] == "CAST('2026-01-01 08:00:00' AS TIMESTAMP)"
+    seen.clear()
+    call("CALL sparkext.demo(table => 't', as_of => DATE '2026-01-01')", spark_like)
+    assert seen[1] == "CAST(CAST('2026-01-01' AS DATE) AS TIMESTAMP)"
+
+
+@pytest.mark.parametrize(
+    ("written", "value", "text"),
+    [
+        ("1210247136009801999", 1210247136009801999, "1210247136009801999"),
+        ("'1210247136009801999'", "1210247136009801999", "1210247136009801999"),
+        ("'v1'", "v1", "v1"),
+        (
+            "TIMESTAMP '2026-11-21 08:00:00'",
+            dt.datetime(2026, 11, 21, 8, tzinfo=dt.timezone.utc),
+            "2026-11-21T08:00:00+00:00",
+        ),
+        ("DATE '2026-11-21'", dt.date(2026, 11, 21), "2026-11-21"),
+    ],
+)
+def test_a_snapshot_is_an_id_a_ref_or_a_time_as_written(written, value, text):
+    bound = call(f"CALL sparkext.demo(table => 't', at => {written})", lambda e: ["t", value])
+    assert bound["at"] == text

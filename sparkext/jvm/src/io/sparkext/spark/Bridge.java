@@ -24,6 +24,11 @@ public final class Bridge {
     routines = null;
   }
 
+  /** Whether {@code parser} (a session's {@code sqlParser()}) is sparkext's. */
+  public static boolean isSparkextParser(Object parser) {
+    return ParserFacade.isOurs(parser);
+  }
+
   public static boolean isRegistered() {
     return routines != null;
   }

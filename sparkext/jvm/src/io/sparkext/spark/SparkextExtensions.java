@@ -21,7 +21,7 @@ public final class SparkextExtensions extends AbstractFunction1<SparkSessionExte
         new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
           @Override
           public ParserInterface apply(SparkSession session, ParserInterface delegate) {
-            return new SparkextParser(session, delegate);
+            return ParserFacade.wrap(new SparkextParser(session, delegate), delegate);
           }
         });
     extensions.injectResolutionRule(

@@ -1,0 +1,261 @@
+"""Iceberg 1.10's own SQL, and Spark's statements a parser wrapper can disturb, as one script.
+
+``run(spark, workdir)`` plays the script on a session and returns one outcome per step: whether
+it ran and its rows with what differs between two runs masked (snapshot ids, timestamps, file
+paths, byte counts). ``tests/spark/test_iceberg_compat.py`` plays it on the suite's attached
+session and, through ``python -m tests.helpers.iceberg_compat MODE WORKDIR``, in a plain Iceberg
+application (no sparkext) and in one with sparkext's extension listed BEFORE Iceberg's, and
+requires the same outcomes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+NS = "lake.compat"
+T = f"{NS}.c"
+
+
+@dataclass(frozen=True)
+class Step:
+    sql: str
+    args: Any = None  # spark.sql(sql, args=...): a dict (named) or a list (positional)
+    compare: str = "rows"  # "rows": the masked rows; "count": how many rows (EXPLAIN's text)
+
+
+# {snap1}: the table's first snapshot; {newest}: its newest; {wap}: the staged WAP snapshot;
+# {metadata}: its current metadata file; {dir}: a scratch directory of the run
+STEPS: tuple[Step, ...] = (
+    Step(f"CREATE NAMESPACE IF NOT EXISTS {NS}"),
+    Step(
+        f"CREATE TABLE {T} (id bigint NOT NULL, s string, d date) USING iceberg "
+        "PARTITIONED BY (d) TBLPROPERTIES ('format-version' = '2', "
+        "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read')"
+    ),
+    Step(f"INSERT INTO {T} VALUES (1, 'q', DATE '2026-01-01'), (5, 'a', DATE '2026-01-02')"),
+    Step(f"INSERT INTO {T} VALUES (3, 'z', DATE '2026-01-01'), (2, NULL, DATE '2026-01-02')"),
+    Step(f"INSERT INTO {T} VALUES (4, 'b', DATE '2026-01-01'), (6, 'c', DATE '2026-01-02')"),
+    Step(
+        "CALL lake.system.rewrite_data_files(table => 'compat.c', strategy => 'sort', "
+        "sort_order => 'id DESC NULLS LAST', options => map('rewrite-all', 'true'))"
+    ),
+    Step(f"SELECT d, collect_list(id) AS ids FROM {T} GROUP BY d ORDER BY d"),
+    Step(
+        "CALL lake.system.rewrite_data_files(table => 'compat.c', strategy => 'sort', "
+        "sort_order => 'zorder(id, s)', options => map('rewrite-all', 'true'))"
+    ),
+    Step(
+        "CALL lake.system.rewrite_data_files(table => 'compat.c', "
+        "options => map('rewrite-all', 'true'))"
+    ),
+    Step(f"DELETE FROM {T} WHERE id = 2"),
+    Step(f"SELECT content, count(*) AS files FROM {T}.all_files GROUP BY 1 ORDER BY 1"),
+    Step(
+        "CALL lake.system.rewrite_position_delete_files(table => 'compat.c', "
+        "options => map('rewrite-all', 'true'))"
+    ),
+    Step("CALL lake.system.rewrite_manifests('compat.c')"),
+    Step(f"ALTER TABLE {T} WRITE ORDERED BY id DESC NULLS LAST, s"),
+    Step(f"ALTER TABLE {T} WRITE DISTRIBUTED BY PARTITION LOCALLY ORDERED BY s"),
+    Step(f"INSERT INTO {T} VALUES (7, 'k', DATE '2026-01-01')"),
+    Step(f"ALTER TABLE {T} WRITE UNORDERED"),
+    Step(f"ALTER TABLE {T} ADD PARTITION FIELD bucket(4, id)"),
+    Step(f"ALTER TABLE {T} DROP PARTITION FIELD bucket(4, id)"),
+    Step(f"ALTER TABLE {T} SET IDENTIFIER FIELDS id"),
+    Step(f"ALTER TABLE {T} DROP IDENTIFIER FIELDS id"),
+    Step(f"ALTER TABLE {T} CREATE BRANCH b1"),
+    Step(f"ALTER TABLE {T} CREATE TAG t1 AS OF VERSION {{snap1}}"),
+    Step(f"ALTER TABLE {T} REPLACE BRANCH b1 AS OF VERSION {{snap1}}"),
+    Step(f"SELECT name, type FROM {T}.refs ORDER BY name"),
+    Step(f"SELECT count(*) AS n FROM {T} VERSION AS OF 't1'"),
+    Step(f"ALTER TABLE {T} DROP TAG t1"),
+    Step(f"ALTER TABLE {T} DROP BRANCH b1"),
+    Step("CALL lake.system.ancestors_of('compat.c')"),
+    Step("CALL lake.system.rollback_to_snapshot('compat.c', {snap1})"),
+    Step(f"SELECT count(*) AS n FROM {T}"),
+    Step("CALL lake.system.set_current_snapshot('compat.c', {newest})"),
+    Step(f"SELECT id FROM {T} ORDER BY id"),
+    Step(f"ALTER TABLE {T} SET TBLPROPERTIES ('write.wap.enabled' = 'true')"),
+    Step("SET spark.wap.id = compat1"),
+    Step(f"INSERT INTO {T} VALUES (8, 'w', DATE '2026-01-02')"),
+    Step("RESET spark.wap.id"),
+    Step(f"SELECT count(*) AS n FROM {T}"),
+    Step("CALL lake.system.cherrypick_snapshot('compat.c', {wap})"),
+    Step(f"SELECT count(*) AS n FROM {T}"),
+    Step(f"CREATE TABLE {NS}.a (id bigint, s string) USING iceberg"),
+    Step(
+        "INSERT OVERWRITE DIRECTORY '{dir}/parquet' USING parquet "
+        "SELECT id, CAST(id AS string) AS s FROM range(5)"
+    ),
+    Step(
+        "CALL lake.system.add_files(table => 'compat.a', "
+        "source_table => '`parquet`.`{dir}/parquet`')"
+    ),
+    Step(f"SELECT count(*) AS n, sum(id) AS total FROM {NS}.a"),
+    Step(f"INSERT INTO {NS}.a VALUES (10, 'ten')"),
+    Step(
+        "CALL lake.system.create_changelog_view(table => 'compat.a', "
+        "changelog_view => 'compat_changes')"
+    ),
+    Step("SELECT _change_type, _change_ordinal, count(*) AS n FROM compat_changes GROUP BY 1, 2"),
+    Step(
+        "CALL lake.system.register_table(table => 'compat.registered', "
+        "metadata_file => '{metadata}')"
+    ),
+    Step(
+        "CREATE TABLE spark_catalog.default.compat_source (id bigint) USING parquet "
+        "LOCATION '{dir}/source'"
+    ),
+    Step("INSERT INTO spark_catalog.default.compat_source VALUES (1), (2)"),
+    Step(
+        "CALL lake.system.snapshot(source_table => 'spark_catalog.default.compat_source', "
+        "table => 'lake.compat.snap')"
+    ),
+    Step("SELECT count(*) AS n FROM lake.compat.snap"),
+    Step("DROP TABLE IF EXISTS spark_catalog.default.compat_source"),
+    Step("CALL lake.system.expire_snapshots(table => 'compat.c', retain_last => 1)"),
+    Step("CALL lake.system.remove_orphan_files(table => 'compat.c', dry_run => true)"),
+    # Spark's own statements that go through the session's parser
+    Step("SET sparkext.compat.answer = 41"),
+    Step("SELECT ${sparkext.compat.answer} + 1 AS v"),
+    Step("SELECT :a + 1 AS v, :b AS s", args={"a": 41, "b": "x"}),
+    Step("SELECT ? * 2 AS v", args=[21]),
+    Step(f"EXPLAIN SELECT * FROM {T} WHERE id = 1", compare="count"),
+    Step(f"EXPLAIN EXTENDED SELECT count(*) FROM {T}", compare="count"),
+    Step("WITH x AS (SELECT 1 AS a UNION ALL SELECT 2) SELECT sum(a) AS s FROM x"),
+    Step(f"CREATE OR REPLACE TEMP VIEW compat_view AS SELECT id FROM {T} WHERE id > 3"),
+    Step("SELECT count(*) AS n FROM compat_view"),
+    Step("DROP VIEW compat_view"),
+    Step("SELECT count(*) AS n FROM compat_view"),  # an error in both
+    Step("RESET sparkext.compat.answer"),
+)
+
+
+def _scalar(spark, sql: str) -> Any:
+    rows = spark.sql(sql).collect()
+    return rows[0][0] if rows else None
+
+
+def _values(spark, workdir: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"dir": workdir}
+    try:
+        out["snap1"] = _scalar(
+            spark, f"SELECT snapshot_id FROM {T}.snapshots ORDER BY committed_at LIMIT 1"
+        )
+        out["newest"] = _scalar(
+            spark, f"SELECT snapshot_id FROM {T}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        )
+        out["wap"] = _scalar(
+            spark, f"SELECT snapshot_id FROM {T}.snapshots WHERE summary['wap.id'] = 'compat1'"
+        )
+        out["metadata"] = _scalar(
+            spark, f"SELECT file FROM {T}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1"
+        )
+    except Exception:  # before the table exists
+        pass
+    return out
+
+
+def _mask(key: str, value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _mask(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask(key, v) for v in value]
+    if "bytes" in key or "size" in key:
+        return "<bytes>"
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return "<id>" if abs(value) >= 10**12 else value
+    if isinstance(value, (dt.datetime, dt.date)):
+        return "<time>"
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, str) and ("/" in value or value.startswith("file:")):
+        return "<path>"
+    return value
+
+
+def _rows(frame) -> list[dict[str, Any]]:
+    return [_mask("", row.asDict(recursive=True)) for row in frame.collect()]
+
+
+def _failure(error: BaseException) -> str:
+    """What failed, as stable as two runs allow: Spark's error class, else the Java class."""
+    text = str(error)
+    cls = getattr(error, "getErrorClass", lambda: None)()
+    if cls:
+        return f"error {cls}"
+    for line in text.splitlines():
+        if "Exception" in line:
+            return "error " + line.split(":")[0].strip()
+    return f"error {type(error).__name__}"
+
+
+def run(spark, workdir: str) -> list[dict[str, Any]]:
+    """Play the script on ``spark``; one outcome per step."""
+    outcomes = []
+    for step in STEPS:
+        values = _values(spark, workdir)
+        sql = step.sql
+        for name, value in values.items():
+            sql = sql.replace("{" + name + "}", str(value))
+        try:
+            frame = spark.sql(sql, args=step.args) if step.args is not None else spark.sql(sql)
+            rows = _rows(frame)
+            result: Any = len(rows) if step.compare == "count" else rows
+            outcomes.append({"sql": step.sql, "ok": True, "result": result})
+        except Exception as error:  # the outcome is the datum
+            outcomes.append({"sql": step.sql, "ok": False, "result": _failure(error)})
+    return outcomes
+
+
+def _session(mode: str, workdir: str):
+    from pyspark.sql import SparkSession
+
+    from sparkext import jvm
+    from sparkext.session import build_conf
+
+    conf = build_conf({"warehouse": f"{workdir}/warehouse", "master": "local[1]"})
+    conf["spark.sql.shuffle.partitions"] = "2"
+    conf["spark.driver.memory"] = "1g"
+    iceberg = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    if mode == "plain":  # stock Iceberg-Spark: no sparkext anywhere
+        conf["spark.sql.extensions"] = iceberg
+        conf["spark.jars"] = ",".join(
+            j for j in conf["spark.jars"].split(",") if "sparkext" not in j
+        )
+    else:  # sparkext's extension first: Iceberg's parser wraps sparkext's
+        conf["spark.sql.extensions"] = f"{jvm.EXTENSION},{iceberg}"
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if mode != "plain":
+        import sparkext
+
+        spark = sparkext.attach(spark)
+    return spark
+
+
+def main(mode: str, workdir: str) -> None:
+    spark = _session(mode, workdir)
+    outcomes = run(spark, f"{workdir}/scratch")
+    extra = {}
+    if mode == "reversed":  # sparkext's own SQL still works in that order
+        frame = spark.sql(f"CALL sparkext.table_health(table => '{T}')")
+        extra["table_health_rows"] = frame.count()
+        extra["changelog_rows"] = spark.sql(
+            f"SELECT * FROM sparkext.changelog('{T}', {_values(spark, '')['snap1']})"
+        ).count()
+    print(json.dumps({"outcomes": outcomes, "extra": extra}, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

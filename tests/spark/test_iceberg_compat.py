@@ -1,0 +1,81 @@
+"""Iceberg's own SQL and Spark's parser-level statements behave the same with sparkext attached.
+
+The oracle is stock Iceberg-Spark: the same script (``tests/helpers/iceberg_compat.py``) in an
+application without sparkext. It is played there, on the suite's attached session (sparkext's
+parser wrapping Iceberg's) and in an application that lists sparkext's extension BEFORE
+Iceberg's (Iceberg's parser wrapping sparkext's); every step must end the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import iceberg_compat
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(mode: str, workdir: Path) -> subprocess.Popen:
+    workdir.mkdir(parents=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.iceberg_compat", mode, str(workdir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _finish(child: subprocess.Popen) -> dict:
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_iceberg_statements_end_the_same_with_and_without_sparkext(spark, tmp_path):
+    plain = _start("plain", tmp_path / "plain")
+    reversed_ = _start("reversed", tmp_path / "reversed")
+    try:
+        attached = iceberg_compat.run(spark, str(tmp_path / "attached"))
+    finally:
+        spark.sql("RESET spark.wap.id")
+        stock, first = _finish(plain), _finish(reversed_)
+    expected = stock["outcomes"]
+    # the oracle itself ran the script: every Iceberg statement worked in stock Iceberg-Spark
+    failed = [o["sql"] for o in expected if not o["ok"]]
+    assert failed == ["SELECT count(*) AS n FROM compat_view"], failed  # the dropped view
+    for name, outcomes in (("attached", attached), ("sparkext first", first["outcomes"])):
+        differ = [
+            (e["sql"], e["result"], o["result"]) for e, o in zip(expected, outcomes, strict=True)
+        ]
+        differ = [d for d in differ if d[1] != d[2]]
+        assert not differ, f"{name}: {differ}"
+        assert len(outcomes) == len(expected)
+    # with Iceberg's parser outermost, sparkext's SQL still runs
+    assert first["extra"] == {
+        "table_health_rows": 2,
+        "changelog_rows": first["extra"]["changelog_rows"],
+    }
+    assert first["extra"]["changelog_rows"] > 0
+
+
+def test_the_session_parser_is_still_icebergs_extended_parser(spark):
+    """Iceberg finds its sort-order parser by ``sqlParser() instanceof ExtendedParser``."""
+    jvm = spark._jvm
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    assert jvm.io.sparkext.spark.Bridge.isSparkextParser(parser)
+    fields = jvm.org.apache.iceberg.spark.ExtendedParser.parseSortOrder(
+        spark._jsparkSession, "zorder(id, s), d DESC NULLS LAST"
+    )
+    assert fields.size() == 2
+    assert (
+        str(fields.get(1).direction()) == "DESC" and str(fields.get(1).nullOrder()) == "NULLS_LAST"
+    )
