@@ -9,6 +9,7 @@ string, a metadata-table name) goes through this module; a name as a plain Pytho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def quote(part: str) -> str:
@@ -35,6 +39,15 @@ def join(parts: Iterable[str]) -> str:
     '`lake`.`my ns`.`t`.`files`'
     """
     return ".".join(quote(p) for p in parts)
+
+
+def display(parts: Iterable[str]) -> str:
+    """A multipart name as a user writes it: a part is quoted only where it must be.
+
+    >>> display(["lake", "db", "orders"]), display(["lake", "my ns", "t"])
+    ('lake.db.orders', 'lake.`my ns`.t')
+    """
+    return ".".join(p if _PLAIN.fullmatch(p) else quote(p) for p in parts)
 
 
 def col(*parts: str) -> Column:

@@ -45,6 +45,23 @@ def split_name(spark: SparkSession, name: str) -> tuple[str, ...]:
     return tuple(str(parts.apply(i)) for i in range(parts.size()))
 
 
+def qualified(spark: SparkSession, parts: tuple[str, ...]) -> tuple[str, ...]:
+    """``parts`` with the catalog and namespace Spark resolves them in, as after ``USE``: one
+    part is a table of the current namespace; a first part that names no catalog is a
+    namespace of the current catalog."""
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    if len(parts) > 1 and (
+        parts[0] == "spark_catalog" or bool(manager.isCatalogRegistered(parts[0]))
+    ):
+        return parts
+    if len(parts) > 1 and spark.conf.get(f"spark.sql.catalog.{parts[0]}", None):
+        return parts
+    catalog = str(manager.currentCatalog().name())
+    if len(parts) == 1:
+        return (catalog, *(str(p) for p in manager.currentNamespace()), parts[0])
+    return (catalog, *parts)
+
+
 def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
     """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (its own
     catalog when it names a configured one, else the current catalog, as after ``USE``), or
@@ -150,6 +167,9 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
         raise TableNotFoundError(
             f"Table '{name}' does not exist{where(spark, parts)}; check the name with {show}."
         )
+    full = qualified(spark, parts)
+    if full != parts:  # unqualified, after USE: every later name (metadata tables) is whole
+        name, parts = identifiers.display(full), full
     try:
         table = _java_table(spark, name)
     except Exception as error:

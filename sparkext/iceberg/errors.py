@@ -251,6 +251,8 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
         return SqlParseError(message)
     if "TABLE_OR_VIEW_NOT_FOUND" in message or java_name.endswith("NoSuchTableException"):
         return TableNotFoundError(_with_catalog(message))
+    if message.startswith("Missing database in table identifier"):
+        return SparkError(_no_namespace())
     if java_name.endswith(("CommitFailedException", "ValidationException")):
         return CommitConflictError(message)
     return SparkError(message)
@@ -279,6 +281,20 @@ def _with_catalog(message: str) -> str:
     return (
         f"{message[: named.end()]}; it was looked up in catalog {catalog} ({kind} {where}): "
         f"check the name with {show}."
+    )
+
+
+def _no_namespace() -> str:
+    """Iceberg's Hadoop catalog has no namespace of its own: a statement naming no namespace
+    (``SHOW TABLES`` at start-up, ``CREATE TABLE t``) before any ``USE`` fails there."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    catalog = spark.catalog.currentCatalog() if spark is not None else "the current catalog"
+    return (
+        f"No namespace is in use in catalog {catalog}, whose tables all live in one: name it "
+        f"(SHOW TABLES IN {catalog}.db, CREATE TABLE {catalog}.db.t ...), or USE {catalog}.db "
+        f"(sparkext-sql --database {catalog}.db) first; SHOW NAMESPACES lists them."
     )
 
 

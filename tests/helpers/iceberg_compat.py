@@ -90,7 +90,7 @@ STEPS: tuple[Step, ...] = (
     Step(f"CREATE TABLE {NS}.a (id bigint, s string) USING iceberg"),
     Step(
         "INSERT OVERWRITE DIRECTORY '{dir}/parquet' USING parquet "
-        "SELECT id, CAST(id AS string) AS s FROM range(5)"
+        "SELECT id, CAST(id AS string) AS s FROM range(0, 5, 1, 1)"
     ),
     Step(
         "CALL lake.system.add_files(table => 'compat.a', "
