@@ -453,11 +453,13 @@ class Ingestor:
         gives the progress per source partition, given the typed rows' facts
         (``last_common``: see :meth:`_common`)."""
         types, logical, exact = found_types
-        key = table.key()
-        if not key:
+        key = table.key() or self._adopt_key(table)
+        wanted = list(self.settings.primary_key)
+        if wanted and set(wanted) != set(key):
             raise IngestError(
-                f"Table '{self.settings.table}' has no identifier fields (primary key); "
-                "set them with ALTER TABLE ... SET IDENTIFIER FIELDS id."
+                f"primary_key => '{', '.join(wanted)}' differs from the identifier fields of "
+                f"table '{self.settings.table}' ({', '.join(key)}), which ingest_cdc keys by: "
+                f"pass primary_key => '{', '.join(key)}' or leave it out."
             )
         table_types = {c.name: c.type for c in table.columns() if c.name not in SYSTEM_NAMES}
         plan = plan_schema(table_types, types, exact)
@@ -468,6 +470,38 @@ class Ingestor:
         typed, missing_key = self._typed(valid, columns, logical, key)
         batch = _Batch(table, commit, columns, tuple(key), field_ids, batch_id, per_partition)
         self._apply(batch, typed, missing_key, confirm, last_common)
+
+    def _adopt_key(self, table: CdcTable) -> list[str]:
+        """An existing table without identifier fields: ``primary_key`` becomes them (one
+        schema commit, once no row has a NULL key), or one sentence says what to do."""
+        from sparkext import identifiers
+
+        name, wanted = self.settings.table, list(self.settings.primary_key)
+        if not wanted:
+            raise IngestError(
+                f"Table '{name}' has no identifier fields (primary key); pass primary_key => "
+                "'id' (comma-separated for several columns) and ingest_cdc makes them its key."
+            )
+        columns = {c.name: c for c in table.columns()}
+        unknown = [k for k in wanted if k not in columns]
+        if unknown:
+            raise IngestError(
+                f"primary_key => '{', '.join(wanted)}' names column(s) {', '.join(unknown)} "
+                f"that table '{name}' does not have; its columns are: {', '.join(columns)}."
+            )
+        optional = [k for k in wanted if not columns[k].required]
+        if optional:
+            where = " OR ".join(f"{identifiers.quote(k)} IS NULL" for k in optional)
+            nulls = self.spark.sql(f"SELECT count(*) FROM {name} WHERE {where}").first()[0]
+            if nulls:
+                raise IngestError(
+                    f"Table '{name}' has {nulls} row(s) with a NULL in {', '.join(optional)}, "
+                    "and Iceberg's identifier fields cannot be NULL: delete or fix them (DELETE "
+                    f"FROM {name} WHERE {where}), then run ingest_cdc again."
+                )
+        table.make_key(wanted)
+        self.progress(f"{name}: identifier fields set to ({', '.join(wanted)})")
+        return wanted
 
     # ---- steps -------------------------------------------------------------------------------
     def _load_table(self) -> CdcTable | None:

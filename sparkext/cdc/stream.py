@@ -255,7 +255,19 @@ def _query(
     return writer.trigger(**trigger).start()
 
 
-def _check_source(source: str) -> None:
+def _matches_nothing(spark: SparkSession, pattern: str) -> bool:
+    """Whether a glob matches no path, as Hadoop's file systems (Spark's file source) see it;
+    False when that cannot be told (the read then decides)."""
+    try:
+        jvm = spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(pattern)
+        matched = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path)
+    except Exception:
+        return False
+    return matched is None or len(matched) == 0
+
+
+def _check_source(source: str, spark: SparkSession | None = None) -> None:
     """A file source that does not exist is one sentence (Spark's own error names no remedy).
 
     >>> try:
@@ -269,7 +281,15 @@ def _check_source(source: str) -> None:
     from sparkext.cdc.checkpoint import missing
     from sparkext.errors import IngestError
 
-    if source.startswith(KAFKA) or any(ch in source for ch in "*?[{"):
+    if source.startswith(KAFKA):
+        return
+    if any(ch in source for ch in "*?[{"):
+        if spark is not None and _matches_nothing(spark, source):
+            raise IngestError(
+                f"Source '{source}' matches no file: check the pattern (Hadoop glob syntax: "
+                "*, ?, [abc], {a,b}; a relative path is from the current directory); nothing "
+                "was ingested and no table was created."
+            )
         return
     if missing(source):
         raise IngestError(
@@ -293,7 +313,7 @@ def ingest(
     the batch or while it read), nothing of that batch was committed and the query runs again,
     skipping and rejecting the missing files.
     """
-    _check_source(source)
+    _check_source(source, spark)
     ingestor = Ingestor(spark, settings, progress)
     for skip_missing in (False, True):
         query = _query(

@@ -182,6 +182,22 @@ class CdcTable:
     def is_partitioned(self) -> bool:
         return not self._table.spec().isUnpartitioned()
 
+    def make_key(self, columns: Sequence[str]) -> None:
+        """Make ``columns`` the table's identifier fields in ONE schema commit, marking them
+        required first where they are optional (Iceberg's identifier fields must be; Spark's
+        ``ALTER COLUMN … SET NOT NULL`` refuses). The caller checked they hold no NULL."""
+        update = self._table.updateSchema()
+        optional = [c.name for c in self.columns() if c.name in columns and not c.required]
+        if optional:
+            update = update.allowIncompatibleChanges()
+            for name in optional:
+                update = update.requireColumn(name)
+        names = self._spark._jvm.java.util.ArrayList()
+        for name in columns:
+            names.add(name)
+        update.setIdentifierFields(names).commit()
+        self.refresh()
+
     def partition_fields(self) -> list[PartitionField]:
         """The current spec's fields (void fields of dropped partitions left out)."""
         return self._memo("partition_fields", self._partition_fields)
