@@ -255,18 +255,6 @@ def _query(
     return writer.trigger(**trigger).start()
 
 
-def _matches_nothing(spark: SparkSession, pattern: str) -> bool:
-    """Whether a glob matches no path, as Hadoop's file systems (Spark's file source) see it;
-    False when that cannot be told (the read then decides)."""
-    try:
-        jvm = spark._jvm
-        path = jvm.org.apache.hadoop.fs.Path(pattern)
-        matched = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path)
-    except Exception:
-        return False
-    return matched is None or len(matched) == 0
-
-
 def _check_source(source: str, spark: SparkSession | None = None) -> None:
     """A file source that does not exist is one sentence (Spark's own error names no remedy).
 
@@ -280,11 +268,12 @@ def _check_source(source: str, spark: SparkSession | None = None) -> None:
     """
     from sparkext.cdc.checkpoint import missing
     from sparkext.errors import IngestError
+    from sparkext.iceberg.files import glob_matches_nothing
 
     if source.startswith(KAFKA):
         return
     if any(ch in source for ch in "*?[{"):
-        if spark is not None and _matches_nothing(spark, source):
+        if spark is not None and glob_matches_nothing(spark, source):
             raise IngestError(
                 f"Source '{source}' matches no file: check the pattern (Hadoop glob syntax: "
                 "*, ?, [abc], {a,b}; a relative path is from the current directory); nothing "

@@ -122,3 +122,15 @@ def _last_commit_micros(spark: SparkSession, table: TableRef, partitioned: bool)
         F.coalesce(by_entries["partition"], by_partitions["partition"]).alias("partition"),
         F.greatest("by_entries", "by_partitions").alias("last_commit_micros"),
     )
+
+
+def glob_matches_nothing(spark: SparkSession, pattern: str) -> bool:
+    """Whether a glob matches no path, as Hadoop's file systems (Spark's file source) see it;
+    False when that cannot be told (the read then decides)."""
+    try:
+        jvm = spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(pattern)
+        matched = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path)
+    except Exception:
+        return False
+    return matched is None or len(matched) == 0
