@@ -1053,6 +1053,7 @@ class Ingestor:
                 truncate=truncate is not None and truncate.all,
                 check=check,
                 event_log=(self.checkpoint_id, self._events_root()),
+                what=f"micro-batch {batch_id}",
             )
         except CommitStateUnknownError:
             raise  # the commit may have landed: its files must stay

@@ -543,8 +543,10 @@ class CdcCommit:
         run_id: str | None = None,
         check: Callable[[Sequence[ConcurrentChange]], None] | None = None,
         event_log: tuple[str, str] | None = None,
+        what: str = "this batch",
     ) -> int:
-        """Commit the files (and truncate) atomically; return the new snapshot id.
+        """Commit the files (and truncate) atomically; return the new snapshot id. ``what``
+        names the batch in sentences ("micro-batch 3": a Ctrl-C lists what landed by it).
 
         ``check`` sees the snapshots other writers committed since the batch was planned and
         raises when one of them touched the batch's keys (the batch must then be decided again);
@@ -583,7 +585,7 @@ class CdcCommit:
             table_name=self._name,
             planned_snapshot_id=self.start_snapshot_id,
             build=build,
-            what="this batch",
+            what=what,
             rerun_hint="run ingest_cdc again",
             summary=summary,
             run_id=run_id or new_run_id(),

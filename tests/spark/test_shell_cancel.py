@@ -107,6 +107,8 @@ def test_a_cancelled_ingest_says_exactly_which_batches_committed(spark, tmp_path
     assert not shell.run_text(call)
     sentence = err.getvalue().strip().splitlines()[-1]
     assert sentence.startswith("Cancelled; committed before the cancel took effect: ")
+    # each snapshot named with the micro-batch that made it, never "this batch"
+    assert "(micro-batch " in sentence and "this batch" not in sentence, sentence
     reported = [int(n) for n in re.findall(rf"{re.escape(table_name)} snapshot (\d+)", sentence)]
     snapshots = spark.sql(f"SELECT snapshot_id FROM {table_name}.snapshots").collect()
     made = [r.snapshot_id for r in snapshots]
