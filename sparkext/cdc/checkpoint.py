@@ -105,3 +105,146 @@ def batch_directories(root: str) -> list[str]:
         for e in entries
         if e.type == fs.FileType.Directory and _BATCH.search(e.path)
     )
+
+
+LOCK_NAME = "_in_use.json"
+LOCK_TTL_S = 60.0  # a holder renews every third of it; a crashed holder's lock lapses after it
+
+
+def _lock_text(owner: dict) -> bytes:
+    import json
+
+    return json.dumps(owner, sort_keys=True).encode()
+
+
+def _read_lock(filesystem, path: str) -> dict | None:
+    import json
+
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return json.loads(stream.read().decode())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def _create_exclusive(filesystem, path: str, text: bytes) -> bool:
+    """Create ``path`` unless it exists. Atomic on a local disk (``O_EXCL``); elsewhere a
+    check, a write and a read-back (the last writer wins and the others see it)."""
+    import os
+    import time
+
+    from pyarrow import fs
+
+    if isinstance(filesystem, fs.LocalFileSystem):
+        try:
+            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(handle, "wb") as out:
+            out.write(text)
+        return True
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        return False
+    with filesystem.open_output_stream(path) as stream:
+        stream.write(text)
+    time.sleep(0.5)  # another writer's file, written meanwhile, is the one read back
+    with filesystem.open_input_stream(path) as stream:
+        return stream.read() == text
+
+
+def _live(holder: dict, host: str) -> bool:
+    """Whether a lock's holder may still be writing: it renewed within the TTL and, on this
+    host, its process is alive (a crash on this host lets go at once, not after the TTL)."""
+    import os
+    import time
+
+    if float(holder.get("expires", 0)) <= time.time():
+        return False
+    if holder.get("host") == host and isinstance(holder.get("pid"), int):
+        try:
+            os.kill(holder["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # alive, another user's
+            return True
+    return True
+
+
+def busy_sentence(checkpoint: str, holder: dict) -> str:
+    """Who holds a checkpoint, in one sentence.
+
+    >>> print(busy_sentence("/ck", {"what": "ingest_cdc into lake.db.t", "host": "h",
+    ...     "pid": 7, "since": "2026-11-21 08:00:00 UTC"}))  # doctest: +NORMALIZE_WHITESPACE
+    Checkpoint '/ck' is in use by ingest_cdc into lake.db.t on host h (process 7) since
+    2026-11-21 08:00:00 UTC; one writer at a time may use a checkpoint: wait for it to end, or
+    stop it (a holder that crashed lets go within a minute).
+    """
+    return (
+        f"Checkpoint '{checkpoint}' is in use by {holder.get('what', 'another writer')} on host "
+        f"{holder.get('host', '?')} (process {holder.get('pid', '?')}) since "
+        f"{holder.get('since', '?')}; one writer at a time may use a checkpoint: wait for it to "
+        "end, or stop it (a holder that crashed lets go within a minute)."
+    )
+
+
+def hold(checkpoint: str, what: str, ttl_s: float = LOCK_TTL_S):
+    """Hold ``checkpoint`` for one writer while the block runs (renewed on a daemon thread,
+    released at the end); another live holder is :class:`~sparkext.errors.IngestError` naming
+    it. A lock whose holder stopped renewing it for ``ttl_s`` is taken over."""
+    import contextlib
+    import datetime as dt
+    import os
+    import socket
+    import threading
+    import time
+    import uuid
+
+    from sparkext.errors import IngestError
+
+    @contextlib.contextmanager
+    def held():
+        filesystem, base = _fs(checkpoint)
+        filesystem.create_dir(base, recursive=True)
+        path = f"{base.rstrip('/')}/{LOCK_NAME}"
+        token = uuid.uuid4().hex
+        since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        owner = {"what": what, "host": socket.gethostname(), "pid": os.getpid()}
+        owner.update(since=since, token=token)
+
+        def text() -> bytes:
+            return _lock_text({**owner, "expires": time.time() + ttl_s})
+
+        for _ in range(3):
+            if _create_exclusive(filesystem, path, text()):
+                break
+            holder = _read_lock(filesystem, path)
+            if holder is not None and _live(holder, owner["host"]):
+                raise IngestError(busy_sentence(checkpoint, holder))
+            with contextlib.suppress(OSError):  # lapsed (or unreadable): take it over
+                filesystem.delete_file(path)
+        else:
+            raise IngestError(busy_sentence(checkpoint, _read_lock(filesystem, path) or {}))
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(ttl_s / 3):
+                with contextlib.suppress(OSError):
+                    current = _read_lock(filesystem, path)
+                    if current is None or current.get("token") != token:
+                        return  # taken over after a long stall: never overwrite the new holder
+                    with filesystem.open_output_stream(path) as stream:
+                        stream.write(text())
+
+        renewer = threading.Thread(target=renew, name="sparkext-checkpoint-lock", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+            with contextlib.suppress(OSError):
+                current = _read_lock(filesystem, path)
+                if current is not None and current.get("token") == token:
+                    filesystem.delete_file(path)
+
+    return held()

@@ -302,32 +302,35 @@ def ingest(
     the batch or while it read), nothing of that batch was committed and the query runs again,
     skipping and rejecting the missing files.
     """
+    from sparkext.cdc.checkpoint import hold
+
     _check_source(source, spark)
-    ingestor = Ingestor(spark, settings, progress)
-    for skip_missing in (False, True):
-        query = _query(
-            spark,
-            settings,
-            source,
-            ingestor,
-            max_files,
-            {"availableNow": True},
-            skip_missing,
-            after_batch,
-        )
-        try:
-            query.awaitTermination()
-        except Exception as error:
-            cause = ingestor.error or error
-            if not skip_missing and _vanished_while_reading(cause):
-                ingestor.error = None
-                continue
+    with hold(settings.checkpoint, f"ingest_cdc into {settings.table}"):
+        ingestor = Ingestor(spark, settings, progress)
+        for skip_missing in (False, True):
+            query = _query(
+                spark,
+                settings,
+                source,
+                ingestor,
+                max_files,
+                {"availableNow": True},
+                skip_missing,
+                after_batch,
+            )
+            try:
+                query.awaitTermination()
+            except Exception as error:
+                cause = ingestor.error or error
+                if not skip_missing and _vanished_while_reading(cause):
+                    ingestor.error = None
+                    continue
+                if ingestor.error is not None:
+                    raise ingestor.error from None
+                raise
             if ingestor.error is not None:
-                raise ingestor.error from None
-            raise
-        if ingestor.error is not None:
-            raise ingestor.error
-        break
+                raise ingestor.error
+            break
     return ingestor.metrics
 
 
@@ -339,8 +342,30 @@ def start(
     max_files: int | None = None,
     after_batch: Callable[[], None] | None = None,
 ) -> StreamingQuery:
-    """Run the same pipeline continuously (every ``interval``); stop it with ``query.stop()``."""
+    """Run the same pipeline continuously (every ``interval``); stop it with ``query.stop()``.
+    The checkpoint is held (one writer at a time) until the query ends."""
+    import threading
+    import time
+
+    from sparkext.cdc.checkpoint import hold
+
     _check_source(source)
-    ingestor = Ingestor(spark, settings, lambda message: None)
-    trigger = {"processingTime": interval}
-    return _query(spark, settings, source, ingestor, max_files, trigger, True, after_batch)
+    lock = hold(settings.checkpoint, f"ingest_cdc_stream into {settings.table}")
+    lock.__enter__()
+    try:
+        ingestor = Ingestor(spark, settings, lambda message: None)
+        trigger = {"processingTime": interval}
+        query = _query(spark, settings, source, ingestor, max_files, trigger, True, after_batch)
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+
+    def release_when_stopped() -> None:
+        try:
+            while query.isActive:
+                time.sleep(2)
+        finally:
+            lock.__exit__(None, None, None)
+
+    threading.Thread(target=release_when_stopped, name="sparkext-checkpoint", daemon=True).start()
+    return query

@@ -53,7 +53,9 @@ def cell(value: Any) -> str:
     return str(plain)
 
 
-def vertical(columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO) -> int:
+def vertical(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO, width: int | None = None
+) -> int:
     """One ``column: value`` line per column, rows under a numbered rule (MySQL's and beeline's
     ``\\G``): for results too wide for a terminal, such as table_health's.
 
@@ -64,18 +66,71 @@ def vertical(columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO)
       id: 1
     name: NULL
     """
-    width = max((len(c) for c in columns), default=0)
+    import textwrap
+
+    label = max((len(c) for c in columns), default=0)
+    room = width - label - 2 if width is not None else None
     count = 0
     for count, row in enumerate(rows, start=1):
         out.write(f"{'*' * 27} {count}. row {'*' * 27}\n")
         for column, value in zip(columns, row, strict=True):
-            text = cell(value).replace("\n", "\n" + " " * (width + 2))
-            out.write(f"{column.rjust(width)}: {text}\n")
+            lines = cell(value).split("\n")
+            if room is not None and room >= MIN_COLUMN:  # a long value wraps under itself
+                lines = [part for line in lines for part in textwrap.wrap(line, room) or [""]]
+            text = ("\n" + " " * (label + 2)).join(lines)
+            out.write(f"{column.rjust(label)}: {text}\n")
     return count
 
 
-def write(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO) -> int:
-    """Write ``rows`` in ``fmt`` to ``out``; return the number of rows written."""
+MIN_COLUMN = 20  # narrower wrapped columns read worse than the vertical form
+
+
+def fit(
+    widths: Sequence[int], width: int, prose: Sequence[bool] | None = None
+) -> list[int | None] | None:
+    """The widest each column may be for an aligned table of columns ``widths`` wide (their
+    longest cell or header, padding included) to fit ``width`` characters: ``None`` for a
+    column left whole; ``None`` overall when even wrapped columns would be narrower than
+    ``MIN_COLUMN`` (print vertically instead). Prose columns (``prose``: their cells hold
+    spaces) wrap first, the widest first, to one common width; names and numbers stay whole
+    while that suffices.
+
+    >>> fit([5, 10], 80)
+    [None, None]
+    >>> fit([10, 100, 60], 80)
+    [None, 30, 30]
+    >>> fit([20, 100, 60], 80, prose=[False, True, True])
+    [None, 25, 25]
+    >>> fit([20] * 10, 80) is None
+    True
+    """
+    frame = 3 * len(widths) + 1  # "| " before each column, " |" after the last
+    if sum(widths) + frame <= width:
+        return [None] * len(widths)
+    budget = width - frame
+    for wrapped in ([bool(p) for p in prose] if prose else None, [True] * len(widths)):
+        if wrapped is None or not any(wrapped):
+            continue
+        fixed = sum(w for w, p in zip(widths, wrapped, strict=True) if not p)
+        for cap in range(max(widths), MIN_COLUMN - 1, -1):
+            used = sum(min(w, cap) for w, p in zip(widths, wrapped, strict=True) if p)
+            if fixed + used <= budget:
+                return [
+                    cap if p and w > cap else None for w, p in zip(widths, wrapped, strict=True)
+                ]
+    return None
+
+
+def write(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    fmt: str,
+    out: TextIO,
+    width: int | None = None,
+) -> int:
+    """Write ``rows`` in ``fmt`` to ``out``; return the number of rows written. ``width``: the
+    terminal's; an aligned table wider than it wraps its widest columns, or prints vertically
+    when wrapping cannot make it fit."""
     count = 0
     if fmt == "vertical":
         return vertical(columns, rows, out)
@@ -93,6 +148,25 @@ def write(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: 
             count += 1
         return count
     materialized = [[cell(v) for v in row] for row in rows]
-    out.write(tabulate(materialized, headers=list(columns), tablefmt="psql", disable_numparse=True))
+    caps: list[int | None] | None = [None] * len(columns)
+    if width is not None and columns:
+        # tabulate pads a header by two spaces more than a cell
+        natural = [
+            max([len(c) + 2, *(len(line) for r in materialized for line in r[i].splitlines())])
+            for i, c in enumerate(columns)
+        ]
+        prose = [any(" " in r[i] for r in materialized) for i in range(len(columns))]
+        caps = fit(natural, width, prose)
+        if caps is None:  # cells already rendered: kept as is
+            return vertical(columns, materialized, out, width)
+    text = tabulate(
+        materialized,
+        headers=list(columns),
+        tablefmt="psql",
+        disable_numparse=True,
+        maxcolwidths=caps if any(caps) else None,
+        maxheadercolwidths=caps if any(caps) else None,
+    )
+    out.write(text)
     out.write("\n")
     return len(materialized)

@@ -67,6 +67,19 @@ def vertical_terminators(text: str) -> tuple[str, set[int]]:
     return "".join(chars), positions
 
 
+def terminal_width() -> int | None:
+    """The width aligned tables are fitted to: the terminal's (``COLUMNS`` overrides it, as
+    for ``ls``), None when standard output is not a terminal and ``COLUMNS`` is unset (a file
+    or a pipe keeps whole lines)."""
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
 def _terminator(statement: Statement) -> int:
     """Offset of the character that ends ``statement`` (its ``;``), or the text's end."""
     source, end = statement.source, statement.start + len(statement.text)
@@ -115,6 +128,7 @@ class Shell:
         verbose: bool = False,
         echo: bool = False,
         owns_session: bool = False,
+        width: int | None = None,
     ):
         self.spark = spark
         self.output_format = output_format
@@ -123,6 +137,7 @@ class Shell:
         self.verbose = verbose
         self.echo = echo
         self.runner = Runner(spark, owns_session=owns_session)
+        self.width = width  # the terminal's: aligned tables are fitted to it
         self.cancelled = False
 
     def _show(
@@ -147,7 +162,7 @@ class Shell:
             for _ in rows:
                 pass
             return 0
-        return write(columns, rows, fmt, self.out)
+        return write(columns, rows, fmt, self.out, self.width)
 
     def run_statement(
         self, statement: Statement, quiet: bool = False, fmt: str | None = None
@@ -375,7 +390,14 @@ def cli(
         # From here on Ctrl-C is a KeyboardInterrupt wherever it lands; PySpark's handler
         # would call the JVM from inside a py4j call of this thread ("reentrant call").
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    shell = Shell(spark, output_format, verbose=verbose, echo=echo, owns_session=owns_session)
+    shell = Shell(
+        spark,
+        output_format,
+        verbose=verbose,
+        echo=echo,
+        owns_session=owns_session,
+        width=terminal_width(),
+    )
     if init_text is not None and not shell.run_text(init_text, quiet=True, source=init, setup=True):
         sys.exit(EXIT_CANCELLED if shell.cancelled else 1)
     if database:

@@ -149,3 +149,17 @@ def test_a_routine_on_a_thread_new_to_the_jvm_reads_staged_files(spark, table_na
     assert [r.error for r in out["rows"]] == [None]
     assert spark.sql(f"SELECT count(*) FROM {table_name}.files").first()[0] == 1
     assert sorted(r.id for r in spark.table(table_name).collect()) == [0, 1, 2]
+
+
+def test_a_busy_checkpoint_says_who_holds_it_and_ingests_nothing(spark, tmp_path, table_name):
+    from sparkext.cdc.checkpoint import hold
+
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
+    holding = hold(str(tmp_path / "ck"), "ingest_cdc into another shell's table")
+    with holding, pytest.raises(IngestError) as caught:
+        _ingest(table_name, tmp_path / "in", tmp_path / "ck", create=True)
+    assert str(caught.value).startswith(
+        f"Checkpoint '{tmp_path / 'ck'}' is in use by ingest_cdc into another shell's table on host"
+    )
+    assert not spark.catalog.tableExists(table_name)
+    assert _ingest(table_name, tmp_path / "in", tmp_path / "ck", create=True).inserted == 1
