@@ -241,6 +241,7 @@ def health_report(
     title: str = "sparkext table health",
     record: bool = True,
     spark: SparkSession | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> str | DataFrame:
     """The health report of ``tables``: with ``out``, write the HTML page there and return its
     path; without, return the rows ``CALL sparkext.health_report`` returns."""
@@ -260,7 +261,8 @@ def health_report(
             + f", record => {str(record).lower()})",
             spark,
         )
-    partitions, trend = gather(Context(spark), tables, log_table, record)
+    context = Context(spark, progress) if progress is not None else Context(spark)
+    partitions, trend = gather(context, tables, log_table, record)
     path = Path(out)
     path.write_text(report.render(partitions, trend, title), encoding="utf-8")
     return str(path)

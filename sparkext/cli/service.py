@@ -167,12 +167,16 @@ def report(confs, master, verbose, tables, out, log_table, title) -> None:
         fail(error, verbose)
     spark = _session(overrides_of(confs, master), verbose)
     import sparkext
+    from sparkext.cli.progress import Progress
 
+    progress = Progress(sys.stderr, spark, None)  # a spinner, or a line every 10 s past 10 s
     try:
         path = sparkext.health_report(tables, out=out, log_table=log_table, title=title,
-                                      spark=spark)  # fmt: skip
+                                      spark=spark, progress=progress)  # fmt: skip
     except Exception as error:
+        progress.stop()
         fail(error, verbose)
+    progress.stop()
     click.echo(f"wrote {path}", err=True)
 
 

@@ -236,6 +236,8 @@ class Shell:
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.key_binding import KeyBindings
 
+        from sparkext.cli.completion import shell_completer
+        from sparkext.procedures.registry import ROUTINES
         from sparkext.routing.tokens import is_complete
 
         bindings = KeyBindings()
@@ -255,6 +257,8 @@ class Shell:
             multiline=True,
             key_bindings=bindings,
             prompt_continuation=CONTINUATION,
+            completer=shell_completer(self.spark, ROUTINES),  # Tab: routines, parameters, tables
+            complete_while_typing=False,
             input=input,
             output=output,
         )

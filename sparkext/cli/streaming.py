@@ -266,7 +266,7 @@ def stream(
             checkpoint,
             available_now,
             interval,
-            progress=lambda m: click.echo(m, err=True),
+            progress=lambda m: starting.permanent(m),  # above the spinner, or as is
             start_from=start_from,
             dimension_state=dimension_state,
         )
@@ -276,16 +276,23 @@ def stream(
     # in one line instead of landing inside a py4j call of this thread. A micro-batch that
     # committed meanwhile did so with its checkpoint, as when a running stream is stopped.
     signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
+    from sparkext.cli.progress import Progress
+
+    starting = Progress(sys.stderr, spark, None)  # starting can take a while: never silent
+    starting("starting the stream")
     try:
         run = Runner(spark, owns_session=True).run(start, f"sparkext-sql stream {job}")
     except StatementCancelled:
+        starting.stop()
         click.echo(
             f"Cancelled while the stream was starting; checkpoint intact in {checkpoint}.",
             err=True,
         )
         sys.exit(EXIT_CANCELLED)
     except Exception as error:
+        starting.stop()
         fail(error, verbose, job)
+    starting.stop()
     click.echo(f"streaming; checkpoint {run.checkpoint}; Ctrl-C stops.", err=True)
     # The wait runs on a thread of its own: a signal must not land inside a py4j call of this
     # thread (PySpark's handler would call the JVM from inside it: "reentrant call").
