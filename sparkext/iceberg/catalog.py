@@ -167,9 +167,6 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
         raise TableNotFoundError(
             f"Table '{name}' does not exist{where(spark, parts)}; check the name with {show}."
         )
-    full = qualified(spark, parts)
-    if full != parts:  # unqualified, after USE: every later name (metadata tables) is whole
-        name, parts = identifiers.display(full), full
     try:
         table = _java_table(spark, name)
     except Exception as error:
@@ -180,6 +177,9 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
             f"Table '{name}' is not an Iceberg table; sparkext works on tables of an "
             "Iceberg catalog such as 'lake'."
         ) from None
+    full = qualified(spark, parts)  # an Iceberg table, so no temp view: a catalog's table
+    if full != parts:  # unqualified, after USE: every later name (metadata tables) is whole
+        name, parts = identifiers.display(full), full
     metadata = table.operations().current()
     current = table.currentSnapshot()
     properties = {str(k): str(v) for k, v in table.properties().items()}

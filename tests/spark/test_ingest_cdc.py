@@ -563,9 +563,9 @@ def test_identity_partitioned_string_key_with_awkward_values(spark, tmp_path, ta
         }
 
     land(tmp_path / "in", "1.json", [change("c", c, i + 1, i) for i, c in enumerate(awkward)])
-    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    ingest(table_name, tmp_path / "in", tmp_path / "ck", key="code")
     land(tmp_path / "in", "2.json", [change("u", "a/b=c", 10, 99), change("d", "x y", 11, 0)])
-    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    ingest(table_name, tmp_path / "in", tmp_path / "ck", key="code")
     rows = {r.code: r.qty for r in spark.table(table_name).collect()}
     assert rows == {"a/b=c": 99, "ünï": 2, "%41": 3}
     assert spark.sql(f"SELECT qty FROM {table_name} WHERE code = 'a/b=c'").first().qty == 99
