@@ -49,6 +49,12 @@ def match(routine: Routine, args: Sequence[RawArg]) -> dict[str, RawArg]:
             assert arg.name is not None
             if routine.param(arg.name) is None:
                 valid = ", ".join(names) or "none"
+                option = _as_option(routine, arg.name)
+                if option is not None:
+                    raise ProcedureArgumentError(
+                        f"'{arg.name}' is an option of {label(routine)}, not a parameter: write "
+                        f"options => map('{option}', {arg.sql})."
+                    )
                 raise ProcedureArgumentError(
                     f"{label(routine)} has no parameter '{arg.name}'"
                     f"{did_you_mean(arg.name, names)}; parameters: {valid}."
@@ -75,6 +81,15 @@ def match(routine: Routine, args: Sequence[RawArg]) -> dict[str, RawArg]:
     return matched
 
 
+def _as_option(routine: Routine, name: str) -> str | None:
+    """The option key a misplaced named argument means (``min_files`` for ``min-files``)."""
+    wanted = name.lower().replace("_", "-")
+    for option in routine.options:
+        if not option.prefix and option.key.replace(".", "-") in (wanted, wanted.replace(".", "-")):
+            return option.key
+    return None
+
+
 def _option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -89,7 +104,10 @@ def _coerce(routine: Routine, param: Param, value: Any) -> Any:
         if param.required:
             raise ProcedureArgumentError(f"{where} is required and cannot be NULL.")
         return param.default
-    if expected in (ParamType.STRING, ParamType.TABLE):
+    if expected == ParamType.STRING and isinstance(value, (int, Decimal)):
+        ok = not isinstance(value, bool) and value == int(value)  # 20261121 as '20261121'
+        value = str(int(value)) if ok else value
+    elif expected in (ParamType.STRING, ParamType.TABLE):
         ok = isinstance(value, str)
     elif expected == ParamType.SNAPSHOT:
         value, ok = _snapshot_text(value)

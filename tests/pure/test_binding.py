@@ -230,3 +230,29 @@ def test_a_string_for_a_timestamp_is_cast_by_spark_in_the_session_zone():
 def test_a_snapshot_is_an_id_a_ref_or_a_time_as_written(written, value, text):
     bound = call(f"CALL sparkext.demo(table => 't', at => {written})", lambda e: ["t", value])
     assert bound["at"] == text
+
+
+def test_an_option_written_as_a_parameter_says_where_it_goes():
+    with pytest.raises(ProcedureArgumentError) as caught:
+        call("CALL sparkext.demo(table => 't', min_files => 3)")
+    assert str(caught.value) == (
+        "'min_files' is an option of sparkext.demo, not a parameter: write "
+        "options => map('min-files', 3)."
+    )
+
+
+def test_a_whole_number_for_a_string_parameter_is_its_digits():
+    strings = Routine(
+        name="strings",
+        doc="a routine with a string parameter",
+        params=(Param("value", ParamType.STRING, "a string"),),
+        output=(OutputColumn("x", "bigint", "x"),),
+        run=lambda context, args: [],
+    )
+    invocation = parse_call(split_statements("CALL sparkext.strings(20261121)")[0])
+    bound = bind(strings, invocation.args, python_evaluate, lambda name: name)
+    assert bound["value"] == "20261121"
+    for bad in ("true", "1.5"):
+        invocation = parse_call(split_statements(f"CALL sparkext.strings({bad})")[0])
+        with pytest.raises(ProcedureArgumentError, match="expects a string"):
+            bind(strings, invocation.args, python_evaluate, lambda name: name)
