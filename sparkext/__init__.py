@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkext.errors import SparkextError
-from sparkext.session import session
+from sparkext.session import active_session, session
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,11 +47,9 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     sparkext; every other statement goes to ``spark.sql`` unchanged. Without ``spark``, the active
     session is used, or one is built with :func:`session`.
     """
-    from pyspark.sql import SparkSession
-
     from sparkext.routing.router import run_text
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     return run_text(spark, text)
 
 
@@ -66,11 +64,9 @@ def attach(spark: SparkSession | None = None) -> SparkSession:
     them gets the extension added and a clone of it (same settings, temp views and catalogs) is
     returned and made active: write ``spark = sparkext.attach(spark)``.
     """
-    from pyspark.sql import SparkSession
-
     from sparkext.iceberg.extension import attach as attach_driver
 
-    return attach_driver(spark or SparkSession.getActiveSession() or session())
+    return attach_driver(spark or active_session() or session())
 
 
 def spark_conf() -> dict[str, str]:
@@ -100,8 +96,6 @@ def ingest_cdc_stream(
     Same parameters, options, table and checkpoint layout as the procedure, so a continuous job
     and a catch-up CALL can share a checkpoint (not at the same time). Stop with ``query.stop()``.
     """
-    from pyspark.sql import SparkSession
-
     from sparkext.cdc.stream import start
     from sparkext.procedures.base import BoundArgs, Context
     from sparkext.procedures.binding import bind_options
@@ -113,7 +107,7 @@ def ingest_cdc_stream(
         source_location,
     )
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     values = {
         "table": table,
         "checkpoint": checkpoint,
@@ -175,32 +169,26 @@ def changelog_stream(
         stream.foreach_batch(lambda frame, batch_id: frame.write.mode("append").parquet(out))
         stream.process_available()
     """
-    from pyspark.sql import SparkSession
-
     from sparkext.history.changelog_stream import ChangelogStream
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     return ChangelogStream(spark, table, checkpoint, options, progress)
 
 
 def changelog_consumers(table: str, spark: SparkSession | None = None) -> ConsumerReport:
     """The changelog consumers registered on ``table`` (``consumers``: each registration and
     whether it is stale) and ``needed``: the oldest snapshot they still need."""
-    from pyspark.sql import SparkSession
-
     from sparkext.history.changelog_stream import changelog_consumers as report
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     return report(spark, table)
 
 
 def unregister_changelog_consumer(table: str, name: str, spark: SparkSession | None = None) -> bool:
     """Remove consumer ``name``'s registration from ``table`` (True when it was there)."""
-    from pyspark.sql import SparkSession
-
     from sparkext.history.changelog_stream import unregister_changelog_consumer as remove
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     return remove(spark, table, name)
 
 
@@ -221,11 +209,9 @@ def optimize_service(
     ``sparkext-sql optimize-service`` runs it: ``.run()`` serves (until ``.stop()`` from another
     thread, or with ``once`` until nothing is due), ``.stats`` counts jobs, the run log table
     keeps every job; ``log`` gets one line per job."""
-    from pyspark.sql import SparkSession
-
     from sparkext.service.service import serve
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     return serve(
         spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
         fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
@@ -247,13 +233,11 @@ def health_report(
     path; without, return the rows ``CALL sparkext.health_report`` returns."""
     from pathlib import Path
 
-    from pyspark.sql import SparkSession
-
     from sparkext.procedures.base import Context
     from sparkext.procedures.health_report import gather
     from sparkext.service import report
 
-    spark = spark or SparkSession.getActiveSession() or session()
+    spark = spark or active_session() or session()
     if out is None:
         return sql(
             f"CALL sparkext.health_report(tables => {_literal(tables)}"

@@ -221,17 +221,24 @@ def describe(conf: Mapping[str, str]) -> str:
 
 
 def active_session() -> SparkSession | None:
-    """The session this process already runs, or None (no SparkContext yet).
+    """The session this process already runs, or None (no SparkContext yet): this thread's
+    active session on the JVM side, else the application's default one.
 
-    ``SparkSession.getActiveSession()`` alone is per thread on the JVM side and can say None
-    while a session exists (a test suite's shared session seen from a CLI run in-process).
+    ``SparkSession.getActiveSession()`` alone is wrong twice over: it is None on a thread whose
+    JVM twin has no active session while a session exists (a new thread, a pool, a CLI run
+    in-process), and otherwise it returns PySpark's process-wide ``_activeSession``, which
+    ``createDataFrame`` on any session repoints — a streaming micro-batch's cloned session
+    after ``ingest_cdc``, with its own current namespace and temp views.
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    if SparkContext._active_spark_context is None:
+    from sparkext.iceberg.extension import thread_session
+
+    context = SparkContext._active_spark_context
+    if context is None:
         return None
-    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+    return thread_session(context) or SparkSession.builder.getOrCreate()
 
 
 def build_conf(overrides: dict[str, Any]) -> dict[str, str]:
@@ -266,7 +273,10 @@ def session(**overrides: Any) -> SparkSession:
     """
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    # A running application's session, even where this thread's JVM twin has none active (a
+    # new thread, a pool): building it again would apply the whole default conf to it, the
+    # warehouse included, through PySpark's getOrCreate.
+    active = active_session()
     if active is not None:
         for key, value in PARQUET_REBASE.items():
             if active.conf.get(key, None) in (None, "EXCEPTION"):  # Spark's default: fails

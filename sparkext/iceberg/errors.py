@@ -264,11 +264,10 @@ _NOT_FOUND = re.compile(r"The table or view (\S+) cannot be found(?: \(line \d+,
 def _with_catalog(message: str) -> str:
     """Spark's TABLE_OR_VIEW_NOT_FOUND as one sentence that says which catalog and warehouse
     were searched (the same statement with another conf or warehouse sees another catalog)."""
-    from pyspark.sql import SparkSession
-
     from sparkext.iceberg.catalog import location
+    from sparkext.session import active_session
 
-    spark = SparkSession.getActiveSession()
+    spark = active_session()
     named = _NOT_FOUND.search(message)
     if spark is None or named is None:
         return message
@@ -287,9 +286,9 @@ def _with_catalog(message: str) -> str:
 def _no_namespace() -> str:
     """Iceberg's Hadoop catalog has no namespace of its own: a statement naming no namespace
     (``SHOW TABLES`` at start-up, ``CREATE TABLE t``) before any ``USE`` fails there."""
-    from pyspark.sql import SparkSession
+    from sparkext.session import active_session
 
-    spark = SparkSession.getActiveSession()
+    spark = active_session()
     catalog = spark.catalog.currentCatalog() if spark is not None else "the current catalog"
     return (
         f"No namespace is in use in catalog {catalog}, whose tables all live in one: name it "

@@ -76,6 +76,22 @@ def _parses_ours(spark: SparkSession) -> bool:
     return bool(bridge.isSparkextParser(spark._jsparkSession.sessionState().sqlParser()))
 
 
+def thread_session(context: Any) -> SparkSession | None:
+    """The Python face of this thread's active JVM session, else of the application's
+    default one (None: neither is set). The session PySpark built first keeps its object."""
+    from pyspark.sql import SparkSession
+
+    jvm = context._jvm
+    for found in (jvm.SparkSession.getActiveSession(), jvm.SparkSession.getDefaultSession()):
+        if found.isDefined():
+            jsession = found.get()
+            known = SparkSession._instantiatedSession
+            if known is not None and known._jsparkSession.equals(jsession):
+                return known
+            return SparkSession(context, jsession)
+    return None
+
+
 def attach(spark: SparkSession) -> SparkSession:
     """Make ``spark.sql`` (and every session of its application) run sparkext's SQL.
 

@@ -102,7 +102,10 @@ STEPS: tuple[Step, ...] = (
         "CALL lake.system.create_changelog_view(table => 'compat.a', "
         "changelog_view => 'compat_changes')"
     ),
-    Step("SELECT _change_type, _change_ordinal, count(*) AS n FROM compat_changes GROUP BY 1, 2"),
+    Step(
+        "SELECT _change_type, _change_ordinal, count(*) AS n FROM compat_changes "
+        "GROUP BY 1, 2 ORDER BY 1, 2"
+    ),
     Step(
         "CALL lake.system.register_table(table => 'compat.registered', "
         "metadata_file => '{metadata}')"

@@ -7,6 +7,7 @@ bare, and a routine run on a thread the JVM has never seen (the shell's statemen
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -14,6 +15,36 @@ import pytest
 import sparkext
 from sparkext.errors import IngestError, SparkextError
 from tests.helpers.cdc_calls import events, land
+
+
+@contextlib.contextmanager
+def current_namespace(spark, *namespace: str):
+    """``USE lake.<namespace>`` (none: the catalog alone) for the block, then exactly the
+    session's catalog and namespace before it (``USE lake`` would keep the namespace)."""
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    gateway = spark.sparkContext._gateway
+    saved = (str(manager.currentCatalog().name()), list(manager.currentNamespace()))
+
+    def array(parts):
+        out = gateway.new_array(gateway.jvm.String, len(parts))
+        for i, part in enumerate(parts):
+            out[i] = part
+        return out
+
+    def use(catalog: str, parts) -> None:
+        manager.setCurrentCatalog("spark_catalog" if catalog != "spark_catalog" else "lake")
+        manager.setCurrentCatalog(catalog)  # a catalog newly set starts in its default namespace
+        if parts:
+            manager.setCurrentNamespace(array(parts))
+
+    if namespace:
+        spark.sql(f"USE lake.{'.'.join(namespace)}")  # as a user writes it
+    else:  # USE lake would keep a namespace in use: none is what a new shell starts in
+        use("lake", ())
+    try:
+        yield
+    finally:
+        use(*saved)
 
 
 def _ingest(table: str, landing, checkpoint, key: str = "id", create: bool = False):
@@ -83,15 +114,11 @@ def test_unqualified_names_resolve_in_the_current_namespace(spark, table_name):
     spark.sql(f"INSERT INTO {table_name} VALUES (1), (2)")
     first = spark.sql(f"SELECT snapshot_id FROM {table_name}.snapshots").first()[0]
     short = table_name.split(".")[-1]
-    before = spark.catalog.currentDatabase()
-    spark.sql("USE lake.test")
-    try:
+    with current_namespace(spark, "test"):
         health = sparkext.sql(f"CALL sparkext.table_health(table => '{short}')").first()
         bare = sparkext.sql(f"CALL sparkext.table_health(table => {short})").first()
         changes = sparkext.sql(f"SELECT * FROM sparkext.changelog('{short}', {first})").count()
         in_spark = spark.sql(f"SELECT count(*) FROM sparkext.changelog('test.{short}')").first()
-    finally:
-        spark.sql(f"USE lake.{before}" if before else "USE lake.test")
     assert health.data_files == bare.data_files == 2  # one file per INSERT
     assert changes == 0  # nothing after the first (only) snapshot
     assert in_spark[0] == 2  # Iceberg's count of the rows ever inserted
@@ -163,3 +190,48 @@ def test_a_busy_checkpoint_says_who_holds_it_and_ingests_nothing(spark, tmp_path
     )
     assert not spark.catalog.tableExists(table_name)
     assert _ingest(table_name, tmp_path / "in", tmp_path / "ck", create=True).inserted == 1
+
+
+def test_the_shell_says_which_catalog_and_warehouse_a_missing_table_was_looked_up_in(
+    spark, warehouse
+):
+    """On the shell's statement thread too (no JVM session there before the fix: Spark's raw
+    ~330-character TABLE_OR_VIEW_NOT_FOUND text), and a plain SHOW TABLES before any USE."""
+    from click.testing import CliRunner
+
+    from sparkext.cli.shell import cli
+    from tests.helpers.shell_lines import said
+
+    result = CliRunner().invoke(cli, ["-e", "SELECT * FROM lake.test.no_such_table"])
+    assert result.exit_code == 1
+    assert said(result.stderr) == (
+        "Error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `lake`.`test`.`no_such_table` cannot "
+        f"be found (line 1, column 15); it was looked up in catalog lake (warehouse {warehouse}):"
+        " check the name with SHOW TABLES IN lake.test."
+    )
+    with current_namespace(spark):  # the catalog alone: no namespace, as a new shell starts
+        shown = CliRunner().invoke(cli, ["-e", "SHOW TABLES"])
+    assert shown.exit_code == 1, (shown.stdout, shown.stderr)
+    assert said(shown.stderr).startswith(
+        "Error: No namespace is in use in catalog lake, whose tables all live in one: name it "
+        "(SHOW TABLES IN lake.db, CREATE TABLE lake.db.t ...)"
+    )
+
+
+def test_sparkext_sql_from_a_new_thread_leaves_the_sessions_settings_alone(spark, warehouse):
+    """A thread the JVM has not seen has no active session there: ``sparkext.sql`` once built
+    the session again, and PySpark's getOrCreate applied the whole default conf to the running
+    one (its lake warehouse became ~/.sparkext/warehouse for every later statement)."""
+    keys = ("spark.sql.catalog.lake.warehouse", "spark.sql.shuffle.partitions")
+    before = {k: spark.conf.get(k) for k in keys}
+    out: dict = {}
+    spark._jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+    try:
+        thread = threading.Thread(target=lambda: out.update(n=sparkext.sql("SELECT 7").first()[0]))
+        thread.start()
+        thread.join()
+    finally:
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    assert out == {"n": 7}
+    assert {k: spark.conf.get(k) for k in keys} == before
+    assert before["spark.sql.catalog.lake.warehouse"] == str(warehouse)

@@ -77,5 +77,5 @@ def test_the_session_parser_is_still_icebergs_extended_parser(spark):
     )
     assert fields.size() == 2
     assert (
-        str(fields.get(1).direction()) == "DESC" and str(fields.get(1).nullOrder()) == "NULLS_LAST"
+        str(fields.get(1).direction()) == "DESC" and str(fields.get(1).nullOrder()) == "NULLS LAST"
     )
