@@ -1,7 +1,9 @@
 """Shared fixtures: ONE local Spark session for the whole run, its warehouse in a temp dir.
 
 Tests under tests/spark/ are marked ``spark``; tests/pure/ and the doctests in sparkext/ are
-marked ``pure`` and never start Spark: ``pytest -m pure`` runs in seconds.
+marked ``pure`` and never start Spark: ``pytest -m pure`` runs in seconds. Tests marked ``stress``
+(full-size randomized oracles, multi-process races, long end-to-end runs) are left out unless the
+``-m`` expression names them: ``pytest -m stress`` runs that tier alone.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.durations_plugin"]
 
 _names = itertools.count(1)
 
@@ -22,6 +26,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         else:  # tests/pure and the doctests in sparkext/
             item.add_marker(pytest.mark.pure)
+    # The stress tier runs only when asked for by name (-m stress, or an expression naming it).
+    if "stress" not in (config.getoption("markexpr") or ""):
+        stress = [item for item in items if item.get_closest_marker("stress")]
+        if stress:
+            config.hook.pytest_deselected(items=stress)
+            items[:] = [item for item in items if not item.get_closest_marker("stress")]
 
 
 @pytest.fixture(scope="session")

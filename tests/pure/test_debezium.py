@@ -1,17 +1,18 @@
-"""The decoder on the real Debezium samples in ../shared/data/debezium."""
+"""The decoder on the real Debezium samples vendored in tests/fixtures/debezium (sources in its
+README.md)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from sparkext.cdc.debezium import decode
 from sparkext.cdc.positions import position
 from sparkext.cdc.types import connect_columns
+from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "debezium"
+SAMPLES = DEBEZIUM_SAMPLES
 
 
 def sample(name: str):

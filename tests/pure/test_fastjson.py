@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import sparkext.cdc.fastjson as fastjson
 from sparkext.cdc.decode import decode_lines
+from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "debezium"
+SAMPLES = DEBEZIUM_SAMPLES
 NASTY = [
     '{"a": NaN, "b": Infinity, "c": -Infinity}',
     '{"n": 184467440737095516150, "m": -99999999999999999999999}',

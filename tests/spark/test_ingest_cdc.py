@@ -15,6 +15,7 @@ from sparkext.cdc.model import Settings
 from sparkext.errors import IngestError, SchemaChangeError
 from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
+from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
 
 def snapshot_count(spark, table: str) -> int:
@@ -381,9 +382,7 @@ def _sample_events(directory) -> list[dict]:
 
 def test_new_user_ingests_the_shared_debezium_samples(spark, tmp_path, table_name):
     """The samples are pretty-printed JSON documents, hence input-format json-files."""
-    from pathlib import Path
-
-    samples = Path(__file__).resolve().parents[3] / "shared" / "data" / "debezium"
+    samples = DEBEZIUM_SAMPLES
     result = sparkext.sql(
         f"CALL sparkext.ingest_cdc(table => '{table_name}', source => '{samples}/*.json', "
         f"checkpoint => '{tmp_path / 'ck'}', primary_key => 'id', create => true, "
