@@ -7,8 +7,9 @@ python3 -m benchmarks.run changelog --rows 1000000       # a benchmark's table s
 
 A run writes its JSON to ``benchmarks/results/local/<names>-<UTC time>.json``, a directory git
 ignores, so running a benchmark never changes a tracked file. The files directly in
-``benchmarks/results/`` are results kept on purpose (the runs behind README's figures): to keep
-one, copy the run's file there under a name that says what and when
+``benchmarks/results/`` are results kept on purpose (the runs behind the figures of
+docs/development/benchmarks.md, listed in benchmarks/results/README.md): to keep one, copy
+the run's file there under a name that says what and when
 (``cp benchmarks/results/local/stream_backfill-20261123T101500Z.json
 benchmarks/results/stream_backfill-2026-11-23.json``) and commit that file.
 """

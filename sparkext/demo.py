@@ -1,4 +1,4 @@
-"""sparkext-demo: the demo, and the example data the README's examples run on.
+"""sparkext-demo: the demo, and the example data the docs' examples run on.
 
 ``sparkext-demo`` runs sql/demo.sql on the embedded default (local Spark, warehouse
 ``~/.sparkext/warehouse``). ``sparkext-demo --data DIR`` writes the example inputs to DIR — Debezium
@@ -6,12 +6,12 @@ change files of a MySQL table ``shop.orders``, as Kafka Connect's object-store s
 plus the example scripts of sql/examples/ with their paths pointing at DIR, and clears the
 examples' checkpoints there, so the scripts can run again from the start.
 
-The README and sql/examples/ are written for DIR = ``/tmp/sparkext-examples`` (an absolute path:
+The docs and sql/examples/ are written for DIR = ``/tmp/sparkext-examples`` (an absolute path:
 the statements run as written from any directory, in the shell or from Python, and the scripts
 need no substitution); the copies written to another DIR have that path replaced by DIR.
 
 The events are generated here rather than shipped as files so that the whole history is the one
-table below (``ORDER_CHANGES``), which is what the README's expected outputs are worked out from.
+table below (``ORDER_CHANGES``), which is what the docs' expected outputs are worked out from.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import click
 
 from sparkext.resources import resource_dir
 
-# The directory the README and sql/examples/ are written for.
+# The directory the docs and sql/examples/ are written for.
 EXAMPLES_DIR_DEFAULT = "/tmp/sparkext-examples"
 TOPIC = "shop.orders"
 _BINLOG = "mysql-bin.000003"
@@ -154,7 +154,7 @@ def write_examples(directory: Path) -> list[Path]:
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
     help=(
-        "Write the README's example data and scripts to DIR (the README uses "
+        "Write the docs' example data and scripts to DIR (the docs use "
         f"{EXAMPLES_DIR_DEFAULT}) instead of running the demo."
     ),
 )

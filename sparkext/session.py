@@ -113,7 +113,7 @@ def worker_python(conf: dict[str, str], environ: Mapping[str, str] | None = None
     PySpark's workers otherwise run ``python3`` from PATH, which outside an activated venv (pipx,
     cron, IDEs, systemd, ``venv/bin/python job.py``) lacks pyarrow and sparkext. The user's
     ``spark.pyspark.python`` or ``$PYSPARK_PYTHON`` wins; on a cluster the executors' Python is
-    theirs to set (README, conf/cluster.conf.example).
+    theirs to set (docs/reference/configuration.md, conf/cluster.conf.example).
 
     >>> worker_python({"spark.master": "local[2]"}, {})["spark.pyspark.python"] == sys.executable
     True

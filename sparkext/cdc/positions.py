@@ -2,7 +2,7 @@
 
 Each connector family has its own position, comparable only within the family; a position is
 ``<family>:<fixed-width fields>`` so that string order is the family's order. The families and
-what orders them (README "Ordering of change events"):
+what orders them (docs/reference/ingest_cdc.md, "Ordering of change events"):
 
 - ``m`` MySQL / MariaDB: binlog file number, position, row in the event (``file/pos/row``);
 - ``p`` PostgreSQL: ``sequence`` = [last commit LSN, change LSN], i.e. commit order, then the

@@ -147,7 +147,7 @@ ROUTINE = Routine(
             "data rows minus position/DV-deleted rows (equality deletes are not subtracted)",
         ),
         OutputColumn("last_commit_time", "timestamp", "last commit that touched the partition"),
-        OutputColumn("health_score", "int", "0-100 partition score (README: table_health)"),
+        OutputColumn("health_score", "int", "0-100 partition score (docs: table_health)"),
         OutputColumn("snapshot_count", "bigint", "snapshots the table retains"),
         OutputColumn("table_health_score", "int", "0-100 score of the whole table"),
         OutputColumn(

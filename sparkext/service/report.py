@@ -329,7 +329,7 @@ code {{ font-size: 12px; }} .plot {{ margin: 1em 0; }}
 </style></head>
 <body data-summary="{data}">
 <h1>{title}</h1>
-<p class="when">Generated {generated} by sparkext. Scores: 100 is healthy (README:
+<p class="when">Generated {generated} by sparkext. Scores: 100 is healthy (docs:
 table_health); the fix column is the call that would raise a partition's score.</p>
 <h2>Tables</h2>
 <table id="tables"><tr><th>table</th><th>score</th><th>partitions</th><th>data files</th>

@@ -2,7 +2,7 @@
 
 ``same`` (Spark's function of that name means the same), ``translated`` (to what; the rule
 :mod:`sparkext.streaming.rules.flink_functions` does it) or ``refused`` (why, and what to write
-instead). :func:`markdown_table` renders the table the README shows.
+instead). :func:`markdown_table` renders the table docs/guides/streaming-dialect.md shows.
 """
 
 from __future__ import annotations

@@ -1,20 +1,19 @@
-"""The README's example scripts, run as a new user runs them: one real ``sparkext-sql -f``
+"""The docs' example scripts, run as a new user runs them: one real ``sparkext-sql -f``
 process with the shipped conf (``conf/spark-defaults.conf``: its parallelism, not the suite's),
-a new warehouse, the statement thread — and what it prints is what the README states after
+a new warehouse, the statement thread — and what it prints is what the docs state after
 each block taken from those scripts (issue 50: tiered_optimize failed only there)."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import readme
-from tests.helpers.readme import ROOT
+from tests.helpers import doc_blocks as docs
+from tests.helpers.doc_blocks import ROOT
 
 pytestmark = pytest.mark.slow
 SCRIPTS = (  # tiered_optimize first: a statement thread no earlier routine has touched
@@ -28,17 +27,15 @@ SCRIPTS = (  # tiered_optimize first: a statement thread no earlier routine has 
 
 
 def _stated(path: str) -> list[str]:
-    """The output blocks after the README's blocks taken from ``path``, in README order."""
-    text = (ROOT / "README.md").read_text()
-    found = re.findall(
-        rf"<!-- from: {re.escape(path)} -->\n```sql\n.*?```\n(.*?)(?=<!-- from:|\n## |\Z)",
-        text,
-        re.S,
-    )
-    return [m.group(1) for rest in found if (m := re.search(r"```output\n(.*?)```", rest, re.S))]
+    """The output blocks after the docs' blocks taken from ``path``, in page order."""
+    return [
+        e.output
+        for e in docs.examples()
+        if e.block.markers.get("from") == path and e.output is not None
+    ]
 
 
-def test_the_example_scripts_print_what_the_readme_says_in_a_real_shell(tmp_path):
+def test_the_example_scripts_print_what_the_docs_say_in_a_real_shell(tmp_path):
     examples = tmp_path / "examples"
     env = {**os.environ, "HOME": str(tmp_path), "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
     env.pop("SPARKEXT_LOG_LEVEL", None)
@@ -58,5 +55,5 @@ def test_the_example_scripts_print_what_the_readme_says_in_a_real_shell(tmp_path
     printed = shell.stdout + shell.stderr
     for name in SCRIPTS:
         for stated in _stated(f"sql/examples/{name}.sql"):
-            stated = readme.relocate(stated, examples)
-            assert readme.missing(stated, printed) is None, (name, readme.missing(stated, printed))
+            stated = docs.relocate(stated, examples)
+            assert docs.missing(stated, printed) is None, (name, docs.missing(stated, printed))

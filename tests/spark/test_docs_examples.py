@@ -1,6 +1,8 @@
-"""Every example of the README runs as written, in README order, and prints what the README says.
+"""Every example of README.md and of the docs runs as written, in page order, and prints what its
+page says.
 
-How the README marks its blocks is in tests/helpers/readme.py (```output after an example,
+The order is README.md, then docs/ in mkdocs.yml's nav order (``doc_blocks.pages()``). How the
+pages mark their blocks is in tests/helpers/doc_blocks.py (```output after an example,
 ```text for what is not code, ``<!-- not-run: why -->`` and ``<!-- from: path -->`` above a fence).
 Here, on the one shared session:
 
@@ -9,18 +11,20 @@ Here, on the one shared session:
   (``sparkext.session()`` returns the shared session);
 - bash blocks run their ``sparkext-sql`` / ``sparkext-demo`` commands in-process through click's
   ``CliRunner`` (the active session is reused); install and test commands (``SKIPPED`` in the
-  helper) are skipped by name. The current directory is the repository root (the README is
+  helper) are skipped by name. The current directory is the repository root (the docs are
   read from a fresh clone), HOME is a temporary directory, and a ``--conf`` or ``--database`` a
   command sets is undone after it.
 - The example directory ``/tmp/sparkext-examples`` is a temporary one: that path is replaced in
   the blocks, in their stated outputs and in the sql/examples/ scripts the commands run.
 
 To update a stated output, set ``SPARKEXT_README_PRINTED=DIR``: what each example printed is
-kept in DIR, one file per example (``README.md-<line>-<lang>.txt``).
+kept in DIR, one file per example, under its page's path
+(``DIR/docs/reference/ingest_cdc.md:123-sql.txt``).
 
-The namespaces the README writes (lake.db, lake.ods, lake.dw, lake.demo) are emptied first, as
-on a new warehouse, and again at the end. The examples depend on each other as the README's do:
-when one fails, the later ones may fail with it; read the first failure.
+The namespaces the examples write (lake.db, lake.ods, lake.dw, lake.demo) are emptied first, as
+on a new warehouse, and again at the end. The examples depend on each other as they did in the
+single README they were split from: when one fails, the later ones may fail with it; read the
+first failure.
 """
 
 from __future__ import annotations
@@ -36,10 +40,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import readme
-from tests.helpers.readme import ROOT
+from tests.helpers import doc_blocks as docs
+from tests.helpers.doc_blocks import ROOT
 
-EXAMPLES = readme.examples()
+EXAMPLES = docs.examples()
 NAMESPACES = ("lake.db", "lake.ods", "lake.dw", "lake.demo")
 
 
@@ -55,22 +59,22 @@ def _empty(spark, namespaces) -> None:
 
 @dataclass
 class Walkthrough:
-    """The README read top to bottom: one session, one example directory, one Python namespace."""
+    """The pages read top to bottom: one session, one example directory, one Python namespace."""
 
     spark: object
     data: Path
     scripts: Path
     namespace: dict = field(default_factory=dict)
 
-    def run(self, block: readme.Block) -> str:
-        text = readme.relocate(block.text, self.data)
+    def run(self, block: docs.Block) -> str:
+        text = docs.relocate(block.text, self.data)
         if block.lang == "sql":
             return self._sql(text, block)
         if block.lang == "python":
             return self._python(text, block)
-        return "".join(self._command(command, block) for command in readme.commands(text))
+        return "".join(self._command(command, block) for command in docs.commands(text))
 
-    def _sql(self, text: str, block: readme.Block) -> str:
+    def _sql(self, text: str, block: docs.Block) -> str:
         from sparkext.cli.shell import Shell
 
         printed = io.StringIO()
@@ -78,13 +82,13 @@ class Walkthrough:
         assert ok, f"{block.name} failed:\n{printed.getvalue()}"
         return printed.getvalue()
 
-    def _python(self, text: str, block: readme.Block) -> str:
+    def _python(self, text: str, block: docs.Block) -> str:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
             exec(compile(text, block.name, "exec"), self.namespace)
         return printed.getvalue()
 
-    def _command(self, command: readme.Command, block: readme.Block) -> str:
+    def _command(self, command: docs.Command, block: docs.Block) -> str:
         from sparkext import demo
         from sparkext.cli.shell import cli
 
@@ -126,9 +130,9 @@ class Walkthrough:
         path = ROOT / word
         if word.endswith(".sql") and path.is_file():
             text = path.read_text(encoding="utf-8")
-            if readme.EXAMPLES_DIR in text:
+            if docs.EXAMPLES_DIR in text:
                 copy = self.scripts / path.name
-                copy.write_text(readme.relocate(text, self.data), encoding="utf-8")
+                copy.write_text(docs.relocate(text, self.data), encoding="utf-8")
                 return str(copy)
         return word
 
@@ -137,7 +141,7 @@ class Walkthrough:
 def walkthrough(spark, tmp_path_factory):
     from sparkext.streaming.udf import REGISTRY
 
-    base = tmp_path_factory.mktemp("readme")
+    base = tmp_path_factory.mktemp("docs")
     (base / "home").mkdir()
     (base / "scripts").mkdir()
     registry = dict(REGISTRY)  # the UDF example declares functions
@@ -163,15 +167,15 @@ def walkthrough(spark, tmp_path_factory):
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.block.name for e in EXAMPLES])
-def test_readme_example(walkthrough, example):
+def test_docs_example(walkthrough, example):
     printed = walkthrough.run(example.block)
     if os.environ.get("SPARKEXT_README_PRINTED"):
         kept = Path(os.environ["SPARKEXT_README_PRINTED"]) / f"{example.block.name}.txt"
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(printed, encoding="utf-8")
     if example.output is not None:
-        stated = readme.relocate(example.output, walkthrough.data)
-        gap = readme.missing(stated, printed)
+        stated = docs.relocate(example.output, walkthrough.data)
+        gap = docs.missing(stated, printed)
         assert gap is None, (
             f"{example.block.name} did not print this line of its stated output:\n{gap}\n"
             f"It printed:\n{printed}"

@@ -1,9 +1,15 @@
-"""The README's code blocks as data, and the rules that keep them runnable.
+"""The code blocks of README.md and of every docs page as data, and the rules that keep them
+runnable.
 
-How README.md marks its blocks (the tests below read exactly this):
+The pages are read in one fixed order (``pages()``): README.md first, then docs/ in the order of
+mkdocs.yml's ``nav`` — a walkthrough, as the README was before it was split: an example may use
+what an earlier one made. A block's name says its file and line:
+``docs/reference/ingest_cdc.md:123-sql``.
+
+How the pages mark their blocks (the tests below read exactly this):
 
 - The fence's language says what a block is. ```bash, ```sql and ```python blocks are examples:
-  tests/spark/test_readme_examples.py runs every one of them, in README order, on the shared
+  tests/spark/test_docs_examples.py runs every one of them, in page order, on the shared
   session. ```output is what the example just above it prints. ```text is not code (error
   sentences, diagrams) and is never run. A fence with any other language, or none, is an error.
 - ```output holds the lines the example must print (stdout and stderr, as on a terminal), in
@@ -14,14 +20,14 @@ How README.md marks its blocks (the tests below read exactly this):
   ``<!-- not-run: why -->`` shows an example without running it (a Kafka broker, a benchmark that
   takes minutes, a job's text that a command above runs) — keep these rare;
   ``<!-- from: path -->`` says the block is taken from that file: the blocks naming one file are,
-  joined in README order, a run of that file's statements, verbatim (comment lines and spacing
+  joined in page order, a run of that file's statements, verbatim (comment lines and spacing
   aside) — the whole file, or the part a section is about.
 - Bash blocks hold commands, one per line (``\\`` continues a line, ``&&`` chains, ``echo … |``
   feeds standard input); each is either ``sparkext-sql``/``sparkext-demo`` (also by their
   ``.venv/bin/`` paths or ``python -m``), run in-process through click, or an install/test
-  command of ``SKIPPED``. Anything else fails tests/pure/test_readme_blocks.py.
+  command of ``SKIPPED``. Anything else fails tests/pure/test_docs_blocks.py.
 - The example data lives in ``EXAMPLES_DIR`` (``/tmp/sparkext-examples``, what ``sparkext-demo
-  --data`` is told in the README). The tests put it in a temporary directory instead: every
+  --data`` is told in the docs). The tests put it in a temporary directory instead: every
   occurrence of that path — in blocks, in stated outputs, in the sql/examples/ scripts a command
   runs — is replaced by it.
 """
@@ -35,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
 EXAMPLES_DIR = "/tmp/sparkext-examples"
 RUN = ("bash", "sql", "python")
 INERT = ("output", "text")
@@ -46,7 +54,7 @@ DEMO = (
     (".venv/bin/python", "-m", "sparkext.demo"),
     ("python", "-m", "sparkext.demo"),
 )
-# Install and test commands: the README's own setup, not examples; none can run inside a test.
+# Install and test commands: the docs' own setup, not examples; none can run inside a test.
 SKIPPED = (
     ("bash", ".ci/setup"),
     (".venv/bin/python", "-m", "pytest"),
@@ -68,6 +76,7 @@ class Block:
     lang: str
     text: str
     markers: dict[str, str] = field(default_factory=dict)
+    path: str = "README.md"  # the page, relative to the repository root
 
     @property
     def runs(self) -> bool:
@@ -75,12 +84,12 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}-{self.lang}"
+        return f"{self.path}:{self.line}-{self.lang}"
 
 
 @dataclass(frozen=True)
 class Example:
-    """A block the tests run, with the output the README states for it (or None)."""
+    """A block the tests run, with the output its page states for it (or None)."""
 
     block: Block
     output: str | None
@@ -114,9 +123,32 @@ class Command:
         return list(self.argv[1:])
 
 
-def blocks(text: str | None = None) -> list[Block]:
-    """Every fenced block of the README (or ``text``), in order."""
-    lines = (README.read_text(encoding="utf-8") if text is None else text).splitlines()
+def _nav(entries: list) -> list[str]:
+    found = []
+    for entry in entries:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            found += _nav(value) if isinstance(value, list) else [value]
+    return found
+
+
+def pages() -> list[Path]:
+    """README.md, then every page of mkdocs.yml's nav, in nav order."""
+    import yaml
+
+    nav = yaml.safe_load(MKDOCS.read_text(encoding="utf-8"))["nav"]
+    return [README, *(DOCS / page for page in _nav(nav))]
+
+
+def blocks(text: str | None = None, path: str = "README.md") -> list[Block]:
+    """Every fenced block of every page in order (or of ``text``, named as page ``path``)."""
+    if text is None:
+        return [
+            block
+            for page in pages()
+            for block in blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+        ]
+    lines = text.splitlines()
     found, index = [], 0
     while index < len(lines):
         match = _FENCE.match(lines[index])
@@ -133,16 +165,19 @@ def blocks(text: str | None = None) -> list[Block]:
         while above >= 0 and (marker := _MARKER.match(lines[above].strip())):
             markers[marker.group(1)] = marker.group(2)
             above -= 1
-        found.append(Block(index + 1, lang, "\n".join(lines[index + 1 : end]) + "\n", markers))
+        body = "\n".join(lines[index + 1 : end]) + "\n"
+        found.append(Block(index + 1, lang, body, markers, path))
         index = end + 1
     return found
 
 
 def examples(text: str | None = None) -> list[Example]:
-    """The blocks the tests run, each with the ```output block that follows it, if any."""
+    """The blocks the tests run, each with the ```output block that follows it on its page."""
     found = blocks(text)
     out = []
     for block, after in zip(found, [*found[1:], None], strict=True):
+        if after is not None and after.path != block.path:
+            after = None
         if block.runs:
             stated = after.text if after is not None and after.lang == "output" else None
             out.append(Example(block, stated))
@@ -168,7 +203,7 @@ def commands(script: str) -> list[Command]:
 
 
 def relocate(text: str, directory: Path | str) -> str:
-    """``text`` with the README's example directory replaced by ``directory``."""
+    """``text`` with the docs' example directory replaced by ``directory``."""
     return text.replace(EXAMPLES_DIR, str(directory))
 
 
@@ -208,7 +243,7 @@ def missing(stated: str, printed: str) -> str | None:
 
 def statements(sql: str) -> list[str]:
     """SQL text as its statements, comment lines dropped and spaces normalised (none around
-    brackets and commas), for comparing a README block with the file it comes from.
+    brackets and commas), for comparing a docs block with the file it comes from.
 
     >>> statements("-- two\\nSELECT f( a ,b );\\nSELECT 2")
     ['SELECT f(a,b)', 'SELECT 2']

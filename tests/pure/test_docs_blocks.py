@@ -1,5 +1,6 @@
-"""The README's blocks follow the rules tests/spark/test_readme_examples.py runs them by, and what
-they name exists; no Spark needed (tests/helpers/readme.py has the conventions)."""
+"""The blocks of README.md and of every docs page follow the rules tests/spark/test_docs_examples.py
+runs them by, and what they name exists; no Spark needed (tests/helpers/doc_blocks.py has the
+conventions and the page order)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,19 @@ from click.testing import CliRunner
 
 from sparkext.cdc.debezium import decode
 from sparkext.demo import EXAMPLES_DIR_DEFAULT, ORDER_CHANGES, main, write_examples
-from tests.helpers import readme
-from tests.helpers.readme import ROOT
+from tests.helpers import doc_blocks as docs
+from tests.helpers.doc_blocks import ROOT
 
-BLOCKS = readme.blocks()
-EXAMPLES = readme.examples()
+BLOCKS = docs.blocks()
+EXAMPLES = docs.examples()
 MARKERS = ("not-run", "from")
-# Repository paths an example names: scripts, jobs, conf, the samples beside the repository.
-_PATH = re.compile(r"(?<![\w/.~-])((?:\.\./shared|sql|conf)/[\w./*+-]*\w)")
+# Repository paths an example names: scripts, jobs, conf, the vendored samples.
+_PATH = re.compile(r"(?<![\w/.~-])((?:tests/fixtures|sql|conf)/[\w./*+-]*\w)")
 
 
 def test_every_block_is_an_example_its_output_or_text():
     for block in BLOCKS:
-        assert block.lang in (*readme.RUN, *readme.INERT), (
+        assert block.lang in (*docs.RUN, *docs.INERT), (
             f"{block.name}: a fence needs a language: bash, sql or python (run by the tests), "
             "output (what the example above prints) or text (never run)"
         )
@@ -55,7 +56,7 @@ def test_the_examples_state_their_output():
 def test_every_command_runs_in_process_or_is_an_install_step():
     for example in EXAMPLES:
         if example.block.lang == "bash":
-            for command in readme.commands(example.block.text):
+            for command in docs.commands(example.block.text):
                 assert command.kind, (
                     f"{example.block.name}: the tests cannot run {' '.join(command.argv)!r}; "
                     "use sparkext-sql/sparkext-demo, list it in SKIPPED, or mark the block not-run"
@@ -77,26 +78,26 @@ def test_blocks_from_a_file_are_taken_from_it_verbatim():
     for block in BLOCKS:
         if "from" in block.markers:
             parts[block.markers["from"]].append(block)
-    assert parts, "no README block says which file it shows"
+    assert parts, "no block of the docs says which file it shows"
     for path, shown in parts.items():
-        written = readme.statements((ROOT / path).read_text(encoding="utf-8"))
-        part = readme.statements("".join(b.text for b in shown))
+        written = docs.statements((ROOT / path).read_text(encoding="utf-8"))
+        part = docs.statements("".join(b.text for b in shown))
         assert part, f"{shown[0].name} shows no statement of {path}"
         assert _contiguous(part, written), f"{', '.join(b.name for b in shown)} differ from {path}"
 
 
-def test_every_example_script_is_in_the_readme():
+def test_every_example_script_is_in_the_docs():
     used = {b.markers.get("from") for b in BLOCKS}
     for example in EXAMPLES:
         if example.block.lang == "bash":
-            used.update(a for c in readme.commands(example.block.text) for a in c.args)
+            used.update(a for c in docs.commands(example.block.text) for a in c.args)
     for script in sorted((ROOT / "sql" / "examples").glob("*.sql")):
-        assert str(script.relative_to(ROOT)) in used, f"the README never runs {script.name}"
+        assert str(script.relative_to(ROOT)) in used, f"no page of the docs runs {script.name}"
 
 
-def test_the_readme_uses_the_directory_the_scripts_are_written_for():
-    assert readme.EXAMPLES_DIR == EXAMPLES_DIR_DEFAULT
-    text = readme.README.read_text(encoding="utf-8")
+def test_the_docs_use_the_directory_the_scripts_are_written_for():
+    assert docs.EXAMPLES_DIR == EXAMPLES_DIR_DEFAULT
+    text = "".join(page.read_text(encoding="utf-8") for page in docs.pages())
     assert f"sparkext-demo --data {EXAMPLES_DIR_DEFAULT}" in text
 
 
@@ -167,3 +168,19 @@ def test_demo_data_option(tmp_path):
     assert refused.exit_code == 2
     assert "--data takes no other options" in refused.output
     assert "--data DIR" in CliRunner().invoke(main, ["--help"]).output
+
+
+_DATE = re.compile(r"(?<!['_])\b20\d\d-\d\d-\d\d\b")  # not a quoted value or a tag's name
+_COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def test_the_docs_hold_no_dated_history():
+    """Dated measurements and commit hashes live in benchmarks/results/README.md; the pages'
+    dates are example data: inside code, or quoted values."""
+    for page in docs.pages():
+        prose = re.sub(r"^(`{3,}).*?^\1", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        prose = re.sub(r"`[^`]*`", "", prose)
+        name = page.relative_to(ROOT)
+        for pattern in (_DATE, _COMMIT):
+            found = pattern.search(prose)
+            assert found is None, f"{name}: {found.group(0)!r}; move it to benchmarks/results/"
