@@ -1,11 +1,12 @@
 """Equality runs: consecutive snapshots whose only deletes are equality deletes (Flink upserts,
 ingest_cdc batches) are read with each reached data file ONCE, and still replay exactly.
 
-For every pair of snapshots S1 < S2 of each history: replaying changelog(S1, S2) onto the table
-read at S1 gives the table read at S2 (stock Iceberg time travel), and the net changes are the
-multiset differences of the two states. The histories put REPLACE snapshots (compaction,
-rewrite_equality_deletes) inside runs, break runs with position deletes, update one key in every
-commit of a run, and scope equality deletes to partitions.
+For snapshot ranges S1 < S2 of each history (each single commit and the whole history in the
+default tier, every pair in the stress tier: tests/helpers/ranges.py): replaying changelog(S1, S2)
+onto the table read at S1 gives the table read at S2 (stock Iceberg time travel), and the net
+changes are the multiset differences of the two states. The histories put REPLACE snapshots
+(compaction, rewrite_equality_deletes) inside runs, break runs with position deletes, update one
+key in every commit of a run, and scope equality deletes to partitions.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sparkext.iceberg.changelog import ChangelogTable
 from sparkext.planning.changelog import RangeRequest, Role, needs, plan_reads, resolve_range
 from tests.helpers.cdc_calls import events, ingest, land
 from tests.helpers.iceberg import flink_commit
+from tests.helpers.ranges import EVERY_PAIR, ranges
 
 MOR = {
     "format-version": "2",
@@ -67,10 +69,11 @@ def _changes(spark, name: str, start: int | None, end: int, net: bool, columns: 
     return [tuple(r) for r in found.select(*quoted, "_change_type").collect()]
 
 
-def _every_pair_replays(spark, name: str, columns: list[str]) -> int:
+def _ranges_replay(spark, name: str, columns: list[str], every_pair: bool) -> int:
+    """Checks the ranges of the tier; returns the number of snapshots of the history."""
     ids = [None, *_ids(spark, name)]
     states = {sid: _state(spark, name, sid, columns) for sid in ids}
-    pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
+    pairs = ranges(ids, every_pair)
     # a few changelogs at a time: Spark runs a query's stages one after another, concurrent
     # queries keep both cores busy (the assertions run on this thread)
     calls = [(*pair, net) for pair in pairs for net in (False, True)]
@@ -88,7 +91,7 @@ def _every_pair_replays(spark, name: str, columns: list[str]) -> int:
         deleted = Counter(tuple(r) for *r, c in net if c == "DELETE")
         assert inserted == states[end] - states[start], (start, end)
         assert deleted == states[start] - states[end], (start, end)
-    return len(pairs)
+    return len(ids) - 1
 
 
 def _plan(spark, name: str):
@@ -104,7 +107,8 @@ def name():
     return f"lake.test.eqrun_{uuid.uuid4().hex[:8]}"
 
 
-def test_flink_runs_with_a_compaction_inside_and_a_position_delete_between(spark, name):
+@EVERY_PAIR
+def test_flink_runs_with_a_compaction_inside_and_a_position_delete_between(every_pair, spark, name):
     _create(spark, name, "id INT, v STRING")
     spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')")
 
@@ -136,10 +140,11 @@ def test_flink_runs_with_a_compaction_inside_and_a_position_delete_between(spark
     for ordinals in runs.values():
         paths = [p for p, o in candidates if o in ordinals]
         assert len(paths) == len(set(paths))
-    assert _every_pair_replays(spark, name, ["id", "v"]) == 36
+    assert _ranges_replay(spark, name, ["id", "v"], every_pair) == 8
 
 
-def test_ingest_cdc_batches_updating_the_same_keys(spark, tmp_path, name):
+@EVERY_PAIR
+def test_ingest_cdc_batches_updating_the_same_keys(every_pair, spark, tmp_path, name):
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     batches = [
         [("c", 1, 10, "a"), ("c", 2, 11, "b"), ("c", 3, 12, "c")],
@@ -158,7 +163,7 @@ def test_ingest_cdc_batches_updating_the_same_keys(spark, tmp_path, name):
     assert len({r.path for r in plan.reads}) == len(plan.reads)
     assert any(r.reach for r in plan.reads)
     columns = [c for c in spark.table(name).columns]
-    assert _every_pair_replays(spark, name, columns) == 15
+    assert _ranges_replay(spark, name, columns, every_pair) == 5
     # the last batch changed key 1 twice: its DELETE is the row batch 3 wrote
     last = _ids(spark, name)[-2]
     found = changelog(spark, resolve_table(spark, name), RangeRequest(start=str(last)))
@@ -166,7 +171,8 @@ def test_ingest_cdc_batches_updating_the_same_keys(spark, tmp_path, name):
     assert deleted == ["a3"]
 
 
-def test_partition_scoped_equality_deletes_match_only_their_partition(spark, name):
+@EVERY_PAIR
+def test_partition_scoped_equality_deletes_match_only_their_partition(every_pair, spark, name):
     _create(spark, name, "id INT, p STRING, v STRING", "PARTITIONED BY (p)")
     spark.sql(f"INSERT INTO {name} VALUES (1, 'x', 'old-x'), (1, 'y', 'old-y'), (2, 'y', 'b')")
     flink_commit(spark, name, ["id"], [{"id": 1, "p": "x", "v": "new-x"}], [{"id": 1, "p": "x"}])
@@ -181,10 +187,11 @@ def test_partition_scoped_equality_deletes_match_only_their_partition(spark, nam
         (1, "x", "old-x", "DELETE"),
         (2, "y", "b", "DELETE"),
     ]
-    assert _every_pair_replays(spark, name, ["id", "p", "v"]) == 10
+    assert _ranges_replay(spark, name, ["id", "p", "v"], every_pair) == 4
 
 
-def test_a_renamed_equality_column_takes_the_general_reads(spark, name):
+@EVERY_PAIR
+def test_a_renamed_equality_column_takes_the_general_reads(every_pair, spark, name):
     _create(spark, name, "id INT, v STRING")
     spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
     flink_commit(spark, name, ["id"], [{"id": 1, "v": "a1"}], [{"id": 1}])
@@ -192,7 +199,7 @@ def test_a_renamed_equality_column_takes_the_general_reads(spark, name):
     flink_commit(spark, name, ["key"], [{"key": 2, "v": "b1"}], [{"key": 2}])
     plan = _plan(spark, name)
     assert plan.key_deletes == () and not any(r.role == Role.CANDIDATE for r in plan.reads)
-    assert _every_pair_replays(spark, name, ["key", "v"]) == 6
+    assert _ranges_replay(spark, name, ["key", "v"], every_pair) == 3
 
 
 def _sorted_changes(name: str, start: int) -> list[tuple]:
@@ -215,7 +222,8 @@ def test_a_rename_after_a_range_was_read_is_seen_by_the_next_read(spark, name):
     assert _sorted_changes(name, first) == before
 
 
-def test_a_global_equality_delete_after_a_partition_field_is_dropped(spark, name):
+@EVERY_PAIR
+def test_a_global_equality_delete_after_a_partition_field_is_dropped(every_pair, spark, name):
     _create(spark, name, "id INT, p STRING, `a.b` STRING", "PARTITIONED BY (p)")
     spark.sql(f"INSERT INTO {name} VALUES (1, 'x', 'a'), (2, 'y', 'b')")
     spark.sql(f"ALTER TABLE {name} DROP PARTITION FIELD p")
@@ -223,10 +231,13 @@ def test_a_global_equality_delete_after_a_partition_field_is_dropped(spark, name
     first = _ids(spark, name)[0]
     found = [r[:4] for r in _sorted_changes(name, first)]
     assert found == [(2, "y", "b", "DELETE"), (2, "y", "b1", "INSERT")]
-    assert _every_pair_replays(spark, name, ["id", "p", "a.b"]) == 3
+    assert _ranges_replay(spark, name, ["id", "p", "a.b"], every_pair) == 2
 
 
-def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(spark, tmp_path, name):
+@EVERY_PAIR
+def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(
+    every_pair, spark, tmp_path, name
+):
     """Seeded: six ingest_cdc batches of creates, updates and deletes on a few keys, with events
     delivered twice and events arriving a batch late, a rewrite_equality_deletes between two
     batches and a Spark merge-on-read DELETE (position deletes) between two others."""
@@ -253,4 +264,4 @@ def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(spark, tmp
             spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
             spark.sql(f"DELETE FROM {name} WHERE id = {rng.randrange(6)}")
     columns = list(spark.table(name).columns)
-    assert _every_pair_replays(spark, name, columns) == 36
+    assert _ranges_replay(spark, name, columns, every_pair) == 8

@@ -3,9 +3,9 @@
 One table, a fixed seed, ~15 commits of every kind: Spark MOR DELETE/UPDATE/MERGE (position
 deletes), copy-on-write DELETEs, Flink-style key-only equality deletes (Java API), a row
 inserted and deleted in one commit, rewrite_data_files (REPLACE), a truncate, a column added
-and a bucket partition field added midway. For pairs of snapshots S1 < S2 (every range from before
-the first, every range to the last, every single commit, and a seeded sample of the other ranges:
-about half of the 120 pairs, to keep the suite's time): replaying changelog(S1, S2) onto the table
+and a bucket partition field added midway. For pairs of snapshots S1 < S2 (each single commit and
+the whole history in the default tier, all 120 pairs in the stress tier: tests/helpers/ranges.py;
+the history is built once for both): replaying changelog(S1, S2) onto the table
 read at S1 (``VERSION AS OF``) gives the table read at S2, as multisets of rows; and the net changes
 are exactly the multiset differences of the two states.
 """
@@ -22,6 +22,7 @@ import pytest
 
 import sparkext
 from tests.helpers.iceberg import flink_commit, transient_commit
+from tests.helpers.ranges import EVERY_PAIR, ranges
 
 SEED = 20261123
 COMMITS = 15
@@ -182,25 +183,12 @@ def pair_changes(spark, name: str, start: int | None, end: int, net: bool) -> li
     return rows(found, ("id", "v", "w", "_change_type"))
 
 
-OTHER_PAIRS = 15  # seeded sample of the ranges that neither start at the beginning nor end last
-
-
-def pairs_to_check(ids: list) -> list[tuple]:
-    """From before the first snapshot, to the last one, each single commit, and a seeded sample
-    of the rest (every kind of range boundary: ids[0] is None, 'before the first')."""
-    every = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
-    chosen = {
-        (a, b) for a, b in every if a is None or b == ids[-1] or ids.index(b) == ids.index(a) + 1
-    }
-    rest = [pair for pair in every if pair not in chosen]
-    return sorted(chosen, key=every.index) + random.Random(SEED).sample(rest, OTHER_PAIRS)
-
-
-def test_pairs_replay_and_net_to_the_state_difference(spark, history):
+@EVERY_PAIR
+def test_pairs_replay_and_net_to_the_state_difference(every_pair, spark, history):
     name, ids, states, _ = history
     started = time.monotonic()
-    pairs = pairs_to_check(ids)
-    assert len(pairs) == 15 + 14 + 13 + OTHER_PAIRS and len(set(pairs)) == len(pairs)
+    pairs = ranges(ids, every_pair)
+    assert len(pairs) == (120 if every_pair else COMMITS + 1) and len(set(pairs)) == len(pairs)
     # a few pairs at a time: Spark runs a query's stages one after another; concurrent queries
     # keep both cores busy (the assertions below run on the main thread)
     calls = [(*pair, net) for pair in pairs for net in (False, True)]

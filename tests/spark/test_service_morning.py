@@ -1,6 +1,8 @@
 """A simulated morning: two ingest_cdc streams and an append job commit every few seconds into
 three tables (in their own process) while the optimisation service runs here and a second
-service runs in a third process. Once, to keep the suite's time: on Iceberg's JDBC catalog on
+service runs in a third process: the stress tier's full morning. The default tier runs a shorter
+morning with the same writers and oracles in this process, without the second service. Each
+once: on Iceberg's JDBC catalog on
 PostgreSQL (commit by a conditional UPDATE: the only test of ingest_cdc streams and maintenance on
 that catalog), or on the Hadoop catalog where PostgreSQL cannot be started — the Hadoop catalog's
 commits by rename are under every other test, and both catalogs have their two-service race in
@@ -105,8 +107,45 @@ def _assert_reachable_files_exist(spark, name: str) -> None:
     assert not missing, missing[:5]
 
 
+def _write_here(spark, orders, users, events, zones, checkpoints, appends) -> str:
+    """WRITERS, on this process's session: the two streams and the append job (a thread)."""
+    options = {"max-files-per-batch": "1"}
+    streams = [
+        sparkext.ingest_cdc_stream(orders, str(zones[orders]), str(checkpoints[orders]),
+                                   primary_key="id", options=options, interval="2 seconds"),
+        sparkext.ingest_cdc_stream(users, str(zones[users]), str(checkpoints[users]),
+                                   primary_key="id", options=options, interval="3 seconds"),
+    ]  # fmt: skip
+    said = []
+    for i in range(appends):
+        spark.sql(f"INSERT INTO {events} VALUES ({i}, DATE '2026-11-23')")
+        said.append(f"APPENDED {i}")
+        time.sleep(2)
+    for query in streams:
+        query.processAllAvailable()
+        failed = query.exception()
+        query.stop()
+        said.append("STREAM " + (f"FAILED {failed}" if failed else "OK"))
+    return "\n".join(said)
+
+
 @pytest.mark.slow
+@pytest.mark.stress
 def test_a_morning_of_writers_with_two_services(spark, request, tmp_path, warehouse):
+    """Full size: the writers and a second service in processes of their own."""
+    _morning(spark, request, tmp_path, warehouse, files=FILES, appends=APPENDS, processes=True)
+
+
+def test_a_short_morning_of_writers_and_the_service_in_one_process(
+    spark, request, tmp_path, warehouse
+):
+    """The default tier's morning: the same writers (two ingest_cdc streams and the append
+    job, on this session, in a thread) and the same oracles, with fewer files and appends and
+    no second service (two service processes racing: tests/spark/test_optimize_service.py)."""
+    _morning(spark, request, tmp_path, warehouse, files=4, appends=6, processes=False)
+
+
+def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes):
     from tests.helpers import postgres
 
     catalog = "lake" if postgres.unavailable() else request.getfixturevalue("jdbc_catalog")
@@ -127,12 +166,12 @@ def test_a_morning_of_writers_with_two_services(spark, request, tmp_path, wareho
     sources, zones, checkpoints = {}, {}, {}
     for seed, name in ((1901, orders), (1902, users)):
         source = SourceTable(seed=seed, key_space=30)
-        changes = [e for e in source.run(FILES * 25 + 25) if e["op"] != "t"]
+        changes = [e for e in source.run(files * 25 + 25) if e["op"] != "t"]
         zone, checkpoint = tmp_path / f"zone-{seed}", tmp_path / f"ck-{seed}"
         land(zone, "0000.json", changes[:25])
         ingest(name, zone, checkpoint)
         spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({POLICY})")
-        for index in range(1, FILES + 1):
+        for index in range(1, files + 1):
             land(zone, f"{index:04d}.json", changes[index * 25 : (index + 1) * 25])
         sources[name], zones[name], checkpoints[name] = changes, zone, checkpoint
     # orphans in the orders table's data directory: one 4 days old, one just written
@@ -144,50 +183,62 @@ def test_a_morning_of_writers_with_two_services(spark, request, tmp_path, wareho
     past = time.time() - 4 * 86_400
     os.utime(old, (past, past))
 
-    scripts = {"writers": WRITERS, "second": SECOND_SERVICE}
-    for key, text in scripts.items():
-        (tmp_path / f"{key}.py").write_text(text)
-    writers = subprocess.Popen(
-        [sys.executable, str(tmp_path / "writers.py"), str(warehouse), conf, orders, users,
-         events, str(zones[orders]), str(zones[users]), str(checkpoints[orders]),
-         str(checkpoints[users]), str(APPENDS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
-    )  # fmt: skip
-    deadline = time.time() + 300
-    while _snapshot_count(spark, events) < 4 + 3 and time.time() < deadline:  # writers running
-        assert writers.poll() is None, writers.communicate()[1][-3000:]
-        time.sleep(1)
-    second = subprocess.Popen(
-        [sys.executable, str(tmp_path / "second.py"), str(warehouse), conf, f"{namespace}.*",
-         log_table, "45"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
-    )  # fmt: skip
     lines: list[str] = []
     service = sparkext.optimize_service(
         f"{namespace}.*", max_concurrent=2, poll_interval="1 second", fresh_window="20 seconds",
         log_table=log_table, log=lines.append,
     )  # fmt: skip
-    runner = threading.Thread(target=service.run)
-    runner.start()
-    try:
-        out, err = writers.communicate(timeout=900)
-        time.sleep(15)  # the service catches up with the last commits
-    finally:
-        service.stop()
-        runner.join(timeout=600)
-    _second_out, second_err = second.communicate(timeout=600)
+    if not processes:
+        runner = threading.Thread(target=service.run)
+        runner.start()
+        try:
+            out, err = _write_here(spark, orders, users, events, zones, checkpoints, appends), ""
+            time.sleep(15)  # the service catches up with the last commits
+        finally:
+            service.stop()
+            runner.join(timeout=600)
+        writers = second = None
+    else:
+        scripts = {"writers": WRITERS, "second": SECOND_SERVICE}
+        for key, text in scripts.items():
+            (tmp_path / f"{key}.py").write_text(text)
+        writers = subprocess.Popen(
+            [sys.executable, str(tmp_path / "writers.py"), str(warehouse), conf, orders, users,
+             events, str(zones[orders]), str(zones[users]), str(checkpoints[orders]),
+             str(checkpoints[users]), str(appends)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        deadline = time.time() + 300
+        while _snapshot_count(spark, events) < 4 + 3 and time.time() < deadline:  # writing
+            assert writers.poll() is None, writers.communicate()[1][-3000:]
+            time.sleep(1)
+        second = subprocess.Popen(
+            [sys.executable, str(tmp_path / "second.py"), str(warehouse), conf,
+             f"{namespace}.*", log_table, "45"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        runner = threading.Thread(target=service.run)
+        runner.start()
+        try:
+            out, err = writers.communicate(timeout=900)
+            time.sleep(15)  # the service catches up with the last commits
+        finally:
+            service.stop()
+            runner.join(timeout=600)
+        _second_out, second_err = second.communicate(timeout=600)
 
     # no writer failed
-    assert writers.returncode == 0, err[-3000:]
-    assert out.count("STREAM OK") == 2 and f"APPENDED {APPENDS - 1}" in out, out + err[-2000:]
-    assert second.returncode == 0, second_err[-3000:]
+    if processes:
+        assert writers.returncode == 0, err[-3000:]
+        assert second.returncode == 0, second_err[-3000:]
+    assert out.count("STREAM OK") == 2 and f"APPENDED {appends - 1}" in out, out + err[-2000:]
     # every table equals its oracle
     for name in (orders, users):
         spark.catalog.refreshTable(name)
         assert table_rows(spark, name) == expected(sources[name]), name
     spark.catalog.refreshTable(events)
     got = sorted(r.id for r in spark.table(events).collect())
-    assert got == sorted([*range(APPENDS), *range(1000, 1004)])
+    assert got == sorted([*range(appends), *range(1000, 1004)])
     # cleaned by policy, nothing reachable deleted
     assert not old.exists() and young.exists()
     spark.catalog.refreshTable(log_table)
