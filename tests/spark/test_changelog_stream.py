@@ -3,8 +3,8 @@
 Oracles: the union of every delivered batch equals ONE ``sparkext.changelog`` call over the
 whole range (ordinals aside: they restart in each call), and replaying the batches onto the
 table as read at the start gives the table as read at the end (stock Iceberg time travel). A
-restart is tested in-process (a consumer that fails) and with a real process killed between
-delivery and commit.
+restart is tested in-process (a consumer that fails; one killed by an exception nothing catches,
+between delivery and commit) and, in the stress tier, with a real process killed there.
 """
 
 from __future__ import annotations
@@ -314,17 +314,13 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_process_killed_between_delivery_and_commit_misses_and_repeats_nothing(
-    spark, warehouse, table_name, tmp_path
-):
-    create(spark, table_name)
-    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
-    spark.sql(f"UPDATE {table_name} SET v = 'bb' WHERE id = 2")
-    spark.sql(f"DELETE FROM {table_name} WHERE id = 1")
-    spark.sql(f"INSERT INTO {table_name} VALUES (3, 'c')")
-    ids = snapshots(spark, table_name)
-    checkpoint, out = tmp_path / "ck", tmp_path / "out"
-    out.mkdir()
+class Killed(BaseException):
+    """The in-process stand-in for SIGKILL: no ``except Exception`` on the way up catches it,
+    and nothing after the raise runs in the stream that delivered the batch."""
+
+
+def kill_a_process(warehouse, table_name: str, checkpoint, out, tmp_path) -> None:
+    """CHILD in another Spark process, SIGKILLed after delivering batch 2."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     child = subprocess.run(
@@ -336,6 +332,39 @@ def test_a_process_killed_between_delivery_and_commit_misses_and_repeats_nothing
         timeout=600,
     )
     assert child.returncode == -9, child.stderr[-2000:]
+
+
+def kill_in_process(warehouse, table_name: str, checkpoint, out, tmp_path) -> None:
+    """CHILD's consumer on this session: the same files written, then ``Killed`` raised after
+    delivering batch 2, before its commit; the stream is dropped."""
+    stream = sparkext.changelog_stream(
+        table_name, str(checkpoint), {"max-snapshots-per-batch": "1"}
+    )
+
+    def consume(frame, batch_id):
+        batch = stream.current_batch
+        found = [list(r) for r in frame.select(*CHANGE).collect()]
+        (out / f"batch-{batch_id}.json").write_text(json.dumps(found))  # by batch id
+        (out / f"range-{batch_id}-{os.getpid()}.json").write_text(
+            json.dumps([batch.start_snapshot_id, batch.end_snapshot_id])
+        )
+        if batch_id == 2:  # delivered, not committed: killed
+            raise Killed
+
+    with pytest.raises(Killed):
+        stream.foreach_batch(consume).process_available()
+
+
+def killed_between_delivery_and_commit(spark, warehouse, table_name, tmp_path, kill) -> None:
+    create(spark, table_name)
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
+    spark.sql(f"UPDATE {table_name} SET v = 'bb' WHERE id = 2")
+    spark.sql(f"DELETE FROM {table_name} WHERE id = 1")
+    spark.sql(f"INSERT INTO {table_name} VALUES (3, 'c')")
+    ids = snapshots(spark, table_name)
+    checkpoint, out = tmp_path / "ck", tmp_path / "out"
+    out.mkdir()
+    kill(warehouse, table_name, checkpoint, out, tmp_path)
     killed = json.loads(next(out.glob("range-2-*.json")).read_text())
     assert sorted(p.name for p in out.glob("batch-*.json")) == [
         "batch-0.json", "batch-1.json", "batch-2.json"
@@ -356,6 +385,21 @@ def test_a_process_killed_between_delivery_and_commit_misses_and_repeats_nothing
     for k in range(len(ids)):  # and batch by batch, every intermediate state
         got = sorted(tuple(r) for b in range(k + 1) for r in delivered[b])
         assert replay(Counter(), got) == state(spark, table_name, ids[k])
+
+
+def test_a_consumer_killed_between_delivery_and_commit_misses_and_repeats_nothing(
+    spark, warehouse, table_name, tmp_path
+):
+    """The default tier's stand-in for the killed process: the same consumer, files and
+    oracle, the kill an exception nothing catches, in this process."""
+    killed_between_delivery_and_commit(spark, warehouse, table_name, tmp_path, kill_in_process)
+
+
+@pytest.mark.stress
+def test_a_process_killed_between_delivery_and_commit_misses_and_repeats_nothing(
+    spark, warehouse, table_name, tmp_path
+):
+    killed_between_delivery_and_commit(spark, warehouse, table_name, tmp_path, kill_a_process)
 
 
 def test_a_streaming_sql_job_reads_the_changelog_hint_exactly_once(spark, table_name, tmp_path):

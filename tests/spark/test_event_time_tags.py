@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -58,20 +59,18 @@ def main_state(spark, table: str) -> tuple[int, list]:
     return refreshed_snapshot_id(spark, table), ids
 
 
-@pytest.fixture(scope="module")
-def history(spark, tmp_path_factory):
-    """A CDC table after 8 batches: late, duplicate and same-millisecond events, truncates, an
-    equality-delete conversion and a compaction in the middle."""
-    tmp = tmp_path_factory.mktemp("tags")
-    table = "lake.test.tag_orders"
-    source = SourceTable(seed=20261124, key_space=40, min_step_ms=0)
+def build_history(spark, tmp, table: str, seed: int, batches: int, rewrite: int, compact: int):
+    """A CDC table after ``batches`` batches of 70 steps: late, duplicate and same-millisecond
+    events, truncates, an equality-delete conversion after batch ``rewrite`` and a compaction
+    after batch ``compact``."""
+    source = SourceTable(seed=seed, key_space=40, min_step_ms=0)
     delivery = Delivery(tmp / "landing", seed=24, duplicate_rate=0.08, late_rate=0.25)
-    for batch in range(8):
-        delivery.deliver(source.run(70), final=batch == 7)
+    for batch in range(batches):
+        delivery.deliver(source.run(70), final=batch == batches - 1)
         ingest(table, tmp / "landing", tmp / "checkpoint")
-        if batch == 3:
+        if batch == rewrite:
             sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table}')")
-        if batch == 5:
+        if batch == compact:
             sparkext.sql(
                 f"CALL sparkext.tiered_optimize(table => '{table}', levels => 'l0,l2', "
                 "cluster_by => 'qty')"
@@ -82,24 +81,83 @@ def history(spark, tmp_path_factory):
     return table, delivery.delivered
 
 
-def test_thirty_event_times_equal_the_replay_oracle_and_main_is_untouched(spark, history):
-    table, delivered = history
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory):
+    """4 batches (a truncate in the second and the fourth), the conversion after the second,
+    the compaction after the third: what every test of the module reads."""
+    tmp = tmp_path_factory.mktemp("tags")
+    return build_history(spark, tmp, "lake.test.tag_orders", 20261128, 4, rewrite=1, compact=2)
+
+
+@pytest.fixture(scope="module")
+def full_history(spark, tmp_path_factory):
+    """The stress tier's 8 batches (truncates in the sixth and seventh), the conversion after
+    the fourth, the compaction after the sixth."""
+    tmp = tmp_path_factory.mktemp("tags_full")
+    return build_history(spark, tmp, "lake.test.tag_orders_full", 20261124, 8, rewrite=3, compact=5)
+
+
+def check_event_times(spark, table: str, delivered: list[dict], picks: set[int], prefix: str):
+    """Each T0 of ``picks`` tagged, read back by stock Spark and compared with the replay
+    oracle; main's snapshot, history and rows untouched."""
     before = main_state(spark, table)
     current = {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()}
+    actions = set()
+    for i, ms in enumerate(sorted(picks)):
+        out = make_tag(table, ms, f"{prefix}_{i}")
+        actions.add(out["action"])
+        assert tagged_rows(spark, table, f"{prefix}_{i}") == state_as_of(delivered, ms), f"T0={ms}"
+        assert out["tag_snapshot_id"] is not None and out["tag"] == f"{prefix}_{i}"
+    assert {"committed-changes", "tagged-base", "rewrote-state"} <= actions, actions
+    assert main_state(spark, table) == before  # main's snapshot and history unchanged
+    assert {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()} == current
+
+
+def boundary_picks(spark, table: str, delivered: list[dict]) -> set[int]:
+    """One T0 for every kind of boundary: before, on and after the first and last events; on
+    and just before a truncate; on and just before an event delivered twice; on each commit's
+    latest event and inside its event-time range (the conversion's and the compaction's
+    neighbours among them)."""
+    times = sorted({event_time(e) for e in delivered})
+    truncate = next(event_time(e) for e in delivered if e["op"] == "t")
+    seen, twice = set(), None
+    for e in delivered:
+        key = (e["source"]["pos"], e["op"])
+        if key in seen and e["op"] != "t":
+            twice = event_time(e)
+            break
+        seen.add(key)
+    assert twice is not None  # the delivery duplicated an event
+    picks = {times[0] - 1, times[0], times[-1], times[-1] + 1, truncate, truncate - 1}
+    picks.update({twice, twice - 1})
+    for r in spark.table(f"{table}.snapshots").select("summary").collect():
+        summary = dict(r.summary or {})
+        if "sparkext.event-time.max" in summary:
+            low, high = (int(summary[f"sparkext.event-time.{m}"]) for m in ("min", "max"))
+            picks.update({high, (low + high) // 2})
+    return picks
+
+
+def test_event_times_on_every_kind_of_boundary_equal_the_replay_oracle_and_main_is_untouched(
+    spark, history
+):
+    """The default tier's stand-in for the thirty event times: the same oracle and checks, one
+    T0 for each kind of boundary, on the smaller history."""
+    table, delivered = history
+    picks = boundary_picks(spark, table, delivered)
+    assert len(picks) >= 12, sorted(picks)
+    check_event_times(spark, table, delivered, picks, "tb")
+
+
+@pytest.mark.stress
+def test_thirty_event_times_equal_the_replay_oracle_and_main_is_untouched(spark, full_history):
+    table, delivered = full_history
     times = sorted({event_time(e) for e in delivered})
     rng = random.Random(30)
     picks = {times[0] - 1, times[-1], times[-1] + 1}
     picks.update(rng.sample(times, 17))  # exactly on an event's time (ties included)
     picks.update(t - 1 for t in rng.sample(times, 10))  # just before one
-    actions = set()
-    for i, ms in enumerate(sorted(picks)):
-        out = make_tag(table, ms, f"t30_{i}")
-        actions.add(out["action"])
-        assert tagged_rows(spark, table, f"t30_{i}") == state_as_of(delivered, ms), f"T0={ms}"
-        assert out["tag_snapshot_id"] is not None and out["tag"] == f"t30_{i}"
-    assert {"committed-changes", "tagged-base", "rewrote-state"} <= actions, actions
-    assert main_state(spark, table) == before  # main's snapshot and history unchanged
-    assert {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()} == current
+    check_event_times(spark, table, delivered, picks, "t30")
 
 
 def test_duckdb_reads_the_tagged_snapshot(spark, history):
@@ -309,9 +367,75 @@ WRITER_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-def test_tags_are_exact_while_another_process_ingests_into_main(
-    spark, tmp_path, table_name, warehouse
+class ProcessWriter:
+    """The other writer in another Spark process (WRITER_SCRIPT)."""
+
+    def __init__(self, tmp_path, warehouse, table: str, staged, landing, checkpoint):
+        script = tmp_path / "writer.py"
+        script.write_text(WRITER_SCRIPT)
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), str(warehouse), table, str(staged), str(landing),
+             str(checkpoint)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+
+    def ready(self) -> bool:
+        return self.process.stdout.readline().startswith("READY")
+
+    def finish(self) -> str:
+        """Waits for the writer; its output (one COMMITTED line per landed file)."""
+        try:
+            out, err = self.process.communicate(timeout=900)
+        finally:
+            self.process.kill()
+        assert self.process.returncode == 0, err[-3000:]
+        return out
+
+    def abandon(self) -> None:
+        self.process.kill()
+
+
+class ThreadWriter:
+    """The other writer in a thread of this process: WRITER_SCRIPT's loop, on this JVM."""
+
+    def __init__(self, tmp_path, warehouse, table: str, staged, landing, checkpoint):
+        import threading
+
+        self.lines: list[str] = []
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.lines.append("READY")
+                for path in sorted(staged.iterdir()):
+                    shutil.copy(path, landing / path.name)
+                    sparkext.sql(
+                        f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
+                        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+                    ).collect()
+                    self.lines.append(f"COMMITTED {path.name}")
+            except BaseException as error:  # reported by finish()
+                self.error = error
+
+        self.thread = threading.Thread(target=run, name="other-writer", daemon=True)
+        self.thread.start()
+
+    def ready(self) -> bool:
+        return True
+
+    def finish(self) -> str:
+        self.thread.join(timeout=900)
+        assert not self.thread.is_alive(), "the other writer did not finish"
+        if self.error is not None:
+            raise self.error
+        return "\n".join(self.lines)
+
+    def abandon(self) -> None:
+        self.thread.join(timeout=900)
+
+
+def tags_exact_while_another_writer_ingests(
+    spark, tmp_path, table_name, warehouse, writer_kind, later_files: int, tags: int
 ):
     source = SourceTable(seed=77, key_space=30)
     delivery = Delivery(tmp_path / "landing", seed=7, late_rate=0.2)
@@ -321,35 +445,51 @@ def test_tags_are_exact_while_another_process_ingests_into_main(
     known = list(delivery.delivered)
     staged = tmp_path / "staged"
     staged.mkdir()
-    for i in range(6):  # later changes of the same source, landed by the other process
+    for i in range(later_files):  # later changes of the same source, landed by the other writer
         lines = [json.dumps(e) for e in source.run(40)]
         (staged / f"later-{i:02d}.json").write_text("\n".join(lines) + "\n")
-    script = tmp_path / "writer.py"
-    script.write_text(WRITER_SCRIPT)
-    writer = subprocess.Popen(
-        [sys.executable, str(script), str(warehouse), table_name, str(staged),
-         str(tmp_path / "landing"), str(tmp_path / "ck")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
-    )  # fmt: skip
+    writer = writer_kind(
+        tmp_path, warehouse, table_name, staged, tmp_path / "landing", tmp_path / "ck"
+    )
     times = sorted({event_time(e) for e in known})
-    picks = [times[len(times) * i // 8] for i in range(1, 8)]
+    picks = [times[len(times) * i // (tags + 1)] for i in range(1, tags + 1)]
     try:
-        assert writer.stdout.readline().startswith("READY")
+        assert writer.ready()
         made = [make_tag(table_name, ms, f"c{i}") for i, ms in enumerate(picks)]
-        out, err = writer.communicate(timeout=900)
-    finally:
-        writer.kill()
-    assert writer.returncode == 0, err[-3000:]
-    assert out.count("COMMITTED") == 6
-    spark.sql(f"REFRESH TABLE {table_name}")  # the other process's commits
+    except BaseException:
+        writer.abandon()
+        raise
+    out = writer.finish()
+    assert out.count("COMMITTED") == later_files
+    spark.sql(f"REFRESH TABLE {table_name}")  # the other writer's commits
     commits = spark.table(f"{table_name}.snapshots").where(
         "summary['sparkext.cdc.checkpoint-id'] IS NOT NULL"
     )
-    assert commits.count() >= 3 + 6  # main was never blocked
+    assert commits.count() >= 3 + later_files  # main was never blocked
     for i, ms in enumerate(picks):
         assert tagged_rows(spark, table_name, f"c{i}") == state_as_of(known, ms), made[i]
     current = {r.id: r.asDict() for r in spark.table(table_name).select(*COLUMNS).collect()}
     assert current == source.rows
+
+
+def test_tags_are_exact_while_another_writer_ingests_into_main(
+    spark, tmp_path, table_name, warehouse
+):
+    """The default tier's stand-in for the other process: the other writer in a thread (the
+    point is the concurrent commits to main, not the process boundary), fewer files and tags."""
+    tags_exact_while_another_writer_ingests(
+        spark, tmp_path, table_name, warehouse, ThreadWriter, later_files=3, tags=4
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.stress
+def test_tags_are_exact_while_another_process_ingests_into_main(
+    spark, tmp_path, table_name, warehouse
+):
+    tags_exact_while_another_writer_ingests(
+        spark, tmp_path, table_name, warehouse, ProcessWriter, later_files=6, tags=7
+    )
 
 
 # ---- maintenance ---------------------------------------------------------------------------

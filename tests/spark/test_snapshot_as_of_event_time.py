@@ -57,21 +57,38 @@ def history(spark, tmp_path_factory):
     return table, delivery.delivered, tmp
 
 
-def test_many_event_times_equal_the_replay_oracle(spark, history):
+def commit_ranges(spark, table: str) -> list[tuple[int, int]]:
+    """Each CDC commit's event-time range (min, max), in commit order."""
+    ranges = []
+    for r in spark.table(f"{table}.snapshots").orderBy("committed_at").collect():
+        s = json.loads(json.dumps(r.summary))
+        if "sparkext.event-time.min" in s:
+            ranges.append((int(s["sparkext.event-time.min"]), int(s["sparkext.event-time.max"])))
+    return ranges
+
+
+@pytest.mark.parametrize(
+    "every_commit",
+    [
+        pytest.param(False, id="each-kind"),
+        pytest.param(True, id="many", marks=pytest.mark.stress),
+    ],
+)
+def test_many_event_times_equal_the_replay_oracle(spark, history, every_commit):
+    """The stress tier: 14 random T0s and one inside every commit's range; the default tier:
+    one of each kind (edges, on an event, just before one, inside the ranges of the first
+    commit, the last, and the two around the conversion), the same oracle."""
     table, delivered, _ = history
     times = sorted({event_time(e) for e in delivered})
     rng = random.Random(5)
     picks = {times[0] - 1, times[0], times[-1], times[-1] + 1}
-    picks.update(rng.sample(times, 10))  # exactly on an event's time (ties included)
-    picks.update(t - 1 for t in rng.sample(times, 4))  # just before one
-    summaries = [
-        json.loads(json.dumps(r.summary))
-        for r in spark.table(f"{table}.snapshots").select("summary").collect()
-    ]
-    for s in summaries:  # inside one commit's event-time range
-        if "sparkext.event-time.min" in s:
-            low, high = int(s["sparkext.event-time.min"]), int(s["sparkext.event-time.max"])
-            picks.add((low + high) // 2)
+    picks.update(rng.sample(times, 10 if every_commit else 2))  # on an event's time (ties too)
+    picks.update(t - 1 for t in rng.sample(times, 4 if every_commit else 1))  # just before one
+    ranges = commit_ranges(spark, table)
+    assert len(ranges) == 6
+    inside = ranges if every_commit else [ranges[i] for i in (0, 3, 4, 5)]  # batch 3: converted
+    for low, high in inside:  # inside one commit's event-time range
+        picks.add((low + high) // 2)
     for ms in sorted(picks):
         assert state(spark, table, ms) == state_as_of(delivered, ms), f"T0={ms}"
 
@@ -240,8 +257,15 @@ def test_bad_arguments_are_one_sentence(spark, history):
         )
 
 
+@pytest.mark.parametrize(
+    "batches, samples",
+    [
+        pytest.param(2, 3, id="2-batches"),
+        pytest.param(4, 8, id="4-batches", marks=pytest.mark.stress),
+    ],
+)
 def test_rows_loaded_without_an_event_log_are_compared_through_the_base(
-    spark, tmp_path, table_name
+    spark, tmp_path, table_name, batches, samples
 ):
     """A bulk load (no event log, no positions) before CDC: late changes need the base scan."""
     initial = {k: {"id": k, "name": "bulk", "qty": k, "price": 1.0} for k in range(0, 30, 2)}
@@ -263,11 +287,11 @@ def test_rows_loaded_without_an_event_log_are_compared_through_the_base(
     ).writeTo(table_name).append()
     source = SourceTable(seed=12, key_space=30, rows={k: dict(v) for k, v in initial.items()})
     delivery = Delivery(tmp_path / "in", seed=12, late_rate=0.25)
-    for batch in range(4):
-        delivery.deliver(source.run(40), final=batch == 3)
+    for batch in range(batches):
+        delivery.deliver(source.run(40), final=batch == batches - 1)
         ingest(table_name, tmp_path / "in", tmp_path / "ck")
     times = sorted({event_time(e) for e in delivery.delivered})
-    for ms in [times[0] - 1, *random.Random(2).sample(times, 8), times[-1]]:
+    for ms in [times[0] - 1, *random.Random(2).sample(times, samples), times[-1]]:
         got = state(spark, table_name, ms)
         assert got == state_as_of(delivery.delivered, ms, initial), ms
 
