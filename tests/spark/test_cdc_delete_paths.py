@@ -85,24 +85,8 @@ def _current_snapshot_on_disk(warehouse, table: str) -> int:
     return int(current["current-snapshot-id"])
 
 
-@pytest.mark.slow
-def test_a_snapshot_another_process_committed_after_this_session_read_the_table(
-    spark, tmp_path, warehouse, table_name
-):
-    """This session reads the table; a second process commits equality deletes to it; the
-    snapshot it made is unknown to Spark's cached table (the race that failed the two-process
-    ingest now and then) but is listed through the Java table, and the refresh that found it
-    brings Spark's cached table along, so reads pinned to it work too."""
-    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
-    ingest(table_name, tmp_path / "in", tmp_path / "ck")
-    table = CdcTable(spark, table_name)
-    ours = table.current_snapshot_id()
-    assert table.equality_delete_paths(ours) == _metadata_answer(spark, table_name, ours)
-    # Spark's catalog drops its cached table and loads another (as it does 30 s after its last
-    # use, in a long batch): this session now holds two Java tables of it, as ingest_cdc can
-    spark.catalog.refreshTable(table_name)
-    assert spark.table(table_name).count() == 2
-    land(tmp_path / "other", "1.json", events(("u", 1, 20, "theirs"), ("d", 2, 21, None)))
+def _in_another_process(spark, tmp_path, warehouse, table_name) -> None:
+    """The other writer: a second Spark process (its own JVM, its own catalog cache)."""
     script = tmp_path / "writer.py"
     script.write_text(WRITER_SCRIPT)
     process = subprocess.Popen(
@@ -127,6 +111,58 @@ def test_a_snapshot_another_process_committed_after_this_session_read_the_table(
     out, err = process.communicate(timeout=900)
     assert process.returncode == 0, err[-3000:]
     assert "COMMITS 1" in out, out + err[-2000:]
+
+
+def _through_another_catalog(spark, tmp_path, warehouse, table_name) -> None:
+    """The other writer in this process: the same ingest_cdc call through a second catalog of
+    the same warehouse, whose cached table is not this session's ``lake`` one (what a second
+    process has too), with the options of the other process's writer."""
+    prefix = "spark.sql.catalog.lake"
+    other = "cdc_other_writer"
+    for key, value in spark.sparkContext.getConf().getAll():
+        if key == prefix or key.startswith(prefix + "."):
+            spark.conf.set(f"spark.sql.catalog.{other}{key[len(prefix) :]}", value)
+    for key in ("", ".type", ".warehouse"):
+        if spark.conf.get(prefix + key, None) is not None:
+            spark.conf.set(f"spark.sql.catalog.{other}{key}", spark.conf.get(prefix + key))
+    result = ingest(
+        other + table_name[len("lake") :],
+        tmp_path / "other",
+        tmp_path / "ck_other",
+        options="'max-files-per-batch', '1'",
+    )
+    assert result["commits"] == 1, result
+
+
+@pytest.mark.parametrize(
+    "other_writer",
+    [
+        pytest.param(_through_another_catalog, id="another-catalog"),
+        pytest.param(
+            _in_another_process, id="another-process", marks=[pytest.mark.slow, pytest.mark.stress]
+        ),
+    ],
+)
+def test_a_snapshot_another_process_committed_after_this_session_read_the_table(
+    spark, tmp_path, warehouse, table_name, other_writer
+):
+    """This session reads the table; a second process commits equality deletes to it; the
+    snapshot it made is unknown to Spark's cached table (the race that failed the two-process
+    ingest now and then) but is listed through the Java table, and the refresh that found it
+    brings Spark's cached table along, so reads pinned to it work too. The default tier's
+    other writer is a second catalog in this process: its commit is as unknown to this
+    session's cached table."""
+    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
+    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+    table = CdcTable(spark, table_name)
+    ours = table.current_snapshot_id()
+    assert table.equality_delete_paths(ours) == _metadata_answer(spark, table_name, ours)
+    # Spark's catalog drops its cached table and loads another (as it does 30 s after its last
+    # use, in a long batch): this session now holds two Java tables of it, as ingest_cdc can
+    spark.catalog.refreshTable(table_name)
+    assert spark.table(table_name).count() == 2
+    land(tmp_path / "other", "1.json", events(("u", 1, 20, "theirs"), ("d", 2, 21, None)))
+    other_writer(spark, tmp_path, warehouse, table_name)
     theirs = _current_snapshot_on_disk(warehouse, table_name)
     assert theirs != ours
     # the race as it was: Spark's cached table does not know the other process's snapshot

@@ -9,6 +9,8 @@ import random
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from sparkext.cdc import ingest as pipeline
 from tests.helpers.cdc_calls import binlog_event, events, ingest, land, table_rows
 
@@ -27,10 +29,11 @@ def _pg_event(key: int, lsn: int) -> dict:
     }
 
 
-def _workload() -> tuple[list[tuple[str, list[str], str]], dict[int, dict]]:
+def _workload(short: bool = False) -> tuple[list[tuple[str, list[str], str]], dict[int, dict]]:
     """Batches as (file name, lines, what the guess should do): random changes of 30 keys in
     files of Kafka partitions 0 and 1, with the nasty cases where the guess must not hold; and
-    the source table's rows after all of them (the oracle)."""
+    the source table's rows after all of them (the oracle). ``short``: five batches (the
+    default tier), not seven."""
     rng = random.Random(SEED)
     state: dict[int, dict] = {}  # the source database: key -> its row
     pos = 100
@@ -62,6 +65,22 @@ def _workload() -> tuple[list[tuple[str, list[str], str]], dict[int, dict]]:
         key = min(k for k in state if k not in touched)  # not changed again in its batch
         return json.dumps(binlog_event("u", None, {"id": key, "name": "late"}, at))
 
+    if short:  # the same cases in five batches: both late events, both ways of typing again
+        batches = [
+            ("shop.t+0+0000000000.json", changes(25), "first: typed from its facts"),
+            ("shop.t+0+0000000100.json", [*changes(20), "{not json", late(50)], "held"),
+            ("shop.t+1+0000000000.json", changes(15), "a new source partition"),
+            ("shop.t+1+0000000100.json", changes(15, extra=True), "a new column"),
+            (
+                "shop.t+0+0000000200.json",
+                [*changes(10, extra=True), json.dumps(_pg_event(3, 9)), late(60)],
+                "another family",
+            ),
+        ]
+        source = {
+            k: {"id": k, "name": r["name"], "extra": r.get("extra")} for k, r in state.items()
+        }
+        return batches, source
     batches = [
         ("shop.t+0+0000000000.json", changes(25), "first: typed from its facts"),
         ("shop.t+0+0000000100.json", [*changes(20), "{not json", late(50)], "held"),
@@ -91,7 +110,7 @@ def _progress_lines(monkeypatch) -> list[str]:
     return lines
 
 
-def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
+def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch, short: bool = False) -> dict:
     """Every batch of the workload, one CALL each; what each batch produced."""
     outcomes: list[str] = []
     original = pipeline.Ingestor._guessed
@@ -111,7 +130,7 @@ def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     landing.mkdir(parents=True)
     results, seen = [], []
-    batches, source = _workload()
+    batches, source = _workload(short)
     for name, lines, _ in batches:
         (landing / name).write_text("\n".join(lines) + "\n")
         before = len(outcomes)
@@ -137,22 +156,39 @@ def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch) -> dict:
     }
 
 
+FULL_GUESSES = [
+    "typed from its facts",
+    "held",
+    "typed again: events of a source partition the last batch did not have",
+    "held",
+    "typed again: its column types differ from the last batch's",  # a new column
+    "held",  # the PostgreSQL event rejected: the table holds binlog positions
+    "held",
+]
+SHORT_GUESSES = [
+    "typed from its facts",
+    "held",
+    "typed again: events of a source partition the last batch did not have",
+    "typed again: its column types differ from the last batch's",  # a new column
+    "held",  # the PostgreSQL event rejected, a late event: after a batch typed again
+]
+
+
+@pytest.mark.parametrize(
+    "short,want",
+    [
+        pytest.param(True, SHORT_GUESSES, id="five-batches"),
+        pytest.param(False, FULL_GUESSES, id="seven-batches", marks=pytest.mark.stress),
+    ],
+)
 def test_guessed_batches_equal_batches_typed_from_their_own_facts(
-    spark, tmp_path, table_name, monkeypatch
+    spark, tmp_path, table_name, monkeypatch, short, want
 ):
-    guessed = _run(spark, tmp_path / "guessed", table_name, True, monkeypatch)
+    guessed = _run(spark, tmp_path / "guessed", table_name, True, monkeypatch, short)
     spark.sql(f"DROP TABLE {table_name} PURGE")
-    plain = _run(spark, tmp_path / "plain", table_name, False, monkeypatch)
-    assert guessed["guesses"] == [
-        "typed from its facts",
-        "held",
-        "typed again: events of a source partition the last batch did not have",
-        "held",
-        "typed again: its column types differ from the last batch's",  # a new column
-        "held",  # the PostgreSQL event rejected: the table holds binlog positions
-        "held",
-    ]
-    assert plain["guesses"] == ["typed from its facts"] * 7
+    plain = _run(spark, tmp_path / "plain", table_name, False, monkeypatch, short)
+    assert guessed["guesses"] == want
+    assert plain["guesses"] == ["typed from its facts"] * len(want)
     for part in ("results", "rows", "summaries", "logs", "rejects", "columns"):
         assert guessed[part] == plain[part], part
     assert "extra" in guessed["columns"]

@@ -76,9 +76,10 @@ def _event(op: str, pos: int, before: dict | None, after: dict | None) -> dict:
     return {"schema": schema, "payload": payload}
 
 
-def _workload() -> tuple[list[tuple[str, list[dict]]], dict[int, dict]]:
+def _workload(short: bool = False) -> tuple[list[tuple[str, list[dict]]], dict[int, dict]]:
     """Files of one binlog, one batch each, with the cases that are not common; and the source
-    table's rows after all of them (the oracle), as the database holds them."""
+    table's rows after all of them (the oracle), as the database holds them. ``short``: six
+    batches, not seven (the same events)."""
     state: dict[int, dict] = {}
     pos = 100
 
@@ -108,6 +109,15 @@ def _workload() -> tuple[list[tuple[str, list[dict]]], dict[int, dict]]:
     after_late = [change("u", 6, "six again"), change("c", 13, "thirteen")]
     wiped = [change("u", 7, "gone"), truncate(), change("c", 11, "after", ANCIENT)]
     after = [change("u", 11, "again"), change("c", 12, "twelve")]
+    if short:  # the default tier: the two common batches as one
+        return [
+            ("0001.json", first),
+            ("0002.json", common + moved),
+            ("0004.json", with_late),
+            ("0005.json", after_late),
+            ("0006.json", wiped),
+            ("0007.json", after),
+        ], state
     batches = [
         ("0001.json", first),
         ("0002.json", common),
@@ -130,7 +140,7 @@ def _expected(state: dict[int, dict]) -> dict[int, tuple]:
     }
 
 
-def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch) -> dict:
+def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch, short=False) -> dict:
     progress: list[str] = []
     original = pipeline.Ingestor.__init__
 
@@ -143,7 +153,7 @@ def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch) -> dict:
         monkeypatch.setattr(pipeline.Ingestor, "_common", lambda self, *args: False)
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     results, again = [], []
-    batches, state = _workload()
+    batches, state = _workload(short)
     for name, items in batches:
         land(landing, name, items)
         before = len(progress)
@@ -172,7 +182,8 @@ def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch) -> dict:
         "again": again,
         # Spark's writer leaves _SUCCESS: the event logs not written by the file writers
         "by_spark": [
-            (checkpoint / "events" / f"batch={i}" / "_SUCCESS").exists() for i in range(7)
+            (checkpoint / "events" / f"batch={i}" / "_SUCCESS").exists()
+            for i in range(len(batches))
         ],
         "checkpoint": checkpoint,
         "money": sorted(r.money for r in spark.table(table).collect()),
@@ -189,26 +200,35 @@ def _data_directory(spark, table: str) -> Path:
     return Path(location.first().data_type.removeprefix("file:")) / "data"
 
 
+@pytest.mark.parametrize(
+    "short",
+    [
+        pytest.param(True, id="six-batches"),
+        pytest.param(False, id="seven-batches", marks=pytest.mark.stress),
+    ],
+)
 def test_one_job_batches_equal_two_job_batches_and_the_source(
-    spark, tmp_path, table_name, monkeypatch
+    spark, tmp_path, table_name, monkeypatch, short
 ):
-    one = _run(spark, tmp_path / "one", table_name, True, monkeypatch)
+    one = _run(spark, tmp_path / "one", table_name, True, monkeypatch, short)
     one_files = _table_files(spark, table_name)
     on_disk = {p.name for p in _data_directory(spark, table_name).rglob("*.parquet")}
     spark.sql(f"DROP TABLE {table_name} PURGE")
     monkeypatch.undo()
-    two = _run(spark, tmp_path / "two", table_name, False, monkeypatch)
+    two = _run(spark, tmp_path / "two", table_name, False, monkeypatch, short)
+    late = 2 if short else 3  # the batch with the late event
+    count = late + 4
     # the batches that were not common were decided and written again; the others were not
-    assert one["again"] == [False, False, False, True, False, True, False]
-    assert two["again"] == [False] * 7
+    assert one["again"] == [i in (late, late + 2) for i in range(count)]
+    assert two["again"] == [False] * count
     # one job but for the batch after the late one: typed with a guess, its lowest position
     # unknown, it is written the old way when the last batch was not all newer than the table
-    assert one["by_spark"] == [False, False, False, False, True, False, False]
-    assert two["by_spark"] == [True] * 7
+    assert one["by_spark"] == [i == late + 1 for i in range(count)]
+    assert two["by_spark"] == [True] * count
     for part in ("results", "rows", "schema", "log", "summaries", "money"):
         assert one[part] == two[part], part
     assert one["rows"] == _expected(one["state"])
-    assert one["results"][3]["late"] == 1
+    assert one["results"][late]["late"] == 1
     assert sorted(one["rows"]) == [11, 12]  # the truncate wiped every row before it
     # a discarded write leaves no file: what is on disk is what the table references
     assert on_disk == one_files

@@ -310,13 +310,22 @@ WRITER_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_two_processes_on_overlapping_keys_equal_the_source(spark, tmp_path, warehouse):
+@pytest.mark.parametrize(
+    "steps,keys,files",
+    [
+        pytest.param(50, 10, 2, id="small"),  # the default tier: a real race, fewer batches
+        pytest.param(180, 25, 3, id="full", marks=pytest.mark.stress),
+    ],
+)
+def test_two_processes_on_overlapping_keys_equal_the_source(
+    spark, tmp_path, warehouse, steps, keys, files
+):
     """Two real processes ingest two landing zones that split one source's events at random
     (overlapping keys, each zone out of order relative to the other), starting at once on a
     table neither has created: both progress, and the table equals the oracle."""
-    table = "lake.test.two_writers"
-    source = SourceTable(seed=1313, key_space=25)
-    changes = [e for e in source.run(180) if e["op"] != "t"]
+    table = f"lake.test.two_writers_{files}"
+    source = SourceTable(seed=1313, key_space=keys)
+    changes = [e for e in source.run(steps) if e["op"] != "t"]
     pick = random.Random(7)
     zones = {"a": tmp_path / "a", "b": tmp_path / "b"}
     split: dict[str, list[dict]] = {"a": [], "b": []}
@@ -324,8 +333,8 @@ def test_two_processes_on_overlapping_keys_equal_the_source(spark, tmp_path, war
         split[pick.choice("ab")].append(event)
     for name, zone in zones.items():
         mine = split[name]
-        for index in range(3):  # three files: three batches per writer
-            land(zone, f"{index}.json", mine[index::3])
+        for index in range(files):  # one batch per file and writer
+            land(zone, f"{index}.json", mine[index::files])
     script = tmp_path / "writer.py"
     script.write_text(WRITER_SCRIPT)
     processes = [
@@ -341,7 +350,8 @@ def test_two_processes_on_overlapping_keys_equal_the_source(spark, tmp_path, war
     outputs = [p.communicate(timeout=900) for p in processes]
     for process, (out, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
-        assert "COMMITS 3" in out, out + err[-2000:]  # every batch of both writers committed
+        # every batch of both writers committed
+        assert f"COMMITS {files}" in out, out + err[-2000:]
     spark.catalog.refreshTable(table)
     truth = expected(changes)
     assert table_rows(spark, table) == truth
