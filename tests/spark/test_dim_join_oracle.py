@@ -38,7 +38,8 @@ FACTS_SEED = 59
 KEY_SPACE = 40
 BATCHES = 4
 STEPS = 70
-FACTS = 280
+FACTS = 280  # the stress tier's; the default tier's workload has FEW_FACTS
+FEW_FACTS = 140
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 SHANGHAI = "Asia/Shanghai"
 FACT_COLUMNS = ["fid", "cust", "ts", "note"]
@@ -159,7 +160,11 @@ def _micros(ms: int) -> int:
 
 
 def _make_facts(
-    rng: random.Random, delivered: list[dict], skewed, batch_mins: list[tuple[int, int, bool]]
+    rng: random.Random,
+    delivered: list[dict],
+    skewed,
+    batch_mins: list[tuple[int, int, bool]],
+    count: int = FACTS,
 ) -> list[Fact]:
     """Facts before, between, exactly on and after event times; unknown and NULL keys, NULL
     times; and by name: around the truncate, on skewed events, on each CALL's first event."""
@@ -175,7 +180,7 @@ def _make_facts(
             picked += [(key, _micros(ms)), (key, _micros(ms) - 1)]
     picked += [(key, _micros(ms)) for key, ms, _ in batch_mins]
     picked += [(None, _micros(times[len(times) // 2])), (3, None), (None, None)]
-    while len(picked) < FACTS:
+    while len(picked) < count:
         roll = rng.random()
         if roll < 0.8:
             key = rng.randrange(KEY_SPACE)
@@ -219,9 +224,10 @@ def _write_facts(spark, table: str, facts: list[Fact], notes: dict[int, str | No
 
 
 @pytest.fixture(scope="module")
-def workload(spark, tmp_path_factory) -> Workload:
+def dimension(spark, tmp_path_factory) -> dict:
+    """The dimension, built once for both tiers' facts."""
     tmp = tmp_path_factory.mktemp("dim_oracle")
-    dimension, facts_table = "lake.test.dim_oracle_customers", "lake.test.dim_oracle_facts"
+    dimension = "lake.test.dim_oracle_customers"
     source = SourceTable(seed=SOURCE_SEED, key_space=KEY_SPACE)
     delivery = Delivery(tmp / "landing", seed=DELIVERY_SEED, duplicate_rate=0.08, late_rate=0.15)
     rng = random.Random(DISTORT_SEED)
@@ -251,7 +257,30 @@ def workload(spark, tmp_path_factory) -> Workload:
             per_key[key_of(event)] = per_key.get(key_of(event), "") + event["op"]
     assert any("dc" in trail for trail in per_key.values())  # a key inserted again after a delete
     assert any(fresh for _, _, fresh in batch_mins)  # a CALL first landed its earliest event
-    facts = _make_facts(random.Random(FACTS_SEED), delivered, skewed, batch_mins)
+    return {
+        "dimension": dimension,
+        "delivered": delivered,
+        "skewed": skewed,
+        "batch_mins": batch_mins,
+        "calls": calls,
+    }
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(FEW_FACTS, id=f"{FEW_FACTS}-facts"),
+        pytest.param(FACTS, id=f"{FACTS}-facts", marks=pytest.mark.stress),
+    ],
+)
+def workload(spark, dimension, request) -> Workload:
+    """The facts (FEW_FACTS in the default tier, FACTS in the stress tier: the by-name facts
+    in both, fewer random ones) over the one dimension."""
+    count = request.param
+    facts_table = f"lake.test.dim_oracle_facts_{count}"
+    delivered, skewed, batch_mins = (dimension[k] for k in ("delivered", "skewed", "batch_mins"))
+    calls = dimension["calls"]
+    facts = _make_facts(random.Random(FACTS_SEED), delivered, skewed, batch_mins, count)
     notes = {f.id: random.Random(f.id).choice(["web", "app", None, "ü;x"]) for f in facts}
     skew_matters = [
         f
@@ -264,7 +293,7 @@ def workload(spark, tmp_path_factory) -> Workload:
     assert skew_matters  # facts an event-time replay would answer otherwise
     _write_facts(spark, facts_table, facts, notes)
     return Workload(
-        dimension,
+        dimension["dimension"],
         facts_table,
         facts,
         notes,
@@ -448,7 +477,7 @@ def _shanghai_literal(micros: int | None) -> str:
 def test_a_shanghai_session_moves_no_answer(spark, workload):
     """Facts written as TIMESTAMP literals in an Asia/Shanghai session, joined in that session:
     the same instants, so the same versions as in UTC; the UTC-written facts too."""
-    table = "lake.test.dim_oracle_facts_shanghai"
+    table = f"lake.test.dim_oracle_facts_shanghai_{len(workload.facts)}"
     facts = workload.facts[::2]
     with session_zone(spark, SHANGHAI):
         spark.sql(
