@@ -22,18 +22,27 @@ def snapshot_count(spark, table: str) -> int:
     return len(spark.table(f"{table}.snapshots").select("snapshot_id").collect())
 
 
-def test_randomized_workload_equals_the_source_after_every_batch(spark, tmp_path, table_name):
+@pytest.mark.parametrize(
+    "batches,steps",
+    [
+        pytest.param(4, 70, id="small"),
+        pytest.param(5, 70, id="full", marks=pytest.mark.stress),
+    ],
+)
+def test_randomized_workload_equals_the_source_after_every_batch(
+    spark, tmp_path, table_name, batches, steps
+):
     source = SourceTable(seed=20261122, key_space=40)
     delivery = Delivery(tmp_path / "landing", seed=7, duplicate_rate=0.08, late_rate=0.15)
     totals = {"late": 0, "duplicates": 0, "lookups": 0, "lookups_avoided": 0, "commits": 0}
-    for batch in range(5):
-        delivery.deliver(source.run(70), final=batch == 4)
+    for batch in range(batches):
+        delivery.deliver(source.run(steps), final=batch == batches - 1)
         result = ingest(table_name, tmp_path / "landing", tmp_path / "checkpoint")
         for k in totals:
             totals[k] += result[k]
         assert table_rows(spark, table_name) == expected(delivery.delivered), f"batch {batch}"
     assert table_rows(spark, table_name) == source.rows  # everything delivered: the source DB
-    assert totals["commits"] == 5
+    assert totals["commits"] == batches
     assert totals["late"] > 0  # the workload did exercise out-of-order delivery
     assert totals["lookups_avoided"] > totals["lookups"] > 0
     health = sparkext.sql(f"CALL sparkext.table_health('{table_name}')").first()
@@ -404,12 +413,24 @@ def test_unqualified_table_names_use_the_current_catalog(spark, tmp_path):
     }
 
 
+@pytest.mark.parametrize(
+    "replans",
+    [
+        pytest.param(2, id="two-plans"),  # the default tier: fewer plans, the same outcome
+        pytest.param(None, id="shipped-plans", marks=pytest.mark.stress),  # REPLANS as shipped
+    ],
+)
 def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
-    spark, tmp_path, table_name, monkeypatch
+    spark, tmp_path, table_name, monkeypatch, replans
 ):
     """Another writer commits between plan and commit: nothing is lost, nothing papered over."""
+    from sparkext.cdc import ingest as pipeline
     from sparkext.errors import CommitConflictError
     from sparkext.iceberg.cdc_table import CdcCommit
+
+    if replans is not None:
+        monkeypatch.setattr(pipeline, "REPLANS", replans)
+    plans = pipeline.REPLANS
 
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(landing, "1.json", events(("c", 1, 10, "a")))
@@ -428,6 +449,7 @@ def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
     with pytest.raises(CommitConflictError) as caught:
         ingest(table_name, landing, checkpoint)
     message = str(caught.value)
+    assert f"({plans} plans)" in message
     # every plan met a new foreign commit (an INSERT, whose keys are unknown): decided again
     # REPLANS times, then one sentence
     assert message.startswith("Other writers kept changing keys of this batch")
@@ -508,14 +530,21 @@ def test_kafka_source_without_connector_or_brokers_is_one_sentence(spark, tmp_pa
     assert not spark.catalog.tableExists(table_name)
 
 
+@pytest.mark.parametrize(
+    "batches,steps",
+    [
+        pytest.param(2, 50, id="small"),
+        pytest.param(3, 70, id="full", marks=pytest.mark.stress),
+    ],
+)
 def test_bucketed_table_equals_the_source_and_spark_agrees_on_partitions(
-    spark, tmp_path, table_name
+    spark, tmp_path, table_name, batches, steps
 ):
     source = SourceTable(seed=77, key_space=40)
     delivery = Delivery(tmp_path / "landing", seed=77, duplicate_rate=0.05, late_rate=0.15)
     opts = ", options => map('partition-by', 'bucket(4, id)')"
-    for batch in range(3):
-        delivery.deliver(source.run(70), final=batch == 2)
+    for batch in range(batches):
+        delivery.deliver(source.run(steps), final=batch == batches - 1)
         ingest(table_name, tmp_path / "landing", tmp_path / "checkpoint", opts)
         assert table_rows(spark, table_name) == expected(delivery.delivered), batch
     assert table_rows(spark, table_name) == source.rows
