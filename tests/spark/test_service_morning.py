@@ -40,6 +40,12 @@ _ids = itertools.count(1)
 FILES = 8  # CDC files per stream after the first (one micro-batch each)
 APPENDS = 10  # commits of the append job, 2 s apart
 
+
+def _policy(max_age: str, keep: int) -> str:
+    """The morning's policy with its snapshot age and count scaled to the morning's length."""
+    return POLICY.replace("15 seconds", max_age).replace("'4'", f"'{keep}'")
+
+
 POLICY = (
     "'sparkext.maintenance.snapshot-max-age' = '15 seconds', "
     "'sparkext.maintenance.min-snapshots' = '4', "
@@ -133,7 +139,8 @@ def _write_here(spark, orders, users, events, zones, checkpoints, appends) -> st
 @pytest.mark.stress
 def test_a_morning_of_writers_with_two_services(spark, request, tmp_path, warehouse):
     """Full size: the writers and a second service in processes of their own."""
-    _morning(spark, request, tmp_path, warehouse, files=FILES, appends=APPENDS, processes=True)
+    _morning(spark, request, tmp_path, warehouse, files=FILES, appends=APPENDS, processes=True,
+             max_age="15 seconds", keep=4)  # fmt: skip
 
 
 def test_a_short_morning_of_writers_and_the_service_in_one_process(
@@ -142,10 +149,29 @@ def test_a_short_morning_of_writers_and_the_service_in_one_process(
     """The default tier's morning: the same writers (two ingest_cdc streams and the append
     job, on this session, in a thread) and the same oracles, with fewer files and appends and
     no second service (two service processes racing: tests/spark/test_optimize_service.py)."""
-    _morning(spark, request, tmp_path, warehouse, files=4, appends=6, processes=False)
+    _morning(spark, request, tmp_path, warehouse, files=4, appends=6, processes=False,
+             max_age="6 seconds", keep=2)  # fmt: skip
 
 
-def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes):
+def _wait_for_maintenance(spark, log_table: str, names, seconds: float = 300) -> None:
+    """Until the service has expired snapshots of every table once (a short morning ends before
+    the service's maintenance pass reaches the last table on a busy machine)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        spark.catalog.refreshTable(log_table)
+        done = {
+            r.table_name
+            for r in spark.sql(
+                f"SELECT table_name FROM {log_table} WHERE job = 'expire_snapshots' "
+                "AND outcome = 'ok' AND input_files > 0"
+            ).collect()
+        }
+        if done >= set(names):
+            return
+        time.sleep(2)
+
+
+def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes, max_age, keep):
     from tests.helpers import postgres
 
     catalog = "lake" if postgres.unavailable() else request.getfixturevalue("jdbc_catalog")
@@ -158,7 +184,7 @@ def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes):
     # the append table, with a history partition of small files written long before
     spark.sql(
         f"CREATE TABLE {events} (id int, day date) USING iceberg PARTITIONED BY (day) "
-        f"TBLPROPERTIES ('format-version'='2', {POLICY})"
+        f"TBLPROPERTIES ('format-version'='2', {_policy(max_age, keep)})"
     )
     for i in range(4):
         spark.sql(f"INSERT INTO {events} VALUES ({1000 + i}, DATE '2026-01-01')")
@@ -170,7 +196,7 @@ def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes):
         zone, checkpoint = tmp_path / f"zone-{seed}", tmp_path / f"ck-{seed}"
         land(zone, "0000.json", changes[:25])
         ingest(name, zone, checkpoint)
-        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({POLICY})")
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({_policy(max_age, keep)})")
         for index in range(1, files + 1):
             land(zone, f"{index:04d}.json", changes[index * 25 : (index + 1) * 25])
         sources[name], zones[name], checkpoints[name] = changes, zone, checkpoint
@@ -194,6 +220,7 @@ def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes):
         try:
             out, err = _write_here(spark, orders, users, events, zones, checkpoints, appends), ""
             time.sleep(15)  # the service catches up with the last commits
+            _wait_for_maintenance(spark, log_table, (orders, users))
         finally:
             service.stop()
             runner.join(timeout=600)
