@@ -10,11 +10,12 @@ across the split points). Every job must leave in its sink exactly the rows that
 * after one backfill over the whole input;
 * after two adjacent backfills into one sink, split on a window boundary (10:30) and inside
   sessions (10:47:30);
-* in stream mode: the input appended in three commits in event-time order with a restart
-  (``available_now`` run) after each, then a far-later sentinel row per source so the watermark
-  passes the input. Windowed and row results are final once the watermark passes them, so the
-  sentinels add nothing; Flink emits an updating aggregate and a keep-last dedup without
-  waiting for the watermark, so their sinks also hold the sentinels' rows.
+* in stream mode: the input appended in three commits (the default tier: two) in event-time
+  order with a restart (``available_now`` run) after each, then a far-later sentinel row per
+  source so the watermark passes the input. Windowed and row results are final once the
+  watermark passes them, so the sentinels add nothing; Flink emits an updating aggregate and a
+  keep-last dedup without waiting for the watermark, so their sinks also hold the sentinels'
+  rows.
 
 The sources are declared as Nexmark declares them (``TIMESTAMP(3)``, a watermark 4 s behind).
 """
@@ -434,13 +435,22 @@ def test_two_adjacent_backfills(spark, loaded, name, split):
     assert sink_rows(spark, sink) == job.expected(DATA)
 
 
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        pytest.param(STREAM_CUTS[:1], id="one-restart"),
+        pytest.param(STREAM_CUTS, id="two-restarts", marks=pytest.mark.stress),
+    ],
+)
 @pytest.mark.parametrize("name", JOBS)
-def test_stream(spark, tmp_path, name):
+def test_stream(spark, tmp_path, name, cuts):
+    """The default tier appends the input in two commits (cut at 10:20), the stress tier in
+    three; a restart after each, then the sentinels, in both."""
     job, sink = JOBS[name], new_sink()
     names = create_sources(spark, job.sources)
     text, checkpoint = job.text(names, sink), str(tmp_path / "ck")
-    chunks = {s: nexmark.split(SOURCES[s][2](DATA), "dateTime", *STREAM_CUTS) for s in job.sources}
-    for commit in range(len(STREAM_CUTS) + 1):
+    chunks = {s: nexmark.split(SOURCES[s][2](DATA), "dateTime", *cuts) for s in job.sources}
+    for commit in range(len(cuts) + 1):
         for s in job.sources:
             append(spark, names[s], s, chunks[s][commit])
         run_stream(spark, text, checkpoint, available_now=True).wait()

@@ -21,6 +21,9 @@ from tests.helpers.iceberg import flink_commit
 from tests.helpers.readers import duckdb_query
 
 PREFIX = "user_0000000"  # 12 bytes every name shares: Iceberg's zorder sees one value
+# the first 2 of the ingest_cdc history's 6 batches (an L2, then an automatic run: the last one
+# of a prefix must convert the equality deletes, as the whole history's last one does)
+BATCHES_DEFAULT = 2
 
 
 def create(spark, name: str, version: int = 2, partitioned: bool = True, props: str = "") -> None:
@@ -348,38 +351,91 @@ WRITER_SCRIPT = textwrap.dedent(
 )
 
 
+class WriterProcess:
+    """ingest_cdc in a process of its own (WRITER_SCRIPT)."""
+
+    def __init__(self, tmp_path, warehouse, table: str, zone, checkpoint):
+        script = tmp_path / "writer.py"
+        script.write_text(WRITER_SCRIPT)
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), str(warehouse), table, str(zone), str(checkpoint)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def result(self) -> tuple[int, str, str]:
+        out, err = self.process.communicate(timeout=900)
+        return self.process.returncode, out, err
+
+
+class WriterThread:
+    """The same ingest_cdc call on a thread of this process (the shared session): the writer's
+    commits race the optimisations' as another process's do."""
+
+    def __init__(self, tmp_path, warehouse, table: str, zone, checkpoint):
+        import threading
+        import traceback
+
+        self.out = self.err = ""
+
+        def write() -> None:
+            try:
+                row = sparkext.sql(
+                    f"CALL sparkext.ingest_cdc(table => '{table}', source => '{zone}', "
+                    f"checkpoint => '{checkpoint}', primary_key => 'id', "
+                    "options => map('max-files-per-batch', '1'))"
+                ).first()
+                self.out = f"COMMITS {row.commits}\n"
+            except BaseException:
+                self.err = traceback.format_exc()
+
+        self.thread = threading.Thread(target=write, name="cdc-writer", daemon=True)
+        self.thread.start()
+
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def result(self) -> tuple[int, str, str]:
+        self.thread.join(900)
+        return (1 if self.err or self.thread.is_alive() else 0), self.out, self.err
+
+
 @pytest.mark.slow
-def test_a_cdc_writer_in_another_process_never_fails_while_optimising(spark, tmp_path, warehouse):
-    """ingest_cdc commits batch after batch from its own process while this one runs
-    tiered_optimize in a loop on the same table: every batch commits, and the table equals the
-    replay of the source."""
+@pytest.mark.parametrize(
+    "writer_kind",
+    [pytest.param(WriterThread, id="thread"),
+     pytest.param(WriterProcess, id="process", marks=pytest.mark.stress)],
+)  # fmt: skip
+def test_a_cdc_writer_in_another_process_never_fails_while_optimising(
+    spark, tmp_path, warehouse, writer_kind
+):
+    """ingest_cdc commits batch after batch from its own process (the default tier: its own
+    thread) while this one runs tiered_optimize in a loop on the same table: every batch
+    commits, and the table equals the replay of the source."""
     from tests.helpers.cdc_calls import ingest, land, table_rows
     from tests.helpers.cdc_source import SourceTable, expected
 
-    table = "lake.test.optimized_while_written"
+    table = f"lake.test.optimized_while_written_{writer_kind.__name__.lower()}"
     source = SourceTable(seed=1818, key_space=40)
     changes = [e for e in source.run(240) if e["op"] != "t"]
     zone, checkpoint = tmp_path / "zone", tmp_path / "checkpoint"
     land(zone, "0000.json", changes[:40])
-    ingest(table, zone, checkpoint)  # creates the table; the writer process goes on from here
+    ingest(table, zone, checkpoint)  # creates the table; the writer goes on from here
     for index in range(1, 6):
         land(zone, f"{index:04d}.json", changes[index * 40 : (index + 1) * 40])
-    script = tmp_path / "writer.py"
-    script.write_text(WRITER_SCRIPT)
-    writer = subprocess.Popen(
-        [sys.executable, str(script), str(warehouse), table, str(zone), str(checkpoint)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    writer = writer_kind(tmp_path, warehouse, table, zone, checkpoint)
     runs = committed = 0
-    while writer.poll() is None or runs == 0:
+    while writer.running() or runs == 0:
         for row in optimize(table, ", options => map('l0.min-files', '2')"):
             committed += row["error"] is None and row["input_files"] > 0
         runs += 1
-    out, err = writer.communicate(timeout=900)
-    assert writer.returncode == 0, err[-3000:]
+    returncode, out, err = writer.result()
+    assert returncode == 0, err[-3000:]
     assert "COMMITS 5" in out, out + err[-2000:]  # every batch of the writer committed
     optimize(table, ", options => map('l0.min-files', '2')")
     spark.catalog.refreshTable(table)
@@ -413,13 +469,20 @@ def test_where_leaves_other_partitions_untouched(spark, table_name):
     assert len(paths("a")) == 1
 
 
-def test_a_random_history_of_dml_deletes_and_optimisations_matches_the_model(spark, table_name):
+@pytest.mark.parametrize(
+    ("seed", "steps"),
+    [pytest.param(2032, 10, id="short"), pytest.param(2026, 18, marks=pytest.mark.stress)],
+)  # seed 2032's 10 steps: every kind of step, an L0 and an automatic run before the last L2
+def test_a_random_history_of_dml_deletes_and_optimisations_matches_the_model(
+    spark, table_name, seed, steps
+):
     """Fixed seed: inserts, Spark MOR DELETE / UPDATE / MERGE, Flink-style upserts with
     equality deletes and tiered_optimize runs with random levels and curves, interleaved; after
-    every optimisation the table equals a Python model that shares no code with sparkext."""
+    every optimisation the table equals a Python model that shares no code with sparkext. The
+    default tier runs a shorter history."""
     import random
 
-    pick = random.Random(2026)
+    pick = random.Random(seed)
     create(
         spark,
         table_name,
@@ -433,7 +496,7 @@ def test_a_random_history_of_dml_deletes_and_optimisations_matches_the_model(spa
 
     next_key = 0
     optimisations = 0
-    for _step in range(18):
+    for _step in range(steps):
         action = pick.choice(["insert", "insert", "delete", "update", "merge", "upsert", "opt"])
         if action == "insert" or not model:
             count = pick.randint(5, 40)
@@ -481,9 +544,16 @@ def test_a_random_history_of_dml_deletes_and_optimisations_matches_the_model(spa
     assert optimisations >= 2
 
 
-def test_ingest_cdc_batches_and_optimisations_match_the_source(spark, tmp_path, table_name):
+@pytest.mark.parametrize(
+    "batches",
+    [pytest.param(BATCHES_DEFAULT, id="short"), pytest.param(6, marks=pytest.mark.stress)],
+)
+def test_ingest_cdc_batches_and_optimisations_match_the_source(
+    spark, tmp_path, table_name, batches
+):
     """Fixed seed: ingest_cdc batches (duplicates, late events, deletes) alternate with
-    tiered_optimize runs; the table always equals the replay of the delivered events."""
+    tiered_optimize runs; the table always equals the replay of the delivered events. The
+    default tier runs the first batches of the stress tier's history."""
     import random
 
     from tests.helpers.cdc_calls import ingest, land, table_rows
@@ -493,7 +563,7 @@ def test_ingest_cdc_batches_and_optimisations_match_the_source(spark, tmp_path, 
     source = SourceTable(seed=4242, key_space=30)
     zone, checkpoint = tmp_path / "zone", tmp_path / "checkpoint"
     delivered: list[dict] = []
-    for batch in range(6):
+    for batch in range(batches):
         events = [e for e in source.run(50) if e["op"] != "t"]
         late = pick.sample(delivered, min(5, len(delivered)))  # re-delivered: duplicates
         delivered += events
@@ -513,7 +583,12 @@ def test_ingest_cdc_batches_and_optimisations_match_the_source(spark, tmp_path, 
     assert not [f for f in live_files(spark, table_name) if f.content == 2]  # all converted
 
 
-def test_ingest_cdc_optimize_every_runs_l0_between_its_batches(spark, tmp_path, table_name):
+@pytest.mark.parametrize(
+    "batches", [pytest.param(2, id="short"), pytest.param(3, marks=pytest.mark.stress)]
+)
+def test_ingest_cdc_optimize_every_runs_l0_between_its_batches(
+    spark, tmp_path, table_name, batches
+):
     """Bilibili's writer-side L0: with optimize-every, ingest_cdc merges small files and
     converts equality deletes between its own batches, in its own process."""
     from tests.helpers.cdc_calls import ingest, land, table_rows
@@ -525,13 +600,13 @@ def test_ingest_cdc_optimize_every_runs_l0_between_its_batches(spark, tmp_path, 
     land(zone, "0000.json", changes[:30])
     ingest(table_name, zone, checkpoint)
     spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.optimize.l0.min-files'='2')")
-    for index in range(1, 4):
+    for index in range(1, 1 + batches):
         land(zone, f"{index:04d}.json", changes[index * 30 : (index + 1) * 30])
     ingest(
         table_name, zone, checkpoint, options="'max-files-per-batch', '1', 'optimize-every', '1 ms'"
     )
     spark.catalog.refreshTable(table_name)
-    assert table_rows(spark, table_name) == expected(changes)
+    assert table_rows(spark, table_name) == expected(changes[: (1 + batches) * 30])
     operations = [
         (r.operation, r.level)
         for r in spark.sql(
