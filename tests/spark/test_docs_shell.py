@@ -1,7 +1,12 @@
 """The docs' example scripts, run as a new user runs them: one real ``sparkext-sql -f``
 process with the shipped conf (``conf/spark-defaults.conf``: its parallelism, not the suite's),
 a new warehouse, the statement thread — and what it prints is what the docs state after
-each block taken from those scripts (issue 50: tiered_optimize failed only there)."""
+each block taken from those scripts (issue 50: tiered_optimize failed only there).
+
+Stress tier (a real process with the shipped conf runs every script for ~45 s). In the default tier
+the same scripts and stated outputs run in-process (tests/spark/test_docs_examples.py), and a
+routine on a thread new to the JVM — the shell's statement thread — is
+tests/spark/test_first_week.py::test_a_routine_on_a_thread_new_to_the_jvm_reads_staged_files."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import pytest
 from tests.helpers import doc_blocks as docs
 from tests.helpers.doc_blocks import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stress]
 SCRIPTS = (  # tiered_optimize first: a statement thread no earlier routine has touched
     "06_tiered_optimize",
     "01_quickstart",

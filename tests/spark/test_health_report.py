@@ -118,7 +118,35 @@ def test_the_page_opens_in_chromium_with_its_plots(spark, table_name, tmp_path):
     print(f"report screenshot: {screenshot}")
 
 
+def test_the_shell_commands_run_the_service_and_write_the_report_in_process(spark, tmp_path):
+    """The default tier's variant: the same commands and checks through click on this session
+    (the real processes: the stress test below; the service in a real terminal: the next)."""
+    from click.testing import CliRunner
+
+    from sparkext.cli.shell import cli
+
+    name = "lake.test.shell_served_here"
+    make(spark, name)
+    served = CliRunner().invoke(
+        cli, ["optimize-service", "--tables", name, "--once", "--log-table", "lake.test.shell_log2"]
+    )
+    assert served.exit_code == 0, served.output[-3000:]
+    assert "ok      lake.test.shell_served_here" in served.stdout
+    assert "Traceback" not in served.stderr
+    out = tmp_path / "page.html"
+    made = CliRunner().invoke(
+        cli,
+        ["report", "--tables", name, "--out", str(out), "--log-table", "lake.test.shell_log2"],
+    )
+    assert made.exit_code == 0, made.output[-3000:]
+    assert out.exists() and "Worst partitions first" in out.read_text(encoding="utf-8")
+    bad = CliRunner().invoke(cli, ["optimize-service", "--tables", "orders"])
+    assert bad.exit_code == 1 and "catalog.namespace.table" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 @pytest.mark.slow
+@pytest.mark.stress
 def test_the_shell_commands_run_the_service_and_write_the_report(spark, warehouse, tmp_path):
     name = "lake.test.shell_served"
     make(spark, name)

@@ -120,7 +120,11 @@ def test_a_bad_call_is_one_sentence_and_the_server_keeps_serving(server):
     assert again.returncode == 0 and lines(again.stdout) == ["n", str(len(ROUTINES))]
 
 
-def test_four_python_clients_at_once_and_a_long_call_blocks_no_one(server):
+@pytest.mark.parametrize(
+    "long_ms",
+    [pytest.param(15000, id="15s"), pytest.param(40000, id="40s", marks=pytest.mark.stress)],
+)
+def test_four_python_clients_at_once_and_a_long_call_blocks_no_one(server, long_ms):
     from pyhive import hive
 
     def connect():
@@ -134,11 +138,11 @@ def test_four_python_clients_at_once_and_a_long_call_blocks_no_one(server):
         try:
             cursor = connect().cursor()
             slow_started.set()
-            # The argument is evaluated by the routine, in the Python driver, for ~40 s (one of
+            # The argument is evaluated by the routine, in the Python driver, for long_ms (one of
             # the server's 4 task slots).
             cursor.execute(
                 "CALL sparkext.table_health(table => CASE WHEN reflect('java.lang.Thread', "
-                "'sleep', 40000L) IS NULL THEN 'lake.db.t' ELSE 'lake.db.t' END)"
+                f"'sleep', {long_ms}L) IS NULL THEN 'lake.db.t' ELSE 'lake.db.t' END)"
             )
             results["slow"] = cursor.fetchall()
         except BaseException as error:
