@@ -94,6 +94,7 @@ def run_sessions(tmp_path: Path, env: dict[str, str], runs: list[dict]) -> list[
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_path):
     env = without_venv(tmp_path)
     (result,) = run_sessions(tmp_path, env, [{}])
@@ -109,6 +110,7 @@ def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
     (result,) = run_sessions(
         tmp_path,
@@ -122,6 +124,7 @@ def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_the_users_choice_of_executor_python_is_respected(tmp_path):
     env = without_venv(tmp_path)
     chosen = [
@@ -139,6 +142,43 @@ def test_the_users_choice_of_executor_python_is_respected(tmp_path):
     assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
     assert (tmp_path / "ran-env").exists()
     assert [r["env"] for r in results] == [None, chosen[1]]
+
+
+@pytest.mark.slow
+def test_executor_python_and_daemon_choices_in_one_process(tmp_path):
+    """The default tier's variant of the three tests above: their four sessions one after
+    another in ONE process (one JVM start instead of three), with their assertions."""
+    env = without_venv(tmp_path)
+    chosen = [
+        script(
+            tmp_path / f"python-{n}", f'touch "{tmp_path}/ran-{n}"; exec "{sys.executable}" "$@"'
+        )
+        for n in ("conf", "env")
+    ]
+    ours, users_daemon, by_conf, by_env = run_sessions(
+        tmp_path,
+        env,
+        [
+            {},
+            {"conf": {"spark.python.daemon.module": "pyspark.daemon"}},
+            {"conf": {"spark.pyspark.python": chosen[0]}},
+            {"env": {"PYSPARK_PYTHON": chosen[1]}},
+        ],
+    )
+    assert ours["python"] == sys.executable
+    assert ours["env"] is None  # PYSPARK_PYTHON restored
+    assert ours["daemon"].endswith("-m sparkext.daemon"), ours["daemon"]
+    assert ours["preloaded"] is True
+    assert ours["invalidation"] == "sparkext/daemon.py", ours["invalidation"]
+    assert ours["acks"] == "sparkext/daemon.py", ours["acks"]
+    assert users_daemon["daemon"].endswith("-m pyspark.daemon"), users_daemon["daemon"]
+    assert users_daemon["preloaded"] is False
+    assert users_daemon["invalidation"] != "sparkext/daemon.py", users_daemon["invalidation"]
+    assert users_daemon["acks"] == "pyspark/daemon.py", users_daemon["acks"]
+    assert [r["python"] for r in (by_conf, by_env)] == [sys.executable, sys.executable]
+    assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
+    assert (tmp_path / "ran-env").exists()
+    assert [r["env"] for r in (by_conf, by_env)] == [None, chosen[1]]
 
 
 # A project that .ci/setup can install offline in seconds: an in-tree build backend (no build
