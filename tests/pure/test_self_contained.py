@@ -23,6 +23,8 @@ _PARENTS = re.compile(r"Path\(__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]")
 
 
 def _files():
+    yield ROOT / "README.md"
+    yield ROOT / "mkdocs.yml"
     for top in SOURCES:
         base = ROOT / top
         if not base.exists():
