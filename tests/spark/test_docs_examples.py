@@ -146,7 +146,8 @@ def walkthrough(spark, tmp_path_factory):
     (base / "scripts").mkdir()
     registry = dict(REGISTRY)  # the UDF example declares functions
     zone = spark.conf.get("spark.sql.session.timeZone")
-    catalog, database = spark.catalog.currentCatalog(), spark.catalog.currentDatabase()
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    catalog, namespace = str(manager.currentCatalog().name()), list(manager.currentNamespace())
     _empty(spark, NAMESPACES)
     # what conf/spark-defaults.conf gives a new session, whatever earlier tests left behind
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -161,9 +162,16 @@ def walkthrough(spark, tmp_path_factory):
     REGISTRY.update(registry)
     _empty(spark, NAMESPACES)
     spark.conf.set("spark.sql.session.timeZone", zone)
-    spark.catalog.setCurrentCatalog(catalog)
-    if database:
-        spark.catalog.setCurrentDatabase(database)
+    # exactly the catalog and namespace before (an example's USE lake.db must not outlive the
+    # namespace it names; setting the same catalog again would keep it)
+    manager.setCurrentCatalog("spark_catalog" if catalog != "spark_catalog" else "lake")
+    manager.setCurrentCatalog(catalog)
+    if namespace:
+        gateway = spark.sparkContext._gateway
+        parts = gateway.new_array(gateway.jvm.String, len(namespace))
+        for index, part in enumerate(namespace):
+            parts[index] = part
+        manager.setCurrentNamespace(parts)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.block.name for e in EXAMPLES])

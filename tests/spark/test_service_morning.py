@@ -215,10 +215,25 @@ def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes, 
         log_table=log_table, log=lines.append,
     )  # fmt: skip
     if not processes:
+        said: dict[str, str] = {}
+
+        def write() -> None:
+            try:
+                said["out"] = _write_here(spark, orders, users, events, zones, checkpoints, appends)
+            except Exception as error:  # reported below as a failed writer
+                said["out"] = f"WRITER FAILED {error!r}"
+
+        writing = threading.Thread(target=write)
+        writing.start()
+        deadline = time.time() + 300
+        while _snapshot_count(spark, events) < 4 + 3 and time.time() < deadline:  # writing
+            assert writing.is_alive() or "out" in said, said
+            time.sleep(1)
         runner = threading.Thread(target=service.run)
         runner.start()
         try:
-            out, err = _write_here(spark, orders, users, events, zones, checkpoints, appends), ""
+            writing.join(timeout=900)
+            out, err = said.get("out", "WRITER DID NOT FINISH"), ""
             time.sleep(15)  # the service catches up with the last commits
             _wait_for_maintenance(spark, log_table, (orders, users))
         finally:
