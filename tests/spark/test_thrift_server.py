@@ -83,14 +83,28 @@ def lines(output: str) -> list[str]:
     return [kept for line in output.splitlines() if (kept := _PROMPT.sub("", line).strip())]
 
 
+SETUP = (
+    "CREATE NAMESPACE IF NOT EXISTS lake.db; "
+    "CREATE TABLE lake.db.t (id BIGINT, v STRING) USING iceberg; "
+    "INSERT INTO lake.db.t VALUES (1, 'a'), (2, 'b'); "
+    "INSERT INTO lake.db.t VALUES (3, 'c');"
+)
+
+
+def _ensure_table(server) -> None:
+    """lake.db.t as the first test makes it, for a test run without it (``-m stress``)."""
+    from pyhive import hive
+
+    cursor = hive.connect(host="localhost", port=server["port"], auth="NONE").cursor()
+    cursor.execute("CREATE NAMESPACE IF NOT EXISTS lake.db")
+    cursor.execute("SHOW TABLES IN lake.db")
+    if "t" not in [row[1] for row in cursor.fetchall()]:
+        done = beeline(server["url"], SETUP)
+        assert done.returncode == 0, done.stderr
+
+
 def test_beeline_runs_procedures_functions_and_ordinary_sql(server):
-    setup = (
-        "CREATE NAMESPACE IF NOT EXISTS lake.db; "
-        "CREATE TABLE lake.db.t (id BIGINT, v STRING) USING iceberg; "
-        "INSERT INTO lake.db.t VALUES (1, 'a'), (2, 'b'); "
-        "INSERT INTO lake.db.t VALUES (3, 'c');"
-    )
-    done = beeline(server["url"], setup)
+    done = beeline(server["url"], SETUP)
     assert done.returncode == 0, done.stderr
     health = beeline(server["url"], "CALL sparkext.table_health(table => 'lake.db.t')")
     assert health.returncode == 0, health.stderr
@@ -126,6 +140,8 @@ def test_a_bad_call_is_one_sentence_and_the_server_keeps_serving(server):
 )
 def test_four_python_clients_at_once_and_a_long_call_blocks_no_one(server, long_ms):
     from pyhive import hive
+
+    _ensure_table(server)
 
     def connect():
         return hive.connect(host="localhost", port=server["port"], auth="NONE", username="t")
