@@ -93,11 +93,8 @@ def run_sessions(tmp_path: Path, env: dict[str, str], runs: list[dict]) -> list[
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.slow
-@pytest.mark.stress
-def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_path):
-    env = without_venv(tmp_path)
-    (result,) = run_sessions(tmp_path, env, [{}])
+def _assert_sparkexts_daemon(result: dict) -> None:
+    """The executors ran the driver's interpreter, forked from sparkext's preloading daemon."""
     assert result["python"] == sys.executable
     assert result["env"] is None  # PYSPARK_PYTHON restored
     # forked from sparkext's daemon, which imported the executor modules before forking
@@ -109,6 +106,36 @@ def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_pat
     assert result["acks"] == "sparkext/daemon.py", result["acks"]
 
 
+def _assert_pysparks_daemon(result: dict) -> None:
+    assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
+    assert result["preloaded"] is False
+    assert result["invalidation"] != "sparkext/daemon.py", result["invalidation"]
+    assert result["acks"] == "pyspark/daemon.py", result["acks"]
+
+
+def _chosen_pythons(tmp_path: Path) -> list[str]:
+    return [
+        script(
+            tmp_path / f"python-{n}", f'touch "{tmp_path}/ran-{n}"; exec "{sys.executable}" "$@"'
+        )
+        for n in ("conf", "env")
+    ]
+
+
+def _assert_chosen_pythons_ran(tmp_path: Path, chosen: list[str], results: list[dict]) -> None:
+    assert [r["python"] for r in results] == [sys.executable, sys.executable]
+    assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
+    assert (tmp_path / "ran-env").exists()
+    assert [r["env"] for r in results] == [None, chosen[1]]
+
+
+@pytest.mark.slow
+@pytest.mark.stress
+def test_executors_run_the_drivers_interpreter_without_an_activated_venv(tmp_path):
+    (result,) = run_sessions(tmp_path, without_venv(tmp_path), [{}])
+    _assert_sparkexts_daemon(result)
+
+
 @pytest.mark.slow
 @pytest.mark.stress
 def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
@@ -117,31 +144,20 @@ def test_the_users_choice_of_python_daemon_is_respected(tmp_path):
         without_venv(tmp_path),
         [{"conf": {"spark.python.daemon.module": "pyspark.daemon"}}],
     )
-    assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
-    assert result["preloaded"] is False
-    assert result["invalidation"] != "sparkext/daemon.py", result["invalidation"]
-    assert result["acks"] == "pyspark/daemon.py", result["acks"]
+    _assert_pysparks_daemon(result)
 
 
 @pytest.mark.slow
 @pytest.mark.stress
 def test_the_users_choice_of_executor_python_is_respected(tmp_path):
     env = without_venv(tmp_path)
-    chosen = [
-        script(
-            tmp_path / f"python-{n}", f'touch "{tmp_path}/ran-{n}"; exec "{sys.executable}" "$@"'
-        )
-        for n in ("conf", "env")
-    ]
+    chosen = _chosen_pythons(tmp_path)
     results = run_sessions(
         tmp_path,
         env,
         [{"conf": {"spark.pyspark.python": chosen[0]}}, {"env": {"PYSPARK_PYTHON": chosen[1]}}],
     )
-    assert [r["python"] for r in results] == [sys.executable, sys.executable]
-    assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
-    assert (tmp_path / "ran-env").exists()
-    assert [r["env"] for r in results] == [None, chosen[1]]
+    _assert_chosen_pythons_ran(tmp_path, chosen, results)
 
 
 @pytest.mark.slow
@@ -149,12 +165,7 @@ def test_executor_python_and_daemon_choices_in_one_process(tmp_path):
     """The default tier's variant of the three tests above: their four sessions one after
     another in ONE process (one JVM start instead of three), with their assertions."""
     env = without_venv(tmp_path)
-    chosen = [
-        script(
-            tmp_path / f"python-{n}", f'touch "{tmp_path}/ran-{n}"; exec "{sys.executable}" "$@"'
-        )
-        for n in ("conf", "env")
-    ]
+    chosen = _chosen_pythons(tmp_path)
     ours, users_daemon, by_conf, by_env = run_sessions(
         tmp_path,
         env,
@@ -165,20 +176,9 @@ def test_executor_python_and_daemon_choices_in_one_process(tmp_path):
             {"env": {"PYSPARK_PYTHON": chosen[1]}},
         ],
     )
-    assert ours["python"] == sys.executable
-    assert ours["env"] is None  # PYSPARK_PYTHON restored
-    assert ours["daemon"].endswith("-m sparkext.daemon"), ours["daemon"]
-    assert ours["preloaded"] is True
-    assert ours["invalidation"] == "sparkext/daemon.py", ours["invalidation"]
-    assert ours["acks"] == "sparkext/daemon.py", ours["acks"]
-    assert users_daemon["daemon"].endswith("-m pyspark.daemon"), users_daemon["daemon"]
-    assert users_daemon["preloaded"] is False
-    assert users_daemon["invalidation"] != "sparkext/daemon.py", users_daemon["invalidation"]
-    assert users_daemon["acks"] == "pyspark/daemon.py", users_daemon["acks"]
-    assert [r["python"] for r in (by_conf, by_env)] == [sys.executable, sys.executable]
-    assert (tmp_path / "ran-conf").exists()  # spark.pyspark.python was ignored before
-    assert (tmp_path / "ran-env").exists()
-    assert [r["env"] for r in (by_conf, by_env)] == [None, chosen[1]]
+    _assert_sparkexts_daemon(ours)
+    _assert_pysparks_daemon(users_daemon)
+    _assert_chosen_pythons_ran(tmp_path, chosen, [by_conf, by_env])
 
 
 # A project that .ci/setup can install offline in seconds: an in-tree build backend (no build
