@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
 import subprocess
 import sys
+from subprocess import PIPE
 
 import pytest
 from click.testing import CliRunner
@@ -128,20 +130,31 @@ def test_interactive_multiline_statements_and_quit(spark, tmp_path, monkeypatch)
     assert "+SELECT 40\n+  + 2 AS answer\n+;\n" in (tmp_path / "history").read_text()
 
 
+def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
 @pytest.mark.slow
 def test_real_process_end_to_end(tmp_path):
     """A fresh process: its own JVM, the installed entry point, exit statuses as a shell sees."""
-    env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
     exe = os.path.join(os.path.dirname(sys.executable), "sparkext-sql")
-    ok = subprocess.run(
-        [exe, "-e", "CALL sparkext.help()"], capture_output=True, text=True, env=env, timeout=300
-    )
+
+    def start(sql: str, name: str) -> subprocess.Popen:
+        env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / name)}
+        return subprocess.Popen([exe, "-e", sql], stdout=PIPE, stderr=PIPE, text=True, env=env)
+
+    # both at once: their JVMs start side by side (each on a warehouse of its own)
+    running = [start("CALL sparkext.help()", "wh"), start("CALL sparkext.nope()", "wh2")]
+    try:
+        ok, bad = (finished(process) for process in running)
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
     assert ok.returncode == 0, ok.stderr
     assert "table_health" in ok.stdout
     assert said(ok.stderr) == ""
-    bad = subprocess.run(
-        [exe, "-e", "CALL sparkext.nope()"], capture_output=True, text=True, env=env, timeout=300
-    )
     assert bad.returncode == 1
     assert said(bad.stderr) == (
         "Error: Unknown procedure 'sparkext.nope' at line 1, column 6; "
@@ -203,28 +216,58 @@ main()
 """
 
 
-@pytest.mark.slow
-def test_a_python_failure_on_an_executor_is_one_sentence_unless_verbose(tmp_path):
-    """What a user's terminal shows (the JVM's console log included) when a Python UDF fails
-    inside a task: without --verbose only the worker's own exception, as one line."""
+def _in_process(spark, args: list[str]) -> tuple[int, str]:
+    """The shell's command line on the shared session with the UDF registered there; stderr
+    as the terminal shows it: the JVM's console lines (printed while the statement runs), then
+    the shell's own."""
+    from tests.helpers.console_tee import console
+
+    def fails(x):
+        raise ValueError(f"bad value {x}")
+
+    spark.udf.register("fails", fails, "string")
+    try:
+        with console(spark) as jvm:
+            result = CliRunner().invoke(cli, args)
+    finally:
+        spark.sql("DROP TEMPORARY FUNCTION IF EXISTS fails")
+    return result.exit_code, jvm.text + result.stderr
+
+
+def _in_a_process(tmp_path, args: list[str]) -> tuple[int, str]:
+    """A fresh process: its own JVM, whose console log shares the process's stderr."""
     env = {**os.environ, "SPARKEXT_WAREHOUSE": str(tmp_path / "wh")}
+    done = subprocess.run(
+        [sys.executable, "-c", EXECUTOR_FAILURE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("in-process", id="in-process"),
+        pytest.param("process", id="process", marks=[pytest.mark.slow, pytest.mark.stress]),
+    ],
+)
+def test_a_python_failure_on_an_executor_is_one_sentence_unless_verbose(request, tmp_path, where):
+    """What a user's terminal shows (the JVM's console log included) when a Python UDF fails
+    inside a task: without --verbose only the worker's own exception, as one line. In-process
+    (the default tier) on the shared session, the JVM's console lines copied by
+    tests/helpers/console_tee.py; in fresh processes in the stress tier."""
+    if where == "process":
+        shell = functools.partial(_in_a_process, tmp_path)
+    else:
+        shell = functools.partial(_in_process, request.getfixturevalue("spark"))
     sql = "SELECT fails(id) FROM range(1)"
-    quiet = subprocess.run(
-        [sys.executable, "-c", EXECUTOR_FAILURE, "-e", sql],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert quiet.returncode == 1
-    assert said(quiet.stderr) == "Error: ValueError: bad value 0"
-    verbose = subprocess.run(
-        [sys.executable, "-c", EXECUTOR_FAILURE, "--verbose", "-e", sql],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert verbose.returncode == 1
-    assert "Traceback" in verbose.stderr and "\tat org.apache.spark" in verbose.stderr
-    assert said(verbose.stderr).endswith("Error: ValueError: bad value 0")
+    quiet_code, quiet = shell(["-e", sql])
+    assert quiet_code == 1
+    assert said(quiet) == "Error: ValueError: bad value 0"
+    verbose_code, verbose = shell(["--verbose", "-e", sql])
+    assert verbose_code == 1
+    assert "Traceback" in verbose and "\tat org.apache.spark" in verbose
+    assert said(verbose).endswith("Error: ValueError: bad value 0")
