@@ -10,12 +10,15 @@ across the split points). Every job must leave in its sink exactly the rows that
 * after one backfill over the whole input;
 * after two adjacent backfills into one sink, split on a window boundary (10:30) and inside
   sessions (10:47:30);
-* in stream mode: the input appended in three commits (the default tier: two) in event-time
-  order with a restart (``available_now`` run) after each, then a far-later sentinel row per
-  source so the watermark passes the input. Windowed and row results are final once the
-  watermark passes them, so the sentinels add nothing; Flink emits an updating aggregate and a
-  keep-last dedup without waiting for the watermark, so their sinks also hold the sentinels'
-  rows.
+* in stream mode: the input appended in three commits in event-time order with a restart
+  (``available_now`` run) after each, then a far-later sentinel row per source so the watermark
+  passes the input. Windowed and row results are final once the watermark passes them, so the
+  sentinels add nothing; Flink emits an updating aggregate and a keep-last dedup without
+  waiting for the watermark, so their sinks also hold the sentinels' rows. The default tier
+  restarts once (two commits) for one job of each kind of state (RESTARTED: a tumbling and a
+  session window, q7's window joined back to its stream, an interval join, an updating
+  aggregate, a keep-last dedup) and streams every other job in one run over the loaded input;
+  the stress tier restarts every job once and twice.
 
 The sources are declared as Nexmark declares them (``TIMESTAMP(3)``, a watermark 4 s behind).
 """
@@ -435,28 +438,56 @@ def test_two_adjacent_backfills(spark, loaded, name, split):
     assert sink_rows(spark, sink) == job.expected(DATA)
 
 
-@pytest.mark.parametrize(
-    "cuts",
-    [
-        pytest.param(STREAM_CUTS[:1], id="one-restart"),
-        pytest.param(STREAM_CUTS, id="two-restarts", marks=pytest.mark.stress),
-    ],
+# One job of each kind of state the stream carries across a restart; the default tier restarts
+# these (the others' restarts run in the stress tier, and their streams in one run by default).
+RESTARTED = (
+    "tumble_count_per_auction",  # window aggregates
+    "session_per_bidder_tvf",  # sessions open across the cut (10:20), merged after it
+    "nexmark_q7_highest_bid",  # a window joined back to its stream
+    "interval_join_bids_in_first_ten_minutes",  # a two-source interval join
+    "updating_aggregate_into_pk_sink",  # an updating aggregate
+    "keep_last_dedup_into_pk_sink",  # a keep-last dedup
 )
-@pytest.mark.parametrize("name", JOBS)
-def test_stream(spark, tmp_path, name, cuts):
-    """The default tier appends the input in two commits (cut at 10:20), the stress tier in
-    three; a restart after each, then the sentinels, in both."""
+STREAM_CASES = [
+    *(pytest.param(n, (), id=f"{n}-one-run") for n in JOBS if n not in RESTARTED),
+    *(
+        pytest.param(
+            n,
+            STREAM_CUTS[:1],
+            id=f"{n}-one-restart",
+            marks=() if n in RESTARTED else pytest.mark.stress,
+        )
+        for n in JOBS
+    ),
+    *(pytest.param(n, STREAM_CUTS, id=f"{n}-two-restarts", marks=pytest.mark.stress) for n in JOBS),
+]
+
+
+def finish(run) -> None:
+    """Wait for an ``available_now`` run, polling it often (the default polls twice a second)."""
+    run.wait(poll_seconds=0.02)
+
+
+@pytest.mark.parametrize(("name", "cuts"), STREAM_CASES)
+def test_stream(spark, loaded, tmp_path, name, cuts):
+    """``one-restart``: the input appended in two commits (cut at 10:20), ``two-restarts``: in
+    three; a restart after each, then the sentinels. ``one-run``: one run over the loaded tables
+    (the input, then the sentinels, in two commits)."""
     job, sink = JOBS[name], new_sink()
-    names = create_sources(spark, job.sources)
-    text, checkpoint = job.text(names, sink), str(tmp_path / "ck")
-    chunks = {s: nexmark.split(SOURCES[s][2](DATA), "dateTime", *cuts) for s in job.sources}
-    for commit in range(len(cuts) + 1):
+    checkpoint = str(tmp_path / "ck")
+    if not cuts:
+        finish(run_stream(spark, job.text(loaded, sink), checkpoint, available_now=True))
+    else:
+        names = create_sources(spark, job.sources)
+        text = job.text(names, sink)
+        chunks = {s: nexmark.split(SOURCES[s][2](DATA), "dateTime", *cuts) for s in job.sources}
+        for commit in range(len(cuts) + 1):
+            for s in job.sources:
+                append(spark, names[s], s, chunks[s][commit])
+            finish(run_stream(spark, text, checkpoint, available_now=True))
         for s in job.sources:
-            append(spark, names[s], s, chunks[s][commit])
-        run_stream(spark, text, checkpoint, available_now=True).wait()
-    for s in job.sources:
-        append(spark, names[s], s, SOURCES[s][2](SENTINELS))
-    run_stream(spark, text, checkpoint, available_now=True).wait()
+            append(spark, names[s], s, SOURCES[s][2](SENTINELS))
+        finish(run_stream(spark, text, checkpoint, available_now=True))
     rows = sink_rows(spark, sink)
     if not job.updating:
         assert rows == job.expected(DATA)
