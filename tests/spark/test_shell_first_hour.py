@@ -83,6 +83,11 @@ def test_table_not_found_names_the_catalog_and_its_warehouse(spark, warehouse):
     )
 
 
+def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
 @pytest.mark.slow
 def test_a_failed_micro_batch_is_one_sentence_and_verbose_reaches_log4j(tmp_path):
     """A fresh process whose conf directory has no log4j2.properties (copied from the cluster
@@ -108,13 +113,27 @@ def test_a_failed_micro_batch_is_one_sentence_and_verbose_reaches_log4j(tmp_path
     # Spark logs a WARN line (SQLConf) for a deprecated setting: seen only with --verbose.
     deprecated = "SET spark.sql.hive.verifyPartitionPath=false"
     exe = os.path.join(os.path.dirname(sys.executable), "sparkext-sql")
-    failed = subprocess.run(
-        [exe, "-e", f"{level}; {deprecated}; {call}", "--output-format", "json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+
+    def start(args: list[str], warehouse: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [exe, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "SPARKEXT_WAREHOUSE": str(tmp_path / warehouse)},
+        )
+
+    # both at once: their JVMs start side by side (each on a warehouse of its own)
+    running = [
+        start(["-e", f"{level}; {deprecated}; {call}", "--output-format", "json"], "wh"),
+        start(["--verbose", "--output-format", "json", "-e", f"{level}; {deprecated}"], "wh2"),
+    ]
+    try:
+        failed, verbose = (finished(process) for process in running)
+    finally:
+        for process in running:
+            if process.poll() is None:
+                process.kill()
     assert failed.returncode == 1
     assert json.loads(failed.stdout.splitlines()[0]) == {"l": "null"}
     errors = [
@@ -126,13 +145,6 @@ def test_a_failed_micro_batch_is_one_sentence_and_verbose_reaches_log4j(tmp_path
     assert errors[0].startswith("Error: 1 event(s) were rejected and fail-on-reject is set")
     for noise in ("ERROR", "StatusLogger", "Traceback", "\tat ", "WARN"):
         assert noise not in failed.stderr, failed.stderr
-    verbose = subprocess.run(
-        [exe, "--verbose", "--output-format", "json", "-e", f"{level}; {deprecated}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
     assert verbose.returncode == 0, verbose.stderr
     assert json.loads(verbose.stdout.splitlines()[0]) == {"l": "warn"}
     # Spark's own log line, as --verbose's help promises.
