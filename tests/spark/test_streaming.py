@@ -71,11 +71,15 @@ def both_modes(spark, tmp_path, job: str, sources: dict, commits: list[dict], st
     for commit in commits:
         for key, rows in commit.items():
             append(spark, names[key], sources[key], rows)
-        run_stream(
-            spark, job.format(sink=stream_sink, **names), checkpoint, available_now=True
-        ).wait()
+        text = job.format(sink=stream_sink, **names)
+        finish(run_stream(spark, text, checkpoint, available_now=True))
     run_backfill(spark, job.format(sink=batch_sink, **names), start, end)
     return sorted_rows(spark, stream_sink), sorted_rows(spark, batch_sink)
+
+
+def finish(run) -> None:
+    """Wait for an ``available_now`` run, polling it often (the default polls twice a second)."""
+    run.wait(poll_seconds=0.02)
 
 
 BIDS_JOB_HEAD = """
@@ -84,8 +88,37 @@ CREATE TABLE {bids} (bidtime TIMESTAMP, price DOUBLE, item STRING, supplier_id S
 """
 
 
-def bids_case(spark, tmp_path, body: str, start="2020-04-15 00:00:00", end="2020-04-15 12:00:00"):
-    commits = [{"bids": BIDS_1}, {"bids": BIDS_2}, {"bids": BIDS_SENTINEL}]
+def shaped(commits: list[dict], sentinels_alone: bool) -> list[dict]:
+    """``commits`` as given (the last holds the sentinels), or with the sentinels appended in
+    the commit before them: the same rows in one commit and one restart fewer."""
+    if sentinels_alone:
+        return commits
+    *head, before, sentinels = commits
+    keys = [*before, *(k for k in sentinels if k not in before)]
+    return [*head, {k: [*before.get(k, []), *sentinels.get(k, [])] for k in keys}]
+
+
+# The default tier appends each case's sentinels with its last input rows (the stream still
+# restarts with rows in its state: windows, sessions and joins open across the commits); the
+# stress tier also appends them in a commit of their own, restarting once more.
+SENTINEL_COMMIT = pytest.mark.parametrize(
+    "sentinels_alone",
+    [
+        pytest.param(False, id="two-commits"),
+        pytest.param(True, id="three-commits", marks=pytest.mark.stress),
+    ],
+)
+
+
+def bids_case(
+    spark,
+    tmp_path,
+    body: str,
+    sentinels_alone: bool,
+    start="2020-04-15 00:00:00",
+    end="2020-04-15 12:00:00",
+):
+    commits = shaped([{"bids": BIDS_1}, {"bids": BIDS_2}, {"bids": BIDS_SENTINEL}], sentinels_alone)
     return both_modes(
         spark, tmp_path, BIDS_JOB_HEAD + body, {"bids": BIDS_DDL}, commits, start, end
     )
@@ -102,17 +135,20 @@ GROUP BY window_start, window_end;
 TUMBLE_TOTALS_ROWS = [(t("08:00"), t("08:10"), 11.0), (t("08:10"), t("08:20"), 10.0)]
 
 
-def test_tumble(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_tumble(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
         TUMBLE_TOTALS,
+        sentinels_alone,
     )
     assert batch == TUMBLE_TOTALS_ROWS
     assert stream == TUMBLE_TOTALS_ROWS
 
 
-def test_hop(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_hop(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -122,6 +158,7 @@ def test_hop(spark, tmp_path):
         FROM TABLE(HOP(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES))
         GROUP BY window_start, window_end;
         """,
+        sentinels_alone,
     )
     expected = [
         (t("08:00"), t("08:10"), 11.0),
@@ -133,7 +170,8 @@ def test_hop(spark, tmp_path):
     assert stream == expected
 
 
-def test_cumulate(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_cumulate(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -143,6 +181,7 @@ def test_cumulate(spark, tmp_path):
         FROM TABLE(CUMULATE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES))
         GROUP BY window_start, window_end;
         """,
+        sentinels_alone,
     )
     expected = [
         (t("08:00"), t("08:06"), 4.0),
@@ -158,7 +197,8 @@ def test_cumulate(spark, tmp_path):
     assert stream == expected
 
 
-def test_session(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_session(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -168,6 +208,7 @@ def test_session(spark, tmp_path):
         FROM TABLE(SESSION(TABLE {bids} PARTITION BY supplier_id, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
         GROUP BY window_start, window_end, supplier_id;
         """,
+        sentinels_alone,
     )
     expected = [
         ("supplier1", t("08:05"), t("08:12"), 6.0),
@@ -179,7 +220,8 @@ def test_session(spark, tmp_path):
     assert stream == expected
 
 
-def test_window_top_n(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_window_top_n(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -192,6 +234,7 @@ def test_window_top_n(spark, tmp_path):
                 GROUP BY window_start, window_end, supplier_id))
         WHERE rownum <= 1;
         """,
+        sentinels_alone,
     )
     expected = [
         (t("08:00"), t("08:10"), "supplier1", 6.0, 2),
@@ -201,7 +244,8 @@ def test_window_top_n(spark, tmp_path):
     assert stream == expected
 
 
-def test_window_dedup_keeps_last_row_per_window(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_window_dedup_keeps_last_row_per_window(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -212,6 +256,7 @@ def test_window_dedup_keeps_last_row_per_window(spark, tmp_path):
           FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)))
         WHERE rownum <= 1;
         """,
+        sentinels_alone,
     )
     expected = [
         (t("08:00"), t("08:10"), t("08:09"), "D"),
@@ -221,7 +266,8 @@ def test_window_dedup_keeps_last_row_per_window(spark, tmp_path):
     assert stream == expected
 
 
-def test_udfs_python_and_pandas(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_udfs_python_and_pandas(spark, tmp_path, sentinels_alone):
     stream, batch = bids_case(
         spark,
         tmp_path,
@@ -232,6 +278,7 @@ def test_udfs_python_and_pandas(spark, tmp_path):
         INSERT INTO {sink} SELECT bidtime, label(item) AS tag, with_tax(price) AS gross
         FROM {bids} /*+ OPTIONS('streaming'='true') */ WHERE price > 2;
         """,
+        sentinels_alone,
     )
     expected = [
         (t("08:05"), "<C>", 4.4),
@@ -246,7 +293,8 @@ def test_udfs_python_and_pandas(spark, tmp_path):
 CLICKS_DDL = "user_id BIGINT, url STRING, ts TIMESTAMP"
 
 
-def test_global_dedup_with_state_ttl(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_global_dedup_with_state_ttl(spark, tmp_path, sentinels_alone):
     job = """
     SET 'table.exec.state.ttl' = '1 h';
     CREATE TABLE {clicks} (user_id BIGINT, url STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECONDS);
@@ -265,6 +313,7 @@ def test_global_dedup_with_state_ttl(spark, tmp_path):
         {"clicks": [(1, "d", f"{DAY} 11:30:00"), (2, "e", f"{DAY} 11:00:00")]},
         {"clicks": [(9, "z", SENTINEL)]},
     ]
+    commits = shaped(commits, sentinels_alone)
     stream, batch = both_modes(
         spark, tmp_path, job, {"clicks": CLICKS_DDL}, commits, f"{DAY} 00:00:00", f"{DAY} 23:00:00"
     )
@@ -275,7 +324,8 @@ def test_global_dedup_with_state_ttl(spark, tmp_path):
     assert stream == expected
 
 
-def test_interval_join(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_interval_join(spark, tmp_path, sentinels_alone):
     job = """
     CREATE TABLE {orders} (id BIGINT, order_time TIMESTAMP, WATERMARK FOR order_time AS order_time);
     CREATE TABLE {shipments} (order_id BIGINT, ship_time TIMESTAMP, WATERMARK FOR ship_time AS ship_time);
@@ -302,7 +352,7 @@ def test_interval_join(spark, tmp_path):
             "orders": "id BIGINT, order_time TIMESTAMP",
             "shipments": "order_id BIGINT, ship_time TIMESTAMP",
         },
-        commits,
+        shaped(commits, sentinels_alone),
         f"{DAY} 00:00:00",
         f"{DAY} 23:00:00",
     )
@@ -312,7 +362,8 @@ def test_interval_join(spark, tmp_path):
     assert stream == expected
 
 
-def test_event_time_temporal_join(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_event_time_temporal_join(spark, tmp_path, sentinels_alone):
     job = """
     CREATE TABLE {orders} (order_id BIGINT, order_time TIMESTAMP, currency STRING, amount DOUBLE,
       WATERMARK FOR order_time AS order_time - INTERVAL '5' SECONDS);
@@ -343,7 +394,7 @@ def test_event_time_temporal_join(spark, tmp_path):
             "orders": "order_id BIGINT, order_time TIMESTAMP, currency STRING, amount DOUBLE",
             "rates": "currency STRING, rate DOUBLE, update_time TIMESTAMP",
         },
-        commits,
+        shaped(commits, sentinels_alone),
         f"{DAY} 00:00:00",
         f"{DAY} 23:00:00",
     )
@@ -455,12 +506,12 @@ def test_stream_replays_nothing_twice_after_a_crash_between_commit_and_checkpoin
     ).format(bids=bids, sink=sink)
     checkpoint = tmp_path / "ck"
     append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
-    run_stream(spark, job, str(checkpoint), available_now=True).wait()
+    finish(run_stream(spark, job, str(checkpoint), available_now=True))
     first = sorted_rows(spark, sink)
     assert len(first) == 2
     # Lose Spark's record of the processed offsets (as if it crashed before writing them).
     shutil.rmtree(checkpoint / "offsets")
-    run_stream(spark, job, str(checkpoint), available_now=True).wait()
+    finish(run_stream(spark, job, str(checkpoint), available_now=True))
     assert sorted_rows(spark, sink) == first
 
 
@@ -504,7 +555,8 @@ def _cdc_event(op: str, key: int, pos: int, at: str, qty: int = 1) -> dict:
     }
 
 
-def test_event_time_temporal_join_on_an_ingest_cdc_dimension(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_event_time_temporal_join_on_an_ingest_cdc_dimension(spark, tmp_path, sentinels_alone):
     """Versions come from the CDC table itself: its state at the range start + logged changes."""
     import json
 
@@ -548,7 +600,7 @@ def test_event_time_temporal_join_on_an_ingest_cdc_dimension(spark, tmp_path):
         tmp_path,
         job,
         {"orders": "order_id BIGINT, order_time TIMESTAMP, customer_id BIGINT"},
-        commits,
+        shaped(commits, sentinels_alone),
         f"{DAY} 00:00:00",
         f"{DAY} 23:00:00",
     )
@@ -562,7 +614,8 @@ def test_event_time_temporal_join_on_an_ingest_cdc_dimension(spark, tmp_path):
     assert stream == expected
     # A range starting inside the history reads the dimension's state at its start as the base.
     sink = f"lake.test.cdc_part_{suffix}"
-    names = [t.name for t in spark.catalog.listTables("lake.test") if t.name.startswith("orders_")]
+    # SHOW TABLES lists names only (catalog.listTables loads every table of the namespace)
+    names = [r.tableName for r in spark.sql("SHOW TABLES IN lake.test LIKE 'orders_*'").collect()]
     orders_table = f"lake.test.{sorted(names, key=lambda n: int(n.split('_')[1]))[-1]}"
     plan, _ = run_backfill(
         spark, job.format(orders=orders_table, sink=sink), f"{DAY} 10:30:00", f"{DAY} 23:00:00"
@@ -596,9 +649,11 @@ def test_stream_after_a_backfill_needs_from_and_then_continues_it(spark, tmp_pat
     assert sorted_rows(spark, sink) == [(t("08:00"), t("08:10"), 11.0)]
     with pytest.raises(StreamingSqlError, match="already holds rows"):
         run_stream(spark, job, str(tmp_path / "ck"), available_now=True)
-    run_stream(
-        spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
-    ).wait()
+    finish(
+        run_stream(
+            spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
+        )
+    )
     assert sorted_rows(spark, sink) == [
         (t("08:00"), t("08:10"), 11.0),
         (t("08:10"), t("08:20"), 10.0),
@@ -622,7 +677,7 @@ def test_two_inserts_into_one_sink_are_both_streamed(spark, tmp_path):
         GROUP BY window_start, window_end;
         """
     ).format(bids=bids, sink=sink)
-    run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+    finish(run_stream(spark, job, str(tmp_path / "ck"), available_now=True))
     assert sorted_rows(spark, sink) == [
         ("max", t("08:10"), 5.0),
         ("max", t("08:20"), 6.0),
@@ -658,7 +713,8 @@ def test_a_backfill_racing_another_writer_is_reported_and_writes_nothing(spark, 
     assert sorted_rows(spark, sink) == rows
 
 
-def test_insert_with_a_column_list_in_both_modes(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_insert_with_a_column_list_in_both_modes(spark, tmp_path, sentinels_alone):
     """INSERT INTO t (cols) names a subset in its own order: the other sink columns stay NULL."""
     stream, batch = bids_case(
         spark,
@@ -669,6 +725,7 @@ def test_insert_with_a_column_list_in_both_modes(spark, tmp_path):
         FROM TABLE(TUMBLE(TABLE {bids}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
         GROUP BY window_start, window_end;
         """,
+        sentinels_alone,
     )
     expected = [(None, 10.0, t("08:20")), (None, 11.0, t("08:10"))]
     assert sorted(batch, key=str) == sorted(expected, key=str)
@@ -697,26 +754,32 @@ def test_stream_mode_refuses_bad_jobs_in_one_sentence(spark, tmp_path, body, mes
     append(spark, bids, BIDS_DDL, BIDS_1)
     job = (BIDS_JOB_HEAD + body).format(bids=bids, sink=sink)
     with pytest.raises(StreamingSqlError, match=re.escape(message)):
-        run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+        finish(run_stream(spark, job, str(tmp_path / "ck"), available_now=True))
 
 
 @pytest.mark.parametrize(
     ("host", "session"),
     [
-        ("Asia/Shanghai", "UTC"),
-        ("UTC", "America/Los_Angeles"),
+        pytest.param("Asia/Shanghai", "UTC", marks=pytest.mark.stress),
+        pytest.param("UTC", "America/Los_Angeles", marks=pytest.mark.stress),
         ("Asia/Shanghai", "America/Los_Angeles"),
     ],
 )
-def test_stream_windows_do_not_depend_on_the_host_or_session_zone(spark, tmp_path, host, session):
+@SENTINEL_COMMIT
+def test_stream_windows_do_not_depend_on_the_host_or_session_zone(
+    spark, tmp_path, host, session, sentinels_alone
+):
     """The watermark is an instant: on a host set to Asia/Shanghai against a UTC session (or a
     non-UTC session) the stream emits each window once, after its data, as a UTC host does.
-    Inputs and expected rows are wall clocks in the session zone."""
+    Inputs and expected rows are wall clocks in the session zone. The default tier runs the pair
+    where neither zone is UTC and they differ (east of UTC against west of it); the stress tier
+    also each against UTC."""
     with host_zone(host), session_zone(spark, session):
         stream, batch = bids_case(
             spark,
             tmp_path,
             TUMBLE_TOTALS,
+            sentinels_alone,
         )
     assert batch == TUMBLE_TOTALS_ROWS
     assert stream == TUMBLE_TOTALS_ROWS
@@ -730,9 +793,11 @@ def test_stream_from_a_time_on_a_shanghai_host(spark, tmp_path):
         spark.sql(f"CREATE TABLE {bids} ({BIDS_DDL}) USING iceberg")
         append(spark, bids, BIDS_DDL, BIDS_1 + BIDS_2 + BIDS_SENTINEL)
         job = TOTALS_JOB.format(bids=bids, sink=sink)
-        run_stream(
-            spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
-        ).wait()
+        finish(
+            run_stream(
+                spark, job, str(tmp_path / "ck"), available_now=True, start_from=f"{DAY} 08:10:00"
+            )
+        )
         assert sorted_rows(spark, sink) == [(t("08:10"), t("08:20"), 10.0)]
 
 
@@ -751,7 +816,7 @@ def test_stream_checkpoint_as_a_file_uri_or_a_relative_path(spark, tmp_path, mon
     uri_sink = f"lake.test.ck_uri_{suffix}"
     uri = f"file://{tmp_path}/by uri/ck"  # as Spark reads it: the text is the path
     run = run_stream(spark, TOTALS_JOB.format(bids=bids, sink=uri_sink), uri, available_now=True)
-    run.wait()
+    finish(run)
     assert run.checkpoint == uri
     assert list(workdir.iterdir()) == []
     assert (tmp_path / "by uri" / "ck" / "sparkext-state.json").is_file()
@@ -761,13 +826,13 @@ def test_stream_checkpoint_as_a_file_uri_or_a_relative_path(spark, tmp_path, mon
         f"SELECT summary['sparkext.stream.checkpoint'] FROM {uri_sink}.snapshots"
     ).collect()
     assert {r[0] for r in recorded} == {uri}
-    run_stream(spark, TOTALS_JOB.format(bids=bids, sink=uri_sink), uri, available_now=True).wait()
+    finish(run_stream(spark, TOTALS_JOB.format(bids=bids, sink=uri_sink), uri, available_now=True))
     assert sorted_rows(spark, uri_sink) == expected  # restarted from that checkpoint
 
     relative_sink = f"lake.test.ck_rel_{suffix}"
     job = TOTALS_JOB.format(bids=bids, sink=relative_sink)
     run = run_stream(spark, job, "rel/ck", available_now=True)
-    run.wait()
+    finish(run)
     assert run.checkpoint == str(workdir / "rel" / "ck")
     assert (workdir / "rel" / "ck" / "sparkext-state.json").is_file()
     assert sorted_rows(spark, relative_sink) == expected
