@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import random
 import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -110,23 +112,36 @@ def _progress_lines(monkeypatch) -> list[str]:
     return lines
 
 
-def _run(spark, tmp_path, table: str, guessing: bool, monkeypatch, short: bool = False) -> dict:
-    """Every batch of the workload, one CALL each; what each batch produced."""
-    outcomes: list[str] = []
-    original = pipeline.Ingestor._guessed
+def _watch(monkeypatch) -> dict[str, list[str]]:
+    """What the guess did in each batch from now on, by the checkpoint's directory's name
+    ("guessed", "plain"); the batches of "plain" are never typed with a guess."""
+    outcomes: dict[str, list[str]] = {"guessed": [], "plain": []}
+    original, guess = pipeline.Ingestor._guessed, pipeline.Ingestor._guess
+
+    def run_of(self) -> str:
+        return Path(self.settings.checkpoint.removeprefix("file:")).parent.name
 
     def watched(self, *args):
+        seen = outcomes[run_of(self)]
         try:
             original(self, *args)
         except pipeline._Misguessed as wrong:
-            outcomes.append(f"typed again: {wrong}")
+            seen.append(f"typed again: {wrong}")
             raise
-        outcomes.append("held")
+        seen.append("held")
+
+    def guessing(self, table, mark):
+        return guess(self, table, mark) if run_of(self) == "guessed" else None
 
     monkeypatch.setattr(pipeline, "_GUESSES", {})
     monkeypatch.setattr(pipeline.Ingestor, "_guessed", watched)
-    if not guessing:
-        monkeypatch.setattr(pipeline.Ingestor, "_guess", lambda self, table, mark: None)
+    monkeypatch.setattr(pipeline.Ingestor, "_guess", guessing)
+    return outcomes
+
+
+def _run(spark, tmp_path, table: str, outcomes: list[str], short: bool = False) -> dict:
+    """Every batch of the workload, one CALL each (the checkpoint in ``tmp_path``, named
+    "guessed" or "plain" for :func:`_watch`); what each batch produced."""
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     landing.mkdir(parents=True)
     results, seen = [], []
@@ -184,9 +199,17 @@ SHORT_GUESSES = [
 def test_guessed_batches_equal_batches_typed_from_their_own_facts(
     spark, tmp_path, table_name, monkeypatch, short, want
 ):
-    guessed = _run(spark, tmp_path / "guessed", table_name, True, monkeypatch, short)
-    spark.sql(f"DROP TABLE {table_name} PURGE")
-    plain = _run(spark, tmp_path / "plain", table_name, False, monkeypatch, short)
+    """The same batches into two tables, typed with guesses and from their own facts (on two
+    threads of the session: the tables, checkpoints and guesses are the runs' own), and both
+    against the source database's rows."""
+    outcomes = _watch(monkeypatch)
+    plain_table = f"{table_name}_plain"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {
+            run: pool.submit(_run, spark, tmp_path / run, table, outcomes[run], short)
+            for run, table in (("guessed", table_name), ("plain", plain_table))
+        }
+        guessed, plain = runs["guessed"].result(), runs["plain"].result()
     assert guessed["guesses"] == want
     assert plain["guesses"] == ["typed from its facts"] * len(want)
     for part in ("results", "rows", "summaries", "logs", "rejects", "columns"):
@@ -194,6 +217,7 @@ def test_guessed_batches_equal_batches_typed_from_their_own_facts(
     assert "extra" in guessed["columns"]
     # both against the source database, not only against each other
     assert table_rows(spark, table_name, ("id", "name", "extra")) == plain["source"]
+    assert table_rows(spark, plain_table, ("id", "name", "extra")) == plain["source"]
     assert sum(r["rejected"] for r in guessed["results"]) == 2  # bad JSON, the PostgreSQL event
     assert sum(r["late"] for r in guessed["results"]) == 2
     progress = json.loads(guessed["summaries"][-1]["sparkext.cdc.source-progress"])

@@ -9,6 +9,7 @@ dates included (Spark refuses those in Parquet it cannot date to a Spark 3 write
 from __future__ import annotations
 
 import base64
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -140,17 +141,32 @@ def _expected(state: dict[int, dict]) -> dict[int, tuple]:
     }
 
 
-def _run(spark, tmp_path: Path, table: str, one_job: bool, monkeypatch, short=False) -> dict:
-    progress: list[str] = []
-    original = pipeline.Ingestor.__init__
+def _listen(monkeypatch) -> dict[str, list[str]]:
+    """Progress lines of every Ingestor built from now on, by its checkpoint's directory's name
+    ("one", "two"); the batches of "two" are never common: written the old way, in two jobs."""
+    progress: dict[str, list[str]] = {"one": [], "two": []}
+    original, common = pipeline.Ingestor.__init__, pipeline.Ingestor._common
+
+    def run_of(settings) -> str:
+        return Path(settings.checkpoint.removeprefix("file:")).parent.name
 
     def listening(self, spark, settings, report):
-        original(self, spark, settings, lambda line: (progress.append(line), report(line)))
+        lines = progress[run_of(settings)]
+        original(self, spark, settings, lambda line: (lines.append(line), report(line)))
 
     monkeypatch.setattr(pipeline, "_GUESSES", {})
     monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
-    if not one_job:
-        monkeypatch.setattr(pipeline.Ingestor, "_common", lambda self, *args: False)
+    monkeypatch.setattr(
+        pipeline.Ingestor,
+        "_common",
+        lambda self, *a: run_of(self.settings) == "one" and common(self, *a),
+    )
+    return progress
+
+
+def _run(spark, tmp_path: Path, table: str, progress: list[str], short=False) -> dict:
+    """Every batch of the workload, one CALL each (the checkpoint in ``tmp_path``, named "one"
+    or "two" for :func:`_listen`); what each batch produced."""
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     results, again = [], []
     batches, state = _workload(short)
@@ -210,12 +226,18 @@ def _data_directory(spark, table: str) -> Path:
 def test_one_job_batches_equal_two_job_batches_and_the_source(
     spark, tmp_path, table_name, monkeypatch, short
 ):
-    one = _run(spark, tmp_path / "one", table_name, True, monkeypatch, short)
+    """The same batches into two tables, one job per common batch against two jobs per batch
+    (on two threads of the session: the tables, checkpoints and guesses are the runs' own), and
+    both against the source database's rows."""
+    progress = _listen(monkeypatch)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {
+            run: pool.submit(_run, spark, tmp_path / run, table, progress[run], short)
+            for run, table in (("one", table_name), ("two", f"{table_name}_two"))
+        }
+        one, two = runs["one"].result(), runs["two"].result()
     one_files = _table_files(spark, table_name)
     on_disk = {p.name for p in _data_directory(spark, table_name).rglob("*.parquet")}
-    spark.sql(f"DROP TABLE {table_name} PURGE")
-    monkeypatch.undo()
-    two = _run(spark, tmp_path / "two", table_name, False, monkeypatch, short)
     late = 2 if short else 3  # the batch with the late event
     count = late + 4
     # the batches that were not common were decided and written again; the others were not
