@@ -298,35 +298,44 @@ CRASH_SCRIPT = textwrap.dedent(
 )
 
 
+CRASH_POINTS = ("after-write", "after-commit")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["after-write", "after-commit"])
-def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse, point):
-    table = f"lake.test.crash_{point.replace('-', '_')}"
-    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
-    source = SourceTable(seed=99, key_space=30)
-    delivery = Delivery(landing, seed=5, late_rate=0.0)
-    delivery.deliver(source.run(60))
-    ingest(table, landing, checkpoint)
-    before = snapshot_count(spark, table)
-    delivery.deliver(source.run(60), final=True)
+def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse):
+    """A real process killed after writing a batch's files but before its commit, and another
+    killed after the commit but before the checkpoint: the restart applies each batch exactly
+    once. The two crashing processes run side by side (one JVM start's wait, not two)."""
     script = tmp_path / "crash.py"
     script.write_text(CRASH_SCRIPT)
-    env = {**os.environ, "SPARKEXT_TEST_CRASH_AT": point}
-    done = subprocess.run(
-        [sys.executable, str(script), str(warehouse), table, str(landing), str(checkpoint)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 97, done.stderr[-2000:]
-    spark.catalog.refreshTable(table)
-    committed = snapshot_count(spark, table)
-    assert committed == before + (1 if point == "after-commit" else 0)
-    result = ingest(table, landing, checkpoint)  # the restart
-    assert result["batches_replayed"] == (1 if point == "after-commit" else 0)
-    assert snapshot_count(spark, table) == before + 1  # applied exactly once
-    assert table_rows(spark, table) == source.rows
+    runs = {}
+    for point in CRASH_POINTS:
+        table = f"lake.test.crash_{point.replace('-', '_')}"
+        landing, checkpoint = tmp_path / point / "in", tmp_path / point / "ck"
+        source = SourceTable(seed=99, key_space=30)
+        delivery = Delivery(landing, seed=5, late_rate=0.0)
+        delivery.deliver(source.run(60))
+        ingest(table, landing, checkpoint)
+        before = snapshot_count(spark, table)
+        delivery.deliver(source.run(60), final=True)
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(warehouse), table, str(landing), str(checkpoint)],
+            env={**os.environ, "SPARKEXT_TEST_CRASH_AT": point},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        runs[point] = (table, landing, checkpoint, source, before, child)
+    for point, (table, landing, checkpoint, source, before, child) in runs.items():
+        _, err = child.communicate(timeout=600)
+        assert child.returncode == 97, (point, err[-2000:])
+        spark.catalog.refreshTable(table)
+        committed = snapshot_count(spark, table)
+        assert committed == before + (1 if point == "after-commit" else 0), point
+        result = ingest(table, landing, checkpoint)  # the restart
+        assert result["batches_replayed"] == (1 if point == "after-commit" else 0), point
+        assert snapshot_count(spark, table) == before + 1, point  # applied exactly once
+        assert table_rows(spark, table) == source.rows, point
 
 
 def test_user_errors_are_one_sentence(spark, tmp_path, table_name):
