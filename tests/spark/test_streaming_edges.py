@@ -15,7 +15,15 @@ from sparkext.streaming import run_backfill, run_stream
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import StreamingSqlError
 from sparkext.streaming.rewrite import plan_batch
-from tests.spark.test_streaming import append, both_modes, sorted_rows, t
+from tests.spark.test_streaming import (
+    SENTINEL_COMMIT,
+    append,
+    both_modes,
+    finish,
+    shaped,
+    sorted_rows,
+    t,
+)
 
 _ids = itertools.count(1)
 BIDS_DDL = "bidder BIGINT, dateTime TIMESTAMP, price BIGINT"
@@ -135,9 +143,12 @@ def test_a_window_joined_back_to_its_stream_sees_the_windows_across_the_range_ed
     assert sorted_rows(spark, halves) == Q7_ROWS
 
 
-def test_a_window_joined_back_to_its_stream_in_stream_mode(spark, tmp_path):
+@SENTINEL_COMMIT
+def test_a_window_joined_back_to_its_stream_in_stream_mode(spark, tmp_path, sentinels_alone):
     sentinel = [("99", "99", "1", "2020-04-16 12:00:00")]
-    commits = [{"bid": Q7_BIDS[:3]}, {"bid": Q7_BIDS[3:]}, {"bid": sentinel}]
+    commits = shaped(
+        [{"bid": Q7_BIDS[:3]}, {"bid": Q7_BIDS[3:]}, {"bid": sentinel}], sentinels_alone
+    )
     stream, batch = both_modes(
         spark, tmp_path, Q7, {"bid": Q7_DDL}, commits, None, "2020-04-15 21:00:00"
     )
@@ -170,7 +181,7 @@ def test_descriptor_is_enough_for_a_catalog_table(spark, tmp_path, alias):
     spark.sql(f"CREATE TABLE {streamed} ({COUNTS_DDL}) USING iceberg")
     append(spark, bids, BIDS_DDL, [("3", "2020-04-16 12:00:00", "1")])  # passes the watermark
     text = TUMBLE_UNDECLARED.format(bids=bids, sink=streamed, alias=alias)
-    run_stream(spark, text, str(tmp_path / "ck"), available_now=True).wait()
+    finish(run_stream(spark, text, str(tmp_path / "ck"), available_now=True))
     assert sorted_rows(spark, streamed) == expected
 
 
@@ -184,7 +195,7 @@ def test_tables_with_upper_case_names_in_both_modes(spark, tmp_path):
       WATERMARK FOR dateTime AS dateTime);
     CREATE TABLE {sink} ({COUNTS_DDL});
     """ + TUMBLE_UNDECLARED.format(bids=bids, sink=sink, alias="")
-    run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+    finish(run_stream(spark, job, str(tmp_path / "ck"), available_now=True))
     expected = [(t("2020-04-15 20:00:00"), t("2020-04-15 20:10:00"), 1)]
     assert sorted_rows(spark, sink) == expected
     run_backfill(spark, job, "2020-04-15 20:00:00", "2020-04-15 21:00:00")  # a rerun: same rows
@@ -203,7 +214,7 @@ def test_a_failure_inside_a_micro_batch_is_its_own_sentence(spark, tmp_path):
     GROUP BY window_start, window_end;
     """
     with pytest.raises(SparkextError) as error:
-        run_stream(spark, job, str(tmp_path / "ck"), available_now=True).wait()
+        finish(run_stream(spark, job, str(tmp_path / "ck"), available_now=True))
     message = str(error.value)
     assert message.startswith("the stream stopped: ")
     assert "too few bids" in message

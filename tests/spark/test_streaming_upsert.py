@@ -13,7 +13,7 @@ import pytest
 from sparkext.errors import CommitConflictError, StreamingWriteError
 from sparkext.streaming import run_backfill
 from sparkext.streaming.job import StreamingSqlError
-from tests.spark.test_streaming import append, both_modes, sorted_rows, t
+from tests.spark.test_streaming import SENTINEL_COMMIT, append, both_modes, shaped, sorted_rows, t
 
 _ids = itertools.count(1)
 BID_DDL = "auction BIGINT, price BIGINT, dateTime TIMESTAMP"
@@ -157,11 +157,12 @@ def test_the_primary_key_sink_gets_identifier_fields(spark, sources):
     assert identifier_columns(spark, sink) == ["auction"]
 
 
+@SENTINEL_COMMIT
 @pytest.mark.parametrize("name", ["aggregate", "top_2"])
-def test_an_updating_query_in_stream_mode(spark, tmp_path, name):
+def test_an_updating_query_in_stream_mode(spark, tmp_path, name, sentinels_alone):
     job, expected = JOBS[name]
     sentinel = [("99", "0", "2020-04-16 12:00:00")]
-    commits = [{"bid": BIDS[:3]}, {"bid": BIDS[3:]}, {"bid": sentinel}]
+    commits = shaped([{"bid": BIDS[:3]}, {"bid": BIDS[3:]}, {"bid": sentinel}], sentinels_alone)
     stream, batch = both_modes(spark, tmp_path, job, {"bid": BID_DDL}, commits, None, END)
     assert batch == expected
     # Flink updates an upsert sink with every row, the far-later one too (the backfill ends before)
