@@ -9,7 +9,16 @@ import pytest
 
 import sparkext
 from sparkext.streaming import backfill, run_backfill, run_stream
-from tests.spark.test_streaming import DAY, SENTINEL, _cdc_event, append, sorted_rows, t
+from tests.spark.test_streaming import (
+    DAY,
+    SENTINEL,
+    _cdc_event,
+    _ids,
+    append,
+    finish,
+    sorted_rows,
+    t,
+)
 
 ORDERS_DDL = "order_id BIGINT, order_time TIMESTAMP, customer_id BIGINT"
 JOB = """
@@ -26,8 +35,11 @@ def version_views(spark) -> list[str]:
     return [v.viewName for v in views if v.viewName.startswith("_sparkext_versions")]
 
 
-@pytest.fixture
-def tables(spark, tmp_path, table_name):
+@pytest.fixture(scope="module")
+def tables(spark, tmp_path_factory):
+    """The dimension and the facts, built once: the tests only read them."""
+    tmp_path = tmp_path_factory.mktemp("version_views")
+    table_name = f"lake.test.views_{next(_ids)}"
     customers, orders = f"{table_name}_customers", f"{table_name}_orders"
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -62,7 +74,7 @@ def test_backfill_and_stream_drop_their_version_views(spark, tmp_path, tables):
 
     streamed = f"{orders}_streamed"
     job = JOB.format(orders=orders, customers=customers, sink=streamed)
-    run_stream(spark, job, str(tmp_path / "stream"), available_now=True).wait()
+    finish(run_stream(spark, job, str(tmp_path / "stream"), available_now=True))
     assert version_views(spark) == []
     assert sorted_rows(spark, streamed) == [(1, t("10:10"), 1), (2, t("10:40"), 2)]
 
