@@ -420,7 +420,7 @@ def test_a_streaming_sql_job_reads_the_changelog_hint_exactly_once(spark, table_
     def run() -> None:
         stream = run_stream(spark, job, str(checkpoint), available_now=True, progress=lines.append)
         assert stream.sinks == [sink]
-        stream.wait()
+        stream.wait(poll_seconds=0.02)  # polled often: the default polls twice a second
         assert stream.state == "stopped"
 
     def held() -> list[tuple]:

@@ -102,7 +102,7 @@ def test_event_mode_stream_folds_dimension_changes_and_equals_backfill(spark, tm
     ingest_batches(dim_dir, customers, [[_e("d", 1, 0, "11:05:00", 400)]], start=5)
     _append(spark, orders, [(10, "11:10:00", 1), (11, "11:20:00", 2)])
     restarted = run_stream(spark, job, str(tmp_path / "ck"), available_now=True)
-    restarted.wait()
+    restarted.wait(poll_seconds=0.02)  # polled often: the default polls twice a second
     assert [r.kind for r in restarted.dimensions.records][:1] == ["reload"]
     run_backfill(
         spark,
