@@ -158,9 +158,11 @@ def history(spark):
         ).collect()
     ]
     assert len(ids) == len(kinds) == COMMITS
-    states = {None: Counter()}
-    for sid in ids:
-        states[sid] = Counter(rows(spark.sql(f"SELECT * FROM {name} VERSION AS OF {sid}")))
+    with ThreadPoolExecutor(max_workers=4) as pool:  # a few reads at a time: both cores busy
+        read = pool.map(
+            lambda sid: Counter(rows(spark.sql(f"SELECT * FROM {name} VERSION AS OF {sid}"))), ids
+        )
+        states = {None: Counter(), **dict(zip(ids, read, strict=True))}
     yield name, [None, *ids], states, kinds
     spark.sql(f"DROP TABLE {name} PURGE")
 

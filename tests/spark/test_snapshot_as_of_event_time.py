@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import random
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -40,21 +41,42 @@ def state(spark, table: str, ms: int, **kwargs) -> dict[int, dict]:
     return rows_of(computed_state(spark, resolve_table(spark, table), at(ms), **kwargs).frame)
 
 
-@pytest.fixture(scope="module")
-def history(spark, tmp_path_factory):
-    """A CDC table after 6 batches with late, duplicate and tied events, and a conversion."""
-    tmp = tmp_path_factory.mktemp("asof")
-    table = "lake.test.asof_orders"
+def build_history(spark, tmp, table: str, batches: int, convert_after: int):
+    """A CDC table after ``batches`` batches with late, duplicate and tied events, and a
+    conversion (rewrite_equality_deletes) after batch ``convert_after``."""
     source = SourceTable(seed=20261123, key_space=35, min_step_ms=0)
     delivery = Delivery(tmp / "landing", seed=11, duplicate_rate=0.08, late_rate=0.2)
     late = 0
-    for batch in range(6):
-        delivery.deliver(source.run(60), final=batch == 5)
+    for batch in range(batches):
+        delivery.deliver(source.run(60), final=batch == batches - 1)
         late += ingest(table, tmp / "landing", tmp / "checkpoint")["late"]
-        if batch == 3:  # a non-CDC commit in the middle: it changes no logical content
+        if batch == convert_after:  # a non-CDC commit in the middle: no logical content change
             sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{table}')")
     assert late > 0
     return table, delivery.delivered, tmp
+
+
+def states(spark, table: str, picks) -> list[dict[int, dict]]:
+    """:func:`state` at each T0 of ``picks``, a few at a time (read-only: concurrent queries keep
+    both cores busy); the callers assert on their own thread."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return list(pool.map(lambda ms: state(spark, table, ms), picks))
+
+
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory):
+    """4 batches, the conversion after the second: what the default tier's tests read."""
+    return build_history(
+        spark, tmp_path_factory.mktemp("asof"), "lake.test.asof_orders", 4, convert_after=1
+    )
+
+
+@pytest.fixture(scope="module")
+def full_history(spark, tmp_path_factory):
+    """The stress tier's 6 batches, the conversion after the fourth."""
+    return build_history(
+        spark, tmp_path_factory.mktemp("asof_full"), "lake.test.asof_orders_full", 6, 3
+    )
 
 
 def commit_ranges(spark, table: str) -> list[tuple[int, int]]:
@@ -74,23 +96,25 @@ def commit_ranges(spark, table: str) -> list[tuple[int, int]]:
         pytest.param(True, id="many", marks=pytest.mark.stress),
     ],
 )
-def test_many_event_times_equal_the_replay_oracle(spark, history, every_commit):
-    """The stress tier: 14 random T0s and one inside every commit's range; the default tier:
-    one of each kind (edges, on an event, just before one, inside the ranges of the first
-    commit, the last, and the two around the conversion), the same oracle."""
-    table, delivered, _ = history
+def test_many_event_times_equal_the_replay_oracle(spark, request, every_commit):
+    """The stress tier: 14 random T0s and one inside every commit's range of the 6-batch
+    history; the default tier: one of each kind (edges, on an event, just before one, inside
+    the ranges of the first commit, the last, and the two around the conversion) on the 4-batch
+    history, the same oracle."""
+    table, delivered, _ = request.getfixturevalue("full_history" if every_commit else "history")
     times = sorted({event_time(e) for e in delivered})
     rng = random.Random(5)
     picks = {times[0] - 1, times[0], times[-1], times[-1] + 1}
     picks.update(rng.sample(times, 10 if every_commit else 2))  # on an event's time (ties too)
     picks.update(t - 1 for t in rng.sample(times, 4 if every_commit else 1))  # just before one
     ranges = commit_ranges(spark, table)
-    assert len(ranges) == 6
-    inside = ranges if every_commit else [ranges[i] for i in (0, 3, 4, 5)]  # batch 3: converted
+    assert len(ranges) == (6 if every_commit else 4)
+    inside = ranges  # every commit; in the default tier: first, the two around the conversion, last
     for low, high in inside:  # inside one commit's event-time range
         picks.add((low + high) // 2)
-    for ms in sorted(picks):
-        assert state(spark, table, ms) == state_as_of(delivered, ms), f"T0={ms}"
+    ordered = sorted(picks)
+    for ms, got in zip(ordered, states(spark, table, ordered), strict=True):
+        assert got == state_as_of(delivered, ms), f"T0={ms}"
 
 
 def test_edges_before_the_first_and_after_the_last_event(spark, history):
@@ -174,17 +198,19 @@ def test_a_late_event_for_a_key_deleted_before_the_base_stays_deleted(spark, tmp
     (landing / "2.json").write_text("\n".join(json.dumps(e) for e in batch2) + "\n")
     result = ingest(table_name, landing, checkpoint)
     assert result["late"] == 1
-    for ms in (250_000, 350_000, 999_999, 1_000_000):
-        assert state(spark, table_name, ms) == state_as_of(batch1 + batch2, ms), ms
+    picks = (250_000, 350_000, 999_999, 1_000_000)
+    found = states(spark, table_name, picks)
+    for ms, got in zip(picks, found, strict=True):
+        assert got == state_as_of(batch1 + batch2, ms), ms
     # T0 = 250 s: key 1 was updated (late event) and not yet deleted
-    assert state(spark, table_name, 250_000)[1]["qty"] == 7
+    assert found[0][1]["qty"] == 7
 
 
 def test_expired_base_is_explained_and_full_replay_only_when_allowed(spark, tmp_path, table_name):
     source = SourceTable(seed=8, key_space=20)
     delivery = Delivery(tmp_path / "in", seed=8, late_rate=0.2)
-    for batch in range(4):
-        delivery.deliver(source.run(40), final=batch == 3)
+    for batch in range(2):  # the oldest snapshot expires: the second batch's is retained
+        delivery.deliver(source.run(40), final=batch == 1)
         ingest(table_name, tmp_path / "in", tmp_path / "ck")
     current = spark.table(f"{table_name}.snapshots").orderBy("committed_at").collect()[-1]
     spark.sql(
@@ -291,8 +317,8 @@ def test_rows_loaded_without_an_event_log_are_compared_through_the_base(
         delivery.deliver(source.run(40), final=batch == batches - 1)
         ingest(table_name, tmp_path / "in", tmp_path / "ck")
     times = sorted({event_time(e) for e in delivery.delivered})
-    for ms in [times[0] - 1, *random.Random(2).sample(times, samples), times[-1]]:
-        got = state(spark, table_name, ms)
+    picks = [times[0] - 1, *random.Random(2).sample(times, samples), times[-1]]
+    for ms, got in zip(picks, states(spark, table_name, picks), strict=True):
         assert got == state_as_of(delivery.delivered, ms, initial), ms
 
 
