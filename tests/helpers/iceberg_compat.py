@@ -5,7 +5,8 @@ it ran and its rows with what differs between two runs masked (snapshot ids, tim
 paths, byte counts). ``tests/spark/test_iceberg_compat.py`` plays it on the suite's attached
 session and, through ``python -m tests.helpers.iceberg_compat MODE WORKDIR``, in a plain Iceberg
 application (no sparkext) and in one with sparkext's extension listed BEFORE Iceberg's, and
-requires the same outcomes.
+requires the same outcomes. The extensions in that reversed order are also built in-process
+(``reversed_session``): a second session of the suite's application, on a warehouse of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 NS = "lake.compat"
 T = f"{NS}.c"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+SOURCE = "compat_source"
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,9 @@ class Step:
 
 
 # {snap1}: the table's first snapshot; {newest}: its newest; {wap}: the staged WAP snapshot;
-# {metadata}: its current metadata file; {dir}: a scratch directory of the run
+# {metadata}: its current metadata file; {dir}: a scratch directory of the run; {source}: the
+# name of a table in Spark's own catalog (compat_source; two sessions of one application that
+# play the script at once share that catalog)
 STEPS: tuple[Step, ...] = (
     Step(f"CREATE NAMESPACE IF NOT EXISTS {NS}"),
     Step(
@@ -111,16 +116,16 @@ STEPS: tuple[Step, ...] = (
         "metadata_file => '{metadata}')"
     ),
     Step(
-        "CREATE TABLE spark_catalog.default.compat_source (id bigint) USING parquet "
+        "CREATE TABLE spark_catalog.default.{source} (id bigint) USING parquet "
         "LOCATION '{dir}/source'"
     ),
-    Step("INSERT INTO spark_catalog.default.compat_source VALUES (1), (2)"),
+    Step("INSERT INTO spark_catalog.default.{source} VALUES (1), (2)"),
     Step(
-        "CALL lake.system.snapshot(source_table => 'spark_catalog.default.compat_source', "
+        "CALL lake.system.snapshot(source_table => 'spark_catalog.default.{source}', "
         "table => 'lake.compat.snap')"
     ),
     Step("SELECT count(*) AS n FROM lake.compat.snap"),
-    Step("DROP TABLE IF EXISTS spark_catalog.default.compat_source"),
+    Step("DROP TABLE IF EXISTS spark_catalog.default.{source}"),
     Step("CALL lake.system.expire_snapshots(table => 'compat.c', retain_last => 1)"),
     Step("CALL lake.system.remove_orphan_files(table => 'compat.c', dry_run => true)"),
     # Spark's own statements that go through the session's parser
@@ -200,11 +205,11 @@ def _failure(error: BaseException) -> str:
     return f"error {type(error).__name__}"
 
 
-def run(spark, workdir: str) -> list[dict[str, Any]]:
+def run(spark, workdir: str, source: str = SOURCE) -> list[dict[str, Any]]:
     """Play the script on ``spark``; one outcome per step."""
     outcomes = []
     for step in STEPS:
-        values = _values(spark, workdir)
+        values = {**_values(spark, workdir), "source": source}
         sql = step.sql
         for name, value in values.items():
             sql = sql.replace("{" + name + "}", str(value))
@@ -227,7 +232,7 @@ def _session(mode: str, workdir: str):
     conf = build_conf({"warehouse": f"{workdir}/warehouse", "master": "local[1]"})
     conf["spark.sql.shuffle.partitions"] = "2"
     conf["spark.driver.memory"] = "1g"
-    iceberg = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    iceberg = ICEBERG_EXTENSION
     if mode == "plain":  # stock Iceberg-Spark: no sparkext anywhere
         conf["spark.sql.extensions"] = iceberg
         conf["spark.jars"] = ",".join(
@@ -247,16 +252,82 @@ def _session(mode: str, workdir: str):
     return spark
 
 
+def sparkext_sql(spark) -> dict[str, Any]:
+    """sparkext's own SQL, after the script, on a session whose parser is Iceberg's outermost."""
+    frame = spark.sql(f"CALL sparkext.table_health(table => '{T}')")
+    return {
+        "table_health_rows": frame.count(),
+        "changelog_rows": spark.sql(
+            f"SELECT * FROM sparkext.changelog('{T}', {_values(spark, '')['snap1']})"
+        ).count(),
+    }
+
+
+def reversed_session(spark, warehouse: str):
+    """A new session of ``spark``'s application built with sparkext's extension applied BEFORE
+    Iceberg's, as ``spark.sql.extensions = "<sparkext's>,<Iceberg's>"`` applies them (Iceberg's
+    parser wrapping sparkext's), attached; its catalog ``lake`` on ``warehouse``. It shares the
+    application's shared state (Spark's own catalog among it), not its session state: parser,
+    conf, temp views and catalogs are its own."""
+    from pyspark.sql import SparkSession
+
+    import sparkext
+    from sparkext import jvm as sparkext_jvm
+
+    jvm = spark.sparkContext._jvm
+    extensions = jvm.org.apache.spark.sql.SparkSessionExtensions()
+    for name in (sparkext_jvm.EXTENSION, ICEBERG_EXTENSION):  # Spark's applyExtensions, in order
+        cls = jvm
+        for part in name.split("."):
+            cls = getattr(cls, part)
+        cls().apply(extensions)
+    jsession = spark._jsparkSession
+    no_options = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+    built = jvm.org.apache.spark.sql.SparkSession(
+        jsession.sparkContext(),
+        jvm.scala.Option.apply(jsession.sharedState()),
+        jvm.scala.Option.empty(),
+        extensions,
+        no_options,
+    )
+    built.conf().set("spark.sql.catalog.lake.warehouse", warehouse)
+    built.conf().set("spark.sql.shuffle.partitions", "2")
+    return sparkext.attach(SparkSession(spark.sparkContext, built))
+
+
+def play_sparkext_first(spark, workdir: str) -> dict[str, Any]:
+    """The script and sparkext's SQL on ``reversed_session(spark, …)``, made the active session
+    of the calling thread while they run (as an application's own session is): what
+    ``python -m tests.helpers.iceberg_compat reversed WORKDIR`` prints, and the session's
+    parser (its class name). Its table in Spark's own catalog has a name of its own, so it can
+    run while the script plays on ``spark``."""
+    sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession
+    ordered = reversed_session(spark, f"{workdir}/warehouse")
+    sessions.setActiveSession(ordered._jsparkSession)
+    try:
+        outcomes = run(ordered, f"{workdir}/scratch", source=f"{SOURCE}_sparkext_first")
+        extra = sparkext_sql(ordered)
+    finally:
+        sessions.clearActiveSession()
+    parser = ordered._jsparkSession.sessionState().sqlParser().getClass().getName()
+    return {"outcomes": outcomes, "extra": extra, "parser": str(parser)}
+
+
+def forget(spark) -> None:
+    """Drop what an earlier run of the script left in ``spark``'s catalogs."""
+    spark.sql(f"DROP TABLE IF EXISTS spark_catalog.default.{SOURCE}")
+    if spark.sql(f"SHOW NAMESPACES IN lake LIKE '{NS.split('.')[1]}'").count():
+        for table in spark.sql(f"SHOW TABLES IN {NS}").collect():
+            spark.sql(f"DROP TABLE IF EXISTS {NS}.`{table.tableName}`")
+        spark.sql(f"DROP NAMESPACE {NS}")
+
+
 def main(mode: str, workdir: str) -> None:
     spark = _session(mode, workdir)
     outcomes = run(spark, f"{workdir}/scratch")
     extra = {}
     if mode == "reversed":  # sparkext's own SQL still works in that order
-        frame = spark.sql(f"CALL sparkext.table_health(table => '{T}')")
-        extra["table_health_rows"] = frame.count()
-        extra["changelog_rows"] = spark.sql(
-            f"SELECT * FROM sparkext.changelog('{T}', {_values(spark, '')['snap1']})"
-        ).count()
+        extra = sparkext_sql(spark)
     print(json.dumps({"outcomes": outcomes, "extra": extra}, default=str))
 
 

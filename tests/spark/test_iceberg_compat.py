@@ -2,8 +2,9 @@
 
 The oracle is stock Iceberg-Spark: the same script (``tests/helpers/iceberg_compat.py``) in an
 application without sparkext. It is played there, on the suite's attached session (sparkext's
-parser wrapping Iceberg's) and in an application that lists sparkext's extension BEFORE
-Iceberg's (Iceberg's parser wrapping sparkext's); every step must end the same way.
+parser wrapping Iceberg's) and on a session that applies sparkext's extension BEFORE Iceberg's
+(Iceberg's parser wrapping sparkext's): in-process by default, as an application of its own in
+the stress tier; every step must end the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,14 +42,38 @@ def _finish(child: subprocess.Popen) -> dict:
 
 
 @pytest.mark.slow
-def test_iceberg_statements_end_the_same_with_and_without_sparkext(spark, tmp_path):
+@pytest.mark.parametrize(
+    "sparkext_first",
+    [
+        pytest.param("in-process", id="sparkext-first-in-process"),
+        pytest.param("process", id="sparkext-first-in-a-process", marks=pytest.mark.stress),
+    ],
+)
+def test_iceberg_statements_end_the_same_with_and_without_sparkext(spark, tmp_path, sparkext_first):
+    """The stock application is always a process of its own (the oracle: no sparkext in it).
+    The order with sparkext's extension first is built in-process by default (a second session
+    of the suite's application, the extensions applied in that order on a warehouse of its
+    own), and as its own application (``spark.sql.extensions`` so listed) in the stress tier."""
     plain = _start("plain", tmp_path / "plain")
-    reversed_ = _start("reversed", tmp_path / "reversed")
+    reversed_ = _start("reversed", tmp_path / "reversed") if sparkext_first == "process" else None
     try:
-        attached = iceberg_compat.run(spark, str(tmp_path / "attached"))
+        iceberg_compat.forget(spark)  # an earlier run's tables, in this session's warehouse
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # sparkext first, in-process: on a thread of its own, while the script plays here
+            in_process = (
+                pool.submit(iceberg_compat.play_sparkext_first, spark, str(tmp_path / "reversed"))
+                if reversed_ is None
+                else None
+            )
+            attached = iceberg_compat.run(spark, str(tmp_path / "attached"))
+            first = in_process.result(timeout=600) if in_process is not None else None
     finally:
         spark.sql("RESET spark.wap.id")
-        stock, first = _finish(plain), _finish(reversed_)
+        stock = _finish(plain)
+        if reversed_ is not None:
+            first = _finish(reversed_)
+    if in_process is not None:  # Iceberg's parser outermost, sparkext's inside it
+        assert first["parser"].endswith(".IcebergSparkSqlExtensionsParser"), first["parser"]
     expected = stock["outcomes"]
     # the oracle itself ran the script: every Iceberg statement worked in stock Iceberg-Spark
     failed = [o["sql"] for o in expected if not o["ok"]]
