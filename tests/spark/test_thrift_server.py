@@ -7,6 +7,7 @@ Python driver, answers a sparkext call with one sentence.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyspark
@@ -106,18 +108,22 @@ def _ensure_table(server) -> None:
 def test_beeline_runs_procedures_functions_and_ordinary_sql(server):
     done = beeline(server["url"], SETUP)
     assert done.returncode == 0, done.stderr
-    health = beeline(server["url"], "CALL sparkext.table_health(table => 'lake.db.t')")
+    # three clients at once (each a beeline JVM of its own), reading what SETUP wrote
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        health, selected, iceberg = pool.map(
+            functools.partial(beeline, server["url"]),
+            [
+                "CALL sparkext.table_health(table => 'lake.db.t')",
+                "SELECT t.id, h.live_rows FROM lake.db.t t "
+                "JOIN sparkext.table_health('lake.db.t') h ON true ORDER BY t.id",
+                "SELECT count(*) AS n FROM lake.db.t.snapshots",
+            ],
+        )
     assert health.returncode == 0, health.stderr
     header, row = health.stdout.strip().splitlines()[:2]
     columns = dict(zip(header.split(","), row.split(","), strict=True))
     assert columns["live_rows"] == "3" and columns["snapshot_count"] == "2"
-    selected = beeline(
-        server["url"],
-        "SELECT t.id, h.live_rows FROM lake.db.t t "
-        "JOIN sparkext.table_health('lake.db.t') h ON true ORDER BY t.id",
-    )
     assert lines(selected.stdout) == ["id,live_rows", "1,3", "2,3", "3,3"]
-    iceberg = beeline(server["url"], "SELECT count(*) AS n FROM lake.db.t.snapshots")
     assert lines(iceberg.stdout) == ["n", "2"]
 
 
@@ -221,7 +227,11 @@ def test_a_taken_port_is_one_sentence(tmp_path):
     )
 
 
+@pytest.mark.stress
 def test_stock_spark_sql_without_the_python_side_says_so(tmp_path):
+    """Spark's own spark-sql, a JVM no Python driver ever attached to. In the default tier:
+    tests/spark/test_in_spark_sql.py::test_without_the_python_driver_one_sentence (the shared
+    session with its driver detached: the same sentence, and no Java trace in it)."""
     conf = sparkext.spark_conf()
     command = [str(BIN / "spark-sql"), "--master", "local[1]"]
     for key, value in conf.items():
