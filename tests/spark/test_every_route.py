@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
@@ -115,8 +116,9 @@ def table(spark):
 
 
 @pytest.fixture(scope="module")
-def server(spark, warehouse, tmp_path_factory, table):
-    """``sparkext-sql serve`` in its own process, on the suite's warehouse."""
+def server(request, spark, warehouse, tmp_path_factory):
+    """``sparkext-sql serve`` in its own process, on the suite's warehouse (the routes' table is
+    made while its JVM starts, before it is asked anything)."""
     from tests.spark.test_thrift_server import free_port
 
     tmp = tmp_path_factory.mktemp("routes-serve")
@@ -131,6 +133,7 @@ def server(spark, warehouse, tmp_path_factory, table):
     ]  # fmt: skip
     with log.open("w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+    request.getfixturevalue("table")
     deadline = time.monotonic() + 240
     while "Ctrl-C stops" not in log.read_text():
         assert process.poll() is None, log.read_text()
@@ -226,15 +229,19 @@ def test_every_route_gives_the_same_rows_and_sentences(
     spark, table, server, case, tmp_path, monkeypatch
 ):
     sql = case.format(**table)
-    outcomes = {
-        "sparkext.sql": via_python(spark, sql),
-        "spark.sql": via_spark(spark, sql),
-        "shell -e": via_shell_e(spark, sql),
-        "shell -f": via_shell_f(spark, sql, tmp_path),
-        "shell stdin": via_shell_stdin(spark, sql),
-        "shell interactive": via_shell_interactive(spark, sql, tmp_path, monkeypatch),
-        "serve (JDBC)": via_jdbc(server, sql),
-    }
+    # The server answers in its own process while this one runs the other routes (every case
+    # only reads the table).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        jdbc = pool.submit(via_jdbc, server, sql)
+        outcomes = {
+            "sparkext.sql": via_python(spark, sql),
+            "spark.sql": via_spark(spark, sql),
+            "shell -e": via_shell_e(spark, sql),
+            "shell -f": via_shell_f(spark, sql, tmp_path),
+            "shell stdin": via_shell_stdin(spark, sql),
+            "shell interactive": via_shell_interactive(spark, sql, tmp_path, monkeypatch),
+            "serve (JDBC)": jdbc.result(timeout=600),
+        }
     expected = outcomes["sparkext.sql"]
     differ = {route: o for route, o in outcomes.items() if o != expected}
     assert not differ, f"sparkext.sql gave {expected}; others: {differ}"
