@@ -72,13 +72,15 @@ def _changes(spark, name: str, start: int | None, end: int, net: bool, columns: 
 def _ranges_replay(spark, name: str, columns: list[str], every_pair: bool) -> int:
     """Checks the ranges of the tier; returns the number of snapshots of the history."""
     ids = [None, *_ids(spark, name)]
-    states = {sid: _state(spark, name, sid, columns) for sid in ids}
     pairs = ranges(ids, every_pair)
-    # a few changelogs at a time: Spark runs a query's stages one after another, concurrent
-    # queries keep both cores busy (the assertions run on this thread)
+    # a few reads at a time (the states by stock time travel, then the changelogs): Spark runs a
+    # query's stages one after another, concurrent queries keep both cores busy (the assertions
+    # run on this thread)
     calls = [(*pair, net) for pair in pairs for net in (False, True)]
     with ThreadPoolExecutor(max_workers=4) as pool:
+        read = pool.map(lambda sid: _state(spark, name, sid, columns), ids)
         results = list(pool.map(lambda c: _changes(spark, name, *c, columns), calls))
+        states = dict(zip(ids, read, strict=True))
     found = dict(zip(calls, results, strict=True))
     for start, end in pairs:
         every = found[start, end, False]
@@ -234,20 +236,31 @@ def test_a_global_equality_delete_after_a_partition_field_is_dropped(every_pair,
     assert _ranges_replay(spark, name, ["id", "p", "a.b"], every_pair) == 2
 
 
-@EVERY_PAIR
+@pytest.mark.parametrize(
+    "batches, seed, every_pair",
+    [
+        pytest.param(4, 20261130, False, id="each-commit"),
+        pytest.param(6, 20261123, True, id="every-pair", marks=pytest.mark.stress),
+    ],
+)
 def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(
-    every_pair, spark, tmp_path, name
+    batches, seed, every_pair, spark, tmp_path, name
 ):
-    """Seeded: six ingest_cdc batches of creates, updates and deletes on a few keys, with events
-    delivered twice and events arriving a batch late, a rewrite_equality_deletes between two
-    batches and a Spark merge-on-read DELETE (position deletes) between two others."""
-    rng = random.Random(20261123)
+    """Seeded: ingest_cdc batches (four in the default tier, six in the stress tier; each seed
+    gives both late and twice-delivered events) of creates, updates and deletes on a few keys,
+    with events delivered twice and events arriving a batch late, a rewrite_equality_deletes
+    between two batches and a Spark merge-on-read DELETE (position deletes) between two
+    others."""
+    rng = random.Random(seed)
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     delivered: list[tuple] = []
     held: list[tuple] = []  # events whose delivery waits a batch (late)
+    late = twice = 0
     position = 100
-    for number in range(6):
+    convert, delete = batches // 2 - 1, batches // 2  # after 2 and 3 of six, 1 and 2 of four
+    for number in range(batches):
         batch = list(held)
+        late += len(held)
         held = []
         for _ in range(rng.randint(3, 6)):
             position += 10
@@ -255,13 +268,15 @@ def test_randomized_ingest_cdc_history_with_late_and_duplicate_events(
             (held if rng.random() < 0.2 else batch).append(event)
         if delivered and rng.random() < 0.6:
             batch.append(rng.choice(delivered))  # delivered twice
+            twice += 1
         land(landing, f"{number}.json", events(*batch))
         ingest(name, landing, checkpoint)
         delivered += batch
-        if number == 2:
+        if number == convert:
             sparkext.sql(f"CALL sparkext.rewrite_equality_deletes(table => '{name}')").collect()
-        if number == 3:
+        if number == delete:
             spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
             spark.sql(f"DELETE FROM {name} WHERE id = {rng.randrange(6)}")
+    assert late and twice  # the seed gave both
     columns = list(spark.table(name).columns)
-    assert _ranges_replay(spark, name, columns, every_pair) == 8
+    assert _ranges_replay(spark, name, columns, every_pair) == batches + 2

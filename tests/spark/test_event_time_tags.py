@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -103,11 +104,17 @@ def check_event_times(spark, table: str, delivered: list[dict], picks: set[int],
     before = main_state(spark, table)
     current = {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()}
     actions = set()
-    for i, ms in enumerate(sorted(picks)):
-        out = make_tag(table, ms, f"{prefix}_{i}")
-        actions.add(out["action"])
-        assert tagged_rows(spark, table, f"{prefix}_{i}") == state_as_of(delivered, ms), f"T0={ms}"
-        assert out["tag_snapshot_id"] is not None and out["tag"] == f"{prefix}_{i}"
+    # each tag read back on another thread while the next one is made (both cores busy); the
+    # assertions on this thread
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        read = {}
+        for i, ms in enumerate(sorted(picks)):
+            out = make_tag(table, ms, f"{prefix}_{i}")
+            actions.add(out["action"])
+            assert out["tag_snapshot_id"] is not None and out["tag"] == f"{prefix}_{i}"
+            read[ms] = pool.submit(tagged_rows, spark, table, f"{prefix}_{i}")
+        for ms, rows in read.items():
+            assert rows.result() == state_as_of(delivered, ms), f"T0={ms}"
     assert {"committed-changes", "tagged-base", "rewrote-state"} <= actions, actions
     assert main_state(spark, table) == before  # main's snapshot and history unchanged
     assert {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()} == current
@@ -494,7 +501,7 @@ def test_tags_are_exact_while_another_process_ingests_into_main(
 
 # ---- maintenance ---------------------------------------------------------------------------
 def test_maintenance_keeps_every_tagged_state(spark, history):
-    """Last in the module: expires every snapshot no tag or hold needs."""
+    """Last of the tests on ``history``: expires every snapshot no tag or hold needs."""
     table, delivered = history
     times = sorted({event_time(e) for e in delivered})
     make_tag(table, times[len(times) // 5], "kept")
@@ -566,6 +573,15 @@ def two_day_table(table: str, tmp_path) -> tuple[int, list[dict]]:
     return local_ms(21, 0) - 1, first + second
 
 
+@pytest.fixture(scope="module")
+def two_days(spark, tmp_path_factory):
+    """One two-day table for the race tests (each tags a name of its own and leaves main as it
+    was); built once, the test that expires its base runs last."""
+    table = "lake.test.tag_two_days"
+    t0, delivered = two_day_table(table, tmp_path_factory.mktemp("two_days"))
+    return table, t0, delivered
+
+
 def data_files_on_disk(spark, table: str) -> set[str]:
     import glob
 
@@ -574,12 +590,10 @@ def data_files_on_disk(spark, table: str) -> set[str]:
     return set(glob.glob(root + "/data/**/*.parquet", recursive=True))
 
 
-def test_a_tag_another_writer_creates_meanwhile_is_not_overwritten(
-    spark, tmp_path, table_name, monkeypatch
-):
+def test_a_tag_another_writer_creates_meanwhile_is_not_overwritten(spark, two_days, monkeypatch):
     from sparkext.iceberg import tags as iceberg_tags
 
-    t0, delivered = two_day_table(table_name, tmp_path)
+    table_name, t0, delivered = two_days
     before = data_files_on_disk(spark, table_name)
     first = spark.table(f"{table_name}.snapshots").orderBy("committed_at").first().snapshot_id
     real = iceberg_tags.commit_tag
@@ -597,13 +611,33 @@ def test_a_tag_another_writer_creates_meanwhile_is_not_overwritten(
     assert oracle(delivered, t0)[1]["name"] == "n30"  # the call had a change to write
 
 
-def test_a_base_expired_while_the_tag_was_built_is_one_sentence(
-    spark, tmp_path, table_name, monkeypatch
-):
+def test_a_table_without_snapshots_has_nothing_to_tag(spark, table_name):
+    spark.sql(f"CREATE TABLE {table_name} (id bigint, ts timestamp) USING iceberg")
+    with pytest.raises(EventTimeError, match="has no snapshot yet"):
+        make_tag(table_name, 0, "x")
+
+
+def test_the_table_function_ignores_a_tag_someone_moved(spark, two_days):
+    table_name, t0, delivered = two_days
+    make_tag(table_name, t0, "et_moved")
+    first = spark.table(f"{table_name}.snapshots").orderBy("committed_at").first().snapshot_id
+    spark.sql(f"ALTER TABLE {table_name} REPLACE TAG `et_moved` AS OF VERSION {first}")
+    moment = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=t0)
+    result = computed_state(spark, resolve_table(spark, table_name), moment)
+    assert result.mode == "cdc"  # computed, not read from the moved tag
+    rows = {r.id: r.asDict() for r in result.frame.select("id", "name").collect()}
+    assert rows == oracle(delivered, t0)
+
+
+def test_a_base_expired_while_the_tag_was_built_is_one_sentence(spark, two_days, monkeypatch):
+    """Last of the tests on two_days: the base it expires is the day-20 snapshot, which the
+    other tests' tags hold; they are dropped first (a snapshot a ref holds cannot expire)."""
     from sparkext.errors import SnapshotExpiredError
     from sparkext.iceberg import tags as iceberg_tags
 
-    t0, _ = two_day_table(table_name, tmp_path)
+    table_name, t0, _ = two_days
+    for r in spark.table(f"{table_name}.refs").where("type = 'TAG'").collect():
+        spark.sql(f"ALTER TABLE {table_name} DROP TAG `{r.name}`")
     real = iceberg_tags.commit_tag
 
     def expiring(*args, **kwargs):  # maintenance expires the base between plan and commit
@@ -619,21 +653,3 @@ def test_a_base_expired_while_the_tag_was_built_is_one_sentence(
         make_tag(table_name, t0, "et_gone")
     refs = spark.table(f"{table_name}.refs").collect()
     assert [r.name for r in refs] == ["main"]
-
-
-def test_a_table_without_snapshots_has_nothing_to_tag(spark, table_name):
-    spark.sql(f"CREATE TABLE {table_name} (id bigint, ts timestamp) USING iceberg")
-    with pytest.raises(EventTimeError, match="has no snapshot yet"):
-        make_tag(table_name, 0, "x")
-
-
-def test_the_table_function_ignores_a_tag_someone_moved(spark, tmp_path, table_name):
-    t0, delivered = two_day_table(table_name, tmp_path)
-    make_tag(table_name, t0, "et_moved")
-    first = spark.table(f"{table_name}.snapshots").orderBy("committed_at").first().snapshot_id
-    spark.sql(f"ALTER TABLE {table_name} REPLACE TAG `et_moved` AS OF VERSION {first}")
-    moment = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=t0)
-    result = computed_state(spark, resolve_table(spark, table_name), moment)
-    assert result.mode == "cdc"  # computed, not read from the moved tag
-    rows = {r.id: r.asDict() for r in result.frame.select("id", "name").collect()}
-    assert rows == oracle(delivered, t0)
