@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparkext.cli.shell import Shell, cli
+from tests.helpers.processes import side_by_side
 from tests.helpers.shell_lines import said
 from tests.helpers.zones import host_zone, session_zone
 
@@ -130,11 +131,6 @@ def test_interactive_multiline_statements_and_quit(spark, tmp_path, monkeypatch)
     assert "+SELECT 40\n+  + 2 AS answer\n+;\n" in (tmp_path / "history").read_text()
 
 
-def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
-    out, err = process.communicate(timeout=300)
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
-
-
 @pytest.mark.slow
 def test_real_process_end_to_end(tmp_path):
     """A fresh process: its own JVM, the installed entry point, exit statuses as a shell sees."""
@@ -145,13 +141,9 @@ def test_real_process_end_to_end(tmp_path):
         return subprocess.Popen([exe, "-e", sql], stdout=PIPE, stderr=PIPE, text=True, env=env)
 
     # both at once: their JVMs start side by side (each on a warehouse of its own)
-    running = [start("CALL sparkext.help()", "wh"), start("CALL sparkext.nope()", "wh2")]
-    try:
-        ok, bad = (finished(process) for process in running)
-    finally:
-        for process in running:
-            if process.poll() is None:
-                process.kill()
+    ok, bad = side_by_side(
+        [start("CALL sparkext.help()", "wh"), start("CALL sparkext.nope()", "wh2")], timeout=300
+    )
     assert ok.returncode == 0, ok.stderr
     assert "table_health" in ok.stdout
     assert said(ok.stderr) == ""

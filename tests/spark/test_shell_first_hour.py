@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from sparkext.cli.shell import Shell, cli
 from tests.helpers.cdc_calls import events, land
+from tests.helpers.processes import side_by_side
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,11 +84,6 @@ def test_table_not_found_names_the_catalog_and_its_warehouse(spark, warehouse):
     )
 
 
-def finished(process: subprocess.Popen) -> subprocess.CompletedProcess:
-    out, err = process.communicate(timeout=600)
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
-
-
 @pytest.mark.slow
 def test_a_failed_micro_batch_is_one_sentence_and_verbose_reaches_log4j(tmp_path):
     """A fresh process whose conf directory has no log4j2.properties (copied from the cluster
@@ -124,16 +120,12 @@ def test_a_failed_micro_batch_is_one_sentence_and_verbose_reaches_log4j(tmp_path
         )
 
     # both at once: their JVMs start side by side (each on a warehouse of its own)
-    running = [
-        start(["-e", f"{level}; {deprecated}; {call}", "--output-format", "json"], "wh"),
-        start(["--verbose", "--output-format", "json", "-e", f"{level}; {deprecated}"], "wh2"),
-    ]
-    try:
-        failed, verbose = (finished(process) for process in running)
-    finally:
-        for process in running:
-            if process.poll() is None:
-                process.kill()
+    failed, verbose = side_by_side(
+        [
+            start(["-e", f"{level}; {deprecated}; {call}", "--output-format", "json"], "wh"),
+            start(["--verbose", "--output-format", "json", "-e", f"{level}; {deprecated}"], "wh2"),
+        ]
+    )
     assert failed.returncode == 1
     assert json.loads(failed.stdout.splitlines()[0]) == {"l": "null"}
     errors = [
