@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,94 +37,210 @@ class PartitionFiles:
     last_commit_time: dt.datetime | None
 
 
-def partition_files(
-    spark: SparkSession, table: TableRef, small_file_threshold: int
-) -> list[PartitionFiles]:
-    """Aggregate ``<table>.files`` per partition in Spark and return one small row per partition."""
+def table_files(
+    spark: SparkSession,
+    table: TableRef,
+    small_file_threshold: int,
+    cluster_by: Sequence[str] = (),
+) -> tuple[list[PartitionFiles], list[DataFileFact]]:
+    """The current snapshot's live files aggregated per partition (ordered by partition), and
+    every live data file as ``optimize_table.file_facts`` describes it (level, bounds on
+    ``cluster_by``).
+
+    ONE Spark job: the ``entries`` metadata table (manifests only), one small row per entry,
+    aggregated here. The snapshots (commit times, levels) come from the table metadata the
+    Java API already holds, and that metadata's current snapshot is the one read, so both
+    describe one table state. ``entries`` is ``files`` plus the entries of files removed by the
+    commits whose manifests are still current (status DELETED): those date their partition.
+    """
     from pyspark.sql import functions as F
 
-    files = spark.table(table.metadata_table("files"))
-    partitioned = "partition" in files.columns
-    key = F.to_json("partition") if partitioned else F.lit(None).cast("string")
-    content, size, records = F.col("content"), F.col("file_size_in_bytes"), F.col("record_count")
-    is_dv = (content == POSITION_DELETES) & (F.col("file_format") == "PUFFIN")
-    is_pos = (content == POSITION_DELETES) & ~is_dv
-    is_data = content == DATA
-    is_small = is_data & (size < small_file_threshold)
-    # A DV's file_size_in_bytes is its whole Puffin file; its own bytes are content_size_in_bytes.
-    delete_size = F.when(is_dv, F.col("content_size_in_bytes")).otherwise(size)
+    from sparkext.iceberg.delete_files import DeleteTable, partition_key
 
-    def count_if(condition):
-        return F.sum(F.when(condition, 1).otherwise(0))
-
-    def sum_if(condition, column):
-        return F.sum(F.when(condition, column).otherwise(0))
-
-    stats = files.groupBy(key.alias("partition")).agg(
-        count_if(is_data).alias("data_files"),
-        sum_if(is_data, size).alias("data_bytes"),
-        sum_if(is_data, records).alias("data_records"),
-        count_if(is_small).alias("small_files"),
-        sum_if(is_small, size).alias("small_bytes"),
-        count_if(is_pos).alias("position_delete_files"),
-        sum_if(is_pos, records).alias("position_delete_records"),
-        count_if(is_dv).alias("deletion_vectors"),
-        sum_if(is_dv, records).alias("deletion_vector_records"),
-        count_if(content == EQUALITY_DELETES).alias("equality_delete_files"),
-        sum_if(content == EQUALITY_DELETES, records).alias("equality_delete_records"),
-        sum_if(content != DATA, delete_size).alias("delete_bytes"),
+    snapshot_id, snapshots = _snapshots(spark, table)
+    if snapshot_id is None:  # no snapshot: no live file
+        return [], []
+    entries = (
+        spark.read.format("iceberg")
+        .option("snapshot-id", str(snapshot_id))
+        .load(table.metadata_table("entries"))
     )
-    last = _last_commit_micros(spark, table, partitioned)
-    joined = stats.join(last, stats["partition"].eqNullSafe(last["partition"]), "left").select(
-        stats["*"], "last_commit_micros"
+    partition = DeleteTable._partition_column(entries)
+    metrics = (
+        entries.schema["readable_metrics"].dataType.fieldNames()
+        if "readable_metrics" in entries.columns
+        else []
     )
+    lower = {m.lower(): m for m in metrics}
+    bound_columns = [(c, lower[c.lower()]) for c in cluster_by if c.lower() in lower]
+    live_data = (F.col("status") < 2) & (F.col("data_file.content") == DATA)
+    rows = entries.select(
+        "status",
+        "snapshot_id",
+        "sequence_number",
+        F.col("data_file.content").alias("content"),
+        F.col("data_file.file_format").alias("file_format"),
+        F.col("data_file.file_path").alias("path"),
+        F.col("data_file.file_size_in_bytes").alias("size"),
+        F.col("data_file.record_count").alias("records"),
+        F.col("data_file.content_size_in_bytes").alias("content_size"),
+        (F.to_json(partition) if partition is not None else F.lit(None).cast("string")).alias(
+            "partition"
+        ),
+        partition_key(partition, F.col("data_file.spec_id")).alias("pkey"),
+        *[
+            F.when(
+                live_data,
+                F.struct(
+                    F.col("readable_metrics")[m]["lower_bound"].alias("lo"),
+                    F.col("readable_metrics")[m]["upper_bound"].alias("hi"),
+                ),
+            ).alias(f"b{i}")
+            for i, (_, m) in enumerate(bound_columns)
+        ],
+    ).collect()  # metadata: one small row per manifest entry
+    return _per_partition(rows, snapshots, small_file_threshold), _data_file_facts(
+        rows, snapshots, bound_columns
+    )
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    micros: int  # commit time, as the ``snapshots`` table's committed_at
+    level: str | None  # summary's sparkext.optimize.level
+    operation: str | None  # summary's sparkext.operation
+
+
+def _snapshots(spark: SparkSession, table: TableRef) -> tuple[int | None, dict[int, _Snapshot]]:
+    """The current snapshot id and every retained snapshot, from ONE read of the table metadata
+    (its JSON: one py4j call however many snapshots the table keeps)."""
+    import json
+
+    from sparkext.iceberg.catalog import _java_table
+    from sparkext.iceberg.optimize_table import SUMMARY_LEVEL, SUMMARY_OPERATION
+
+    metadata = _java_table(spark, table.name).operations().current()
+    current = metadata.currentSnapshot()
+    document = json.loads(spark._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata))
+    snapshots = {
+        int(s["snapshot-id"]): _Snapshot(
+            micros=int(s["timestamp-ms"]) * 1000,
+            level=s.get("summary", {}).get(SUMMARY_LEVEL),
+            operation=s.get("summary", {}).get(SUMMARY_OPERATION),
+        )
+        for s in document.get("snapshots", [])
+    }
+    return (int(current.snapshotId()) if current is not None else None), snapshots
+
+
+class _Sum:
+    """SQL's SUM: NULLs are skipped, and a sum of nothing but NULLs is NULL."""
+
+    def __init__(self) -> None:
+        self.value: int | None = None
+
+    def add(self, value: int | None) -> None:
+        if value is not None:
+            self.value = (self.value or 0) + value
+
+
+def _per_partition(rows, snapshots, small_file_threshold: int) -> list[PartitionFiles]:
+    """Live entries counted by kind per partition; a partition's last commit is the newest
+    known commit of any of its entries, live or DELETED (an expired snapshot is unknown)."""
+    counts: dict[str | None, dict[str, int]] = {}
+    delete_bytes: dict[str | None, _Sum] = {}
+    last: dict[str | None, int | None] = {}
+    for r in rows:
+        snapshot = snapshots.get(r.snapshot_id) if r.snapshot_id is not None else None
+        if snapshot is not None:
+            known = last.get(r.partition)
+            last[r.partition] = snapshot.micros if known is None else max(known, snapshot.micros)
+        else:
+            last.setdefault(r.partition, None)
+        if r.status >= 2:  # DELETED: not in ``files``
+            continue
+        c = counts.setdefault(r.partition, dict.fromkeys(_COUNTS, 0))
+        total = delete_bytes.setdefault(r.partition, _Sum())
+        if r.content == DATA:
+            c["data_files"] += 1
+            c["data_bytes"] += r.size
+            c["data_records"] += r.records
+            if r.size < small_file_threshold:
+                c["small_files"] += 1
+                c["small_bytes"] += r.size
+            total.add(0)
+        elif r.content == POSITION_DELETES and r.file_format == "PUFFIN":
+            # A DV's file_size_in_bytes is its whole Puffin file; its own bytes are
+            # content_size_in_bytes.
+            c["deletion_vectors"] += 1
+            c["deletion_vector_records"] += r.records
+            total.add(r.content_size)
+        elif r.content == POSITION_DELETES:
+            c["position_delete_files"] += 1
+            c["position_delete_records"] += r.records
+            total.add(r.size)
+        else:
+            if r.content == EQUALITY_DELETES:
+                c["equality_delete_files"] += 1
+                c["equality_delete_records"] += r.records
+            total.add(r.size)
     result = []
-    for row in joined.orderBy("partition").collect():  # one row per partition: metadata only
-        values = row.asDict()
-        micros = values.pop("last_commit_micros")
+    for key in sorted(counts, key=lambda k: (k is not None, k or "")):  # NULL first, as SQL
+        micros = last.get(key)
         when = (
             dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
             if micros is not None
             else None
         )
-        result.append(PartitionFiles(**values, last_commit_time=when))
+        result.append(
+            PartitionFiles(
+                key, **counts[key], delete_bytes=delete_bytes[key].value, last_commit_time=when
+            )
+        )
     return result
 
 
-def _last_commit_micros(spark: SparkSession, table: TableRef, partitioned: bool):
-    """Per partition, the newest commit that added or removed a file there, as far as known.
+_COUNTS = (
+    "data_files",
+    "data_bytes",
+    "data_records",
+    "small_files",
+    "small_bytes",
+    "position_delete_files",
+    "position_delete_records",
+    "deletion_vectors",
+    "deletion_vector_records",
+    "equality_delete_files",
+    "equality_delete_records",
+)
 
-    Iceberg's ``partitions`` table dates a partition by its data files only (a merge-on-read
-    DELETE does not move it). The current manifests' entries name the snapshot that added each
-    live file and, for files removed by the commits whose manifests are still current (status
-    DELETED), the snapshot that removed it. Where a snapshot has expired, the ``partitions``
-    table's date is used instead.
-    """
-    from pyspark.sql import functions as F
 
-    entries = spark.table(table.metadata_table("entries"))
-    key = F.to_json("data_file.partition") if partitioned else F.lit(None).cast("string")
-    snapshots = spark.table(table.metadata_table("snapshots")).select(
-        "snapshot_id", F.unix_micros("committed_at").alias("micros")
-    )
-    by_entries = (
-        entries.select(key.alias("partition"), "snapshot_id")
-        .join(snapshots, "snapshot_id", "left")
-        .groupBy("partition")
-        .agg(F.max("micros").alias("by_entries"))
-    )
-    partitions = spark.table(table.metadata_table("partitions"))
-    pkey = F.to_json("partition") if partitioned else F.lit(None).cast("string")
-    by_partitions = partitions.groupBy(pkey.alias("partition")).agg(
-        F.max(F.unix_micros("last_updated_at")).alias("by_partitions")
-    )
-    both = by_entries.join(
-        by_partitions, by_entries["partition"].eqNullSafe(by_partitions["partition"]), "full"
-    )
-    return both.select(
-        F.coalesce(by_entries["partition"], by_partitions["partition"]).alias("partition"),
-        F.greatest("by_entries", "by_partitions").alias("last_commit_micros"),
-    )
+def _data_file_facts(rows, snapshots, bound_columns) -> list[DataFileFact]:
+    """The live data files, as ``optimize_table.file_facts`` makes them (same levels, same
+    L0-merge marks, same bounds), in the order ``entries`` lists them."""
+    from sparkext.iceberg.optimize_table import OPERATION, _level_of
+
+    levels = {i: _level_of(s.level) for i, s in snapshots.items()}
+    merges = {i for i, s in snapshots.items() if s.operation == OPERATION and levels[i] == 0}
+    return [
+        DataFileFact(
+            path=r.path,
+            partition=r.pkey,
+            bytes=int(r.size),
+            records=int(r.records),
+            snapshot_id=int(r.snapshot_id),
+            sequence_number=int(r.sequence_number),
+            level=levels.get(int(r.snapshot_id), LEVEL_UNKNOWN),
+            bounds={
+                c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
+                for i, (c, _) in enumerate(bound_columns)
+                if r[f"b{i}"] is not None
+            },
+            merged=int(r.snapshot_id) in merges,
+        )
+        for r in rows
+        if r.status < 2 and r.content == DATA
+    ]
 
 
 def glob_matches_nothing(spark: SparkSession, pattern: str) -> bool:

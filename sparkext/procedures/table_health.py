@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkext.iceberg.files import partition_files
+from sparkext.iceberg.files import table_files
 from sparkext.planning.health import (
     PartitionLoad,
     partition_score,
@@ -39,7 +39,10 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     target = table.target_file_size_bytes
     threshold = args.options[SMALL_FILE_THRESHOLD_BYTES] or small_file_threshold(target)
     context.progress(f"reading file metadata of {table.name}")
-    partitions = partition_files(context.spark, table, threshold)
+    from sparkext.procedures.tiered_optimize import CLUSTER_BY_PROPERTY, parse_columns
+
+    cluster_by = parse_columns(table.prop(CLUSTER_BY_PROPERTY))
+    partitions, files = table_files(context.spark, table, threshold, cluster_by)
     if not partitions and not table.partitioned:
         partitions = [_empty_unpartitioned()]
     scored = []
@@ -56,7 +59,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         )
         scored.append((p, partition_score(load, target)))
     overall = table_score([(s, p.data_bytes) for p, s in scored], table.snapshot_count)
-    layout = _layouts(context, table)
+    layout = _layouts(table, files, cluster_by)
     empty = Layout((0, 0, 0), None)
     return [
         (
@@ -85,15 +88,8 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     ]
 
 
-def _layouts(context: Context, table) -> dict[str | None, Layout]:
+def _layouts(table, files, cluster_by) -> dict[str | None, Layout]:
     """Level mix and clustering depth per partition (partition JSON as in ``files``)."""
-    from sparkext.iceberg.optimize_table import file_facts
-    from sparkext.procedures.tiered_optimize import CLUSTER_BY_PROPERTY, parse_columns
-
-    if table.current_snapshot_id is None:
-        return {}
-    cluster_by = parse_columns(table.prop(CLUSTER_BY_PROPERTY))
-    files = file_facts(context.spark, table, cluster_by)
     settings = Settings(
         small_file_bytes=max(1, table.target_file_size_bytes // 8), cluster_columns=cluster_by
     )
