@@ -140,15 +140,32 @@ def test_once_optimises_every_matching_table_and_logs_every_job(spark, namespace
     assert again.ran == []
 
 
-def test_fresh_partitions_go_before_history(spark, namespace):
+def test_fresh_partitions_go_before_history(spark, namespace, monkeypatch):
+    """The service's clock is stopped 1 ms after the last commit of partition n; its fresh
+    window reaches back to 1 ms after partition o's last commit: n is fresh (tier 0) and goes
+    first although o's bigger merge has the bigger benefit; o, 1 ms too old, is history."""
+    import sparkext.service.service as service_module
+    from sparkext.iceberg.catalog import snapshot_commit_times
+
     name = f"{namespace}.events"
     small_files(spark, name, parts="o", files=6)  # more files: the bigger benefit
-    time.sleep(3)
+    history_ms = max(snapshot_commit_times(spark, name))[0]
     small_files(spark, name, parts="n", files=3, start=1000)
+    fresh_ms = max(snapshot_commit_times(spark, name))[0]
+    assert fresh_ms > history_ms
+
+    class StoppedClock:  # the service module's ``time``, with time() standing still
+        def __getattr__(self, attribute):
+            return getattr(time, attribute)
+
+        def time(self) -> float:
+            return (fresh_ms + 1.5) / 1000  # int(time() * 1000) is fresh_ms + 1
+
+    monkeypatch.setattr(service_module, "time", StoppedClock())
     lines: list[str] = []
     service = sparkext.optimize_service(
-        name, once=True, max_concurrent=1, fresh_window="2 seconds", maintenance=False,
-        log_table=f"{namespace}.log", log=lines.append,
+        name, once=True, max_concurrent=1, fresh_window=f"{fresh_ms - history_ms} ms",
+        maintenance=False, log_table=f"{namespace}.log", log=lines.append,
     )  # fmt: skip
     service.run()
     assert [(j.label, j.tier) for j in service.ran] == [('{"p":"n"}', 0), ('{"p":"o"}', 2)]
