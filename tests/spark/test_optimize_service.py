@@ -172,15 +172,31 @@ def test_fresh_partitions_go_before_history(spark, namespace, monkeypatch):
     assert len(lines) == 2 and "ok" in lines[0] and '{"p":"n"} L0' in lines[0]
 
 
-def test_a_table_leased_elsewhere_waits_until_the_dead_holders_lease_expires(spark, namespace):
+def test_a_table_leased_elsewhere_waits_until_the_dead_holders_lease_expires(
+    spark, namespace, monkeypatch
+):
     """Another process holds the table's lease and dies (never renews): the service leaves the
-    table alone while the lease runs (busy, the holder named), then optimises it."""
+    table alone while the lease runs (busy, the holder named), then optimises it. The other
+    process takes its 2-second lease just before the service's first attempt (so the service
+    meets it however long the service takes to start)."""
+    import contextlib
+
     name = f"{namespace}.busy"
     small_files(spark, name)
     before = rows(spark, name)
     files = file_count(spark, name)
-    assert lease.try_acquire(spark, name, "optimize-service@dead:2", 8_000) is None
-    holder = lease.store.holder(spark, name)
+    holders = []
+    real_held = lease.held
+
+    @contextlib.contextmanager
+    def dead_holder_first(spark, table, *args, **kwargs):
+        if not holders:
+            assert lease.try_acquire(spark, table, "optimize-service@dead:2", 2_000) is None
+            holders.append(lease.store.holder(spark, table))
+        with real_held(spark, table, *args, **kwargs):
+            yield
+
+    monkeypatch.setattr(lease, "held", dead_holder_first)
     service = sparkext.optimize_service(
         name, once=True, maintenance=False, log_table=f"{namespace}.log", log=lambda x: None
     )
@@ -189,6 +205,7 @@ def test_a_table_leased_elsewhere_waits_until_the_dead_holders_lease_expires(spa
     busy = log(spark, f"{namespace}.log", "outcome = 'busy'")
     assert busy and "optimize-service@dead:2" in busy[0].error
     merged = log(spark, f"{namespace}.log", "outcome = 'ok'")
+    (holder,) = holders
     assert all(e.started.timestamp() * 1000 >= holder.expires_ms - 1000 for e in merged)
     assert files == 8 and file_count(spark, name) == 2 and rows(spark, name) == before
 
