@@ -138,7 +138,7 @@ def server(request, spark, warehouse, tmp_path_factory):
     while "Ctrl-C stops" not in log.read_text():
         assert process.poll() is None, log.read_text()
         assert time.monotonic() < deadline, log.read_text()
-        time.sleep(1)
+        time.sleep(0.02)
     yield port
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=120)

@@ -228,7 +228,7 @@ def test_bad_service_settings_are_one_sentence(spark, kwargs, words):
 
 SERVICE_SCRIPT = textwrap.dedent(
     """
-    import contextlib, json, sys, time
+    import contextlib, json, os, sys, time
     import sparkext
     from sparkext.service import lease
     held = lease.held
@@ -246,6 +246,8 @@ SERVICE_SCRIPT = textwrap.dedent(
     lease.held = recorded
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
                              **{"spark.sql.shuffle.partitions": "1", **json.loads(sys.argv[4])})
+    while not os.path.exists(sys.argv[6]):  # the tables are being made while the JVM started
+        time.sleep(0.02)
     service = sparkext.optimize_service(sys.argv[2], once=True, max_concurrent=2,
                                         maintenance=False, log_table=sys.argv[3])
     stats = service.run()
@@ -268,17 +270,11 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
                                                                 warehouse, tables, parts,
                                                                 files):  # fmt: skip
     namespace = f"{catalog}.svc{next(_ids)}"
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     names = [f"{namespace}.t{i}" for i in range(tables)]
-    for name in names:
-        small_files(spark, name, parts=parts, files=files)
-    before = {n: rows(spark, n) for n in names}
     log_table = f"{namespace}.log"
-    from sparkext.service import runlog
-
-    runlog.ensure(spark, log_table)
     script = tmp_path / "service.py"
     script.write_text(SERVICE_SCRIPT)
+    go = tmp_path / "go"  # both processes start their service once it exists
     processes = [
         subprocess.Popen(
             [
@@ -289,6 +285,7 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
                 log_table,
                 json.dumps(catalog_settings(spark, catalog)),
                 str(tmp_path / f"held-{i}.jsonl"),
+                str(go),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -297,6 +294,20 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
         )
         for i in range(2)
     ]
+    try:  # the tables, while their JVMs start
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        for name in names:
+            small_files(spark, name, parts=parts, files=files)
+        before = {n: rows(spark, n) for n in names}
+        from sparkext.service import runlog
+
+        runlog.ensure(spark, log_table)
+    except BaseException:
+        for process in processes:
+            process.kill()
+            process.communicate()
+        raise
+    go.touch()
     outputs = [p.communicate(timeout=900) for p in processes]
     for process, (out, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err[-3000:]
