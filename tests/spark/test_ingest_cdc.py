@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 
@@ -22,30 +23,57 @@ def snapshot_count(spark, table: str) -> int:
     return len(spark.table(f"{table}.snapshots").select("snapshot_id").collect())
 
 
+SMALL_WORKLOAD = (4, 70)  # batches, source steps per batch: the default tier's workload
+
+
+def _randomized(spark, tmp_path, table: str, batches: int, steps: int) -> dict:
+    """A seeded source database delivered with duplicates and late events, one CALL per
+    batch; the table's rows and the oracle's after every batch, and the CALLs' totals."""
+    source = SourceTable(seed=20261122, key_space=40)
+    delivery = Delivery(tmp_path / "landing", seed=7, duplicate_rate=0.08, late_rate=0.15)
+    totals = {"late": 0, "duplicates": 0, "lookups": 0, "lookups_avoided": 0, "commits": 0}
+    after_each = []
+    for batch in range(batches):
+        delivery.deliver(source.run(steps), final=batch == batches - 1)
+        result = ingest(table, tmp_path / "landing", tmp_path / "checkpoint")
+        for k in totals:
+            totals[k] += result[k]
+        after_each.append((table_rows(spark, table), expected(delivery.delivered)))
+    return {"table": table, "source": source, "totals": totals, "after_each": after_each}
+
+
+@pytest.fixture(scope="module")
+def randomized_history(spark, tmp_path_factory) -> dict:
+    """The default tier's randomized workload, ingested once for the tests that read it."""
+    directory = tmp_path_factory.mktemp("randomized")
+    return _randomized(spark, directory, "lake.test.ingest_cdc_randomized", *SMALL_WORKLOAD)
+
+
 @pytest.mark.parametrize(
     "batches,steps",
     [
-        pytest.param(4, 70, id="small"),
+        pytest.param(*SMALL_WORKLOAD, id="small"),
         pytest.param(5, 70, id="full", marks=pytest.mark.stress),
     ],
 )
 def test_randomized_workload_equals_the_source_after_every_batch(
-    spark, tmp_path, table_name, batches, steps
+    spark, tmp_path, table_name, request, batches, steps
 ):
-    source = SourceTable(seed=20261122, key_space=40)
-    delivery = Delivery(tmp_path / "landing", seed=7, duplicate_rate=0.08, late_rate=0.15)
-    totals = {"late": 0, "duplicates": 0, "lookups": 0, "lookups_avoided": 0, "commits": 0}
-    for batch in range(batches):
-        delivery.deliver(source.run(steps), final=batch == batches - 1)
-        result = ingest(table_name, tmp_path / "landing", tmp_path / "checkpoint")
-        for k in totals:
-            totals[k] += result[k]
-        assert table_rows(spark, table_name) == expected(delivery.delivered), f"batch {batch}"
-    assert table_rows(spark, table_name) == source.rows  # everything delivered: the source DB
+    """After every batch the table holds, per key, the newest delivered change (the oracle);
+    after the last, the source database's rows."""
+    if (batches, steps) == SMALL_WORKLOAD:
+        run = request.getfixturevalue("randomized_history")
+    else:
+        run = _randomized(spark, tmp_path, table_name, batches, steps)
+    table, totals = run["table"], run["totals"]
+    assert len(run["after_each"]) == batches
+    for batch, (rows, want) in enumerate(run["after_each"]):
+        assert rows == want, f"batch {batch}"
+    assert table_rows(spark, table) == run["source"].rows  # everything delivered: the source DB
     assert totals["commits"] == batches
     assert totals["late"] > 0  # the workload did exercise out-of-order delivery
     assert totals["lookups_avoided"] > totals["lookups"] > 0
-    health = sparkext.sql(f"CALL sparkext.table_health('{table_name}')").first()
+    health = sparkext.sql(f"CALL sparkext.table_health('{table}')").first()
     assert health.equality_delete_files >= 1
 
 
@@ -91,15 +119,13 @@ def test_a_very_late_event_after_delete_conversion_stays_late(spark, tmp_path, t
 def test_a_late_delete_of_a_key_outside_the_key_cache_is_applied(spark, tmp_path, table_name):
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     opts = ", options => map('key-cache-batches', '1')"
-    land(landing, "1.json", events(("c", 5, 10, "a")))
+    land(landing, "1.json", events(("c", 5, 10, "a"), ("c", 6, 20, "b")))
     ingest(table_name, landing, checkpoint, opts)
-    land(landing, "2.json", events(("c", 6, 20, "b")))
+    land(landing, "2.json", events(("c", 7, 40, "c")))  # pushes key 5 out of the key cache
     ingest(table_name, landing, checkpoint, opts)
-    land(landing, "3.json", events(("c", 7, 40, "c")))
-    ingest(table_name, landing, checkpoint, opts)
-    land(landing, "4.json", events(("d", 5, 30, None)))  # late, and key 5 left the cache
-    fourth = ingest(table_name, landing, checkpoint, opts)
-    assert (fourth["lookups"], fourth["deleted"], fourth["duplicates"]) == (1, 1, 0)
+    land(landing, "3.json", events(("d", 5, 30, None)))  # late, and key 5 left the cache
+    third = ingest(table_name, landing, checkpoint, opts)
+    assert (third["lookups"], third["deleted"], third["duplicates"]) == (1, 1, 0)
     assert sorted(table_rows(spark, table_name, ("id", "name"))) == [6, 7]
 
 
@@ -210,28 +236,54 @@ def connect_event(op: str, key: int, pos: int, qty, qty_type: str, note: str | N
     return {"schema": value_schema, "payload": payload}
 
 
-def test_schema_evolution_add_widen_and_refuse(spark, tmp_path, table_name):
-    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
-    land(landing, "1.json", [connect_event("c", 1, 10, 5, "int32")])
-    ingest(table_name, landing, checkpoint)
-    types = dict(spark.table(table_name).dtypes)
-    assert (types["id"], types["qty"]) == ("int", "int")
-    land(landing, "2.json", [connect_event("c", 2, 20, 2**40, "int64", note="new")])
-    ingest(table_name, landing, checkpoint)
-    types = dict(spark.table(table_name).dtypes)
-    assert (types["qty"], types["note"]) == ("bigint", "string")
-    assert table_rows(spark, table_name, ("id", "qty", "note")) == {
+@pytest.fixture(scope="module")
+def evolved(spark, tmp_path_factory) -> dict:
+    """One table through three batches of Connect events: qty INT (1), a BIGINT qty and a new
+    column note (2), an update of key 2 (3); its column types after each batch and its rows
+    after the second."""
+    table = "lake.test.ingest_cdc_evolved"
+    root = tmp_path_factory.mktemp("evolved")
+    landing, checkpoint = root / "in", root / "ck"
+    batches = [
+        connect_event("c", 1, 10, 5, "int32"),
+        connect_event("c", 2, 20, 2**40, "int64", note="new"),
+        connect_event("u", 2, 30, 7, "int64"),
+    ]
+    types, rows = [], []
+    for number, event in enumerate(batches, 1):
+        land(landing, f"{number}.json", [event])
+        ingest(table, landing, checkpoint)
+        types.append(dict(spark.table(table).dtypes))
+        columns = [c for c in ("id", "qty", "note") if c in types[-1]]
+        rows.append(table_rows(spark, table, columns))
+    return {
+        "table": table,
+        "landing": landing,
+        "checkpoint": checkpoint,
+        "types": types,
+        "rows": rows,
+    }
+
+
+def test_schema_evolution_add_widen_and_refuse(spark, evolved):
+    """A new column is added, an INT widened to BIGINT; a change to STRING is refused in one
+    sentence and commits nothing."""
+    table, landing, checkpoint = evolved["table"], evolved["landing"], evolved["checkpoint"]
+    first, second = evolved["types"][:2]
+    assert (first["id"], first["qty"]) == ("int", "int")
+    assert (second["qty"], second["note"]) == ("bigint", "string")
+    assert evolved["rows"][1] == {
         1: {"id": 1, "qty": 5, "note": None},
         2: {"id": 2, "qty": 2**40, "note": "new"},
     }
-    snapshots = snapshot_count(spark, table_name)
-    land(landing, "3.json", [connect_event("c", 3, 30, "many", "string")])
+    snapshots = snapshot_count(spark, table)
+    land(landing, "4.json", [connect_event("c", 3, 40, "many", "string")])
     with pytest.raises(SchemaChangeError) as caught:
-        ingest(table_name, landing, checkpoint)
+        ingest(table, landing, checkpoint)
     assert str(caught.value).startswith(
         "Column 'qty' changed from bigint to string in the source and Iceberg cannot convert it"
     )
-    assert snapshot_count(spark, table_name) == snapshots
+    assert snapshot_count(spark, table) == snapshots
 
 
 def _event_logs(spark, table: str) -> list[str]:
@@ -243,18 +295,12 @@ def _event_logs(spark, table: str) -> list[str]:
     return [r.log for r in rows if r.log]
 
 
-def test_event_logs_of_evolved_schemas_read_together(spark, tmp_path, table_name):
+def test_event_logs_of_evolved_schemas_read_together(spark, evolved):
     """Logs whose schemas merge are one Parquet relation; a type change falls back to one read
     per log; both conform every log to the current columns and types."""
     from sparkext.history.as_of import _read_logs
 
-    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
-    land(landing, "1.json", [connect_event("c", 1, 10, 5, "int32")])
-    ingest(table_name, landing, checkpoint)
-    land(landing, "2.json", [connect_event("c", 2, 20, 2**40, "int64", note="new")])
-    ingest(table_name, landing, checkpoint)
-    land(landing, "3.json", [connect_event("u", 2, 30, 7, "int64")])
-    ingest(table_name, landing, checkpoint)
+    table_name = evolved["table"]
     logs = _event_logs(spark, table_name)
     assert len(logs) == 3
     schema = spark.table(table_name).schema
@@ -274,16 +320,15 @@ def test_event_logs_of_evolved_schemas_read_together(spark, tmp_path, table_name
     assert dict(apart.dtypes)["qty"] == "bigint"
 
 
-def test_duckdb_reads_the_same_rows(spark, tmp_path, table_name):
+def test_duckdb_reads_the_same_rows(spark, randomized_history):
+    """DuckDB's iceberg extension reads the randomized workload's table (equality deletes of
+    late, duplicate and deleted keys applied) as the source database's rows."""
     from tests.helpers.readers import duckdb_query
 
-    source = SourceTable(seed=3, key_space=30)
-    delivery = Delivery(tmp_path / "landing", seed=3)
-    for batch in range(2):
-        delivery.deliver(source.run(50), final=batch == 1)
-        ingest(table_name, tmp_path / "landing", tmp_path / "ck")
-    rows = duckdb_query(spark, table_name, "SELECT id, name, qty, price FROM {table}")
-    assert {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows} == source.rows
+    table = randomized_history["table"]
+    rows = duckdb_query(spark, table, "SELECT id, name, qty, price FROM {table}")
+    want = randomized_history["source"].rows
+    assert {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows} == want
 
 
 CRASH_SCRIPT = textwrap.dedent(
@@ -305,11 +350,13 @@ CRASH_POINTS = ("after-write", "after-commit")
 def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse):
     """A real process killed after writing a batch's files but before its commit, and another
     killed after the commit but before the checkpoint: the restart applies each batch exactly
-    once. The two crashing processes run side by side (one JVM start's wait, not two)."""
+    once. The two crashing processes run side by side (one JVM start's wait, not two); their
+    tables' first batches and their restarts run on two threads of the session."""
     script = tmp_path / "crash.py"
     script.write_text(CRASH_SCRIPT)
-    runs = {}
-    for point in CRASH_POINTS:
+
+    def crash(point: str) -> tuple:
+        """The first batch committed here, the second by a process that crashes at ``point``."""
         table = f"lake.test.crash_{point.replace('-', '_')}"
         landing, checkpoint = tmp_path / point / "in", tmp_path / point / "ck"
         source = SourceTable(seed=99, key_space=30)
@@ -325,8 +372,9 @@ def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse)
             stderr=subprocess.PIPE,
             text=True,
         )
-        runs[point] = (table, landing, checkpoint, source, before, child)
-    for point, (table, landing, checkpoint, source, before, child) in runs.items():
+        return table, landing, checkpoint, source, before, child
+
+    def restart(point: str, table, landing, checkpoint, source, before, child) -> None:
         _, err = child.communicate(timeout=600)
         assert child.returncode == 97, (point, err[-2000:])
         spark.catalog.refreshTable(table)
@@ -336,6 +384,20 @@ def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse)
         assert result["batches_replayed"] == (1 if point == "after-commit" else 0), point
         assert snapshot_count(spark, table) == before + 1, point  # applied exactly once
         assert table_rows(spark, table) == source.rows, point
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = {point: pool.submit(crash, point) for point in CRASH_POINTS}
+        try:
+            runs = {point: future.result() for point, future in started.items()}
+            restarts = [pool.submit(restart, point, *run) for point, run in runs.items()]
+            for future in restarts:
+                future.result()
+        finally:
+            wait(started.values())
+            for future in started.values():
+                child = future.result()[-1] if future.exception() is None else None
+                if child is not None and child.poll() is None:
+                    child.kill()
 
 
 def test_user_errors_are_one_sentence(spark, tmp_path, table_name):
