@@ -296,14 +296,34 @@ def test_a_table_created_meanwhile_with_another_key_is_one_sentence(spark, table
 
 WRITER_SCRIPT = textwrap.dedent(
     """
-    import sys, sparkext
-    spark = sparkext.session(master="local[1]", warehouse=sys.argv[1],
+    import os, sys, time, sparkext
+    from sparkext.iceberg.cdc_table import CdcCommit
+    from sparkext.routing.router import execute
+    from sparkext.routing.tokens import split_statements
+
+    warehouse, table, source, checkpoint, mine, theirs = sys.argv[1:7]
+    original, calls = CdcCommit.commit, []
+
+    def meeting(self, *args, **kwargs):
+        # the first commit waits until the other writer has planned its first batch too
+        calls.append(1)
+        if len(calls) == 1:
+            open(mine, "w").close()
+            deadline = time.monotonic() + 300
+            while not os.path.exists(theirs) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return original(self, *args, **kwargs)
+
+    CdcCommit.commit = meeting
+    spark = sparkext.session(master="local[1]", warehouse=warehouse,
                              **{"spark.sql.shuffle.partitions": "2"})
-    row = sparkext.sql(
-        f"CALL sparkext.ingest_cdc(table => '{sys.argv[2]}', source => '{sys.argv[3]}', "
-        f"checkpoint => '{sys.argv[4]}', primary_key => 'id', create => true, "
+    sql = (
+        f"CALL sparkext.ingest_cdc(table => '{table}', source => '{source}', "
+        f"checkpoint => '{checkpoint}', primary_key => 'id', create => true, "
         "options => map('max-files-per-batch', '1'))"
-    ).first()
+    )
+    report = lambda line: print("PROGRESS", line, flush=True)
+    row = execute(spark, split_statements(sql)[0], report).first()
     print("COMMITS", row.commits)
     """
 )
@@ -313,7 +333,7 @@ WRITER_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize(
     "steps,keys,files",
     [
-        pytest.param(50, 10, 2, id="small"),  # the default tier: a real race, fewer batches
+        pytest.param(40, 10, 1, id="small"),  # the default tier: one batch per writer
         pytest.param(180, 25, 3, id="full", marks=pytest.mark.stress),
     ],
 )
@@ -322,7 +342,9 @@ def test_two_processes_on_overlapping_keys_equal_the_source(
 ):
     """Two real processes ingest two landing zones that split one source's events at random
     (overlapping keys, each zone out of order relative to the other), starting at once on a
-    table neither has created: both progress, and the table equals the oracle."""
+    table neither has created: both progress, and the table equals the oracle. Each writer's
+    first commit waits until the other has planned its first batch, so their commits conflict:
+    one lands first, and the other's batch meets keys it changed and is decided again."""
     table = f"lake.test.two_writers_{files}"
     source = SourceTable(seed=1313, key_space=keys)
     changes = [e for e in source.run(steps) if e["op"] != "t"]
@@ -331,15 +353,30 @@ def test_two_processes_on_overlapping_keys_equal_the_source(
     split: dict[str, list[dict]] = {"a": [], "b": []}
     for event in changes:
         split[pick.choice("ab")].append(event)
+
+    def keys_of(zone: str) -> set[int]:
+        return {(e["after"] or e["before"])["id"] for e in split[zone]}
+
+    assert keys_of("a") & keys_of("b")  # the writers change some of the same keys
     for name, zone in zones.items():
         mine = split[name]
         for index in range(files):  # one batch per file and writer
             land(zone, f"{index}.json", mine[index::files])
     script = tmp_path / "writer.py"
     script.write_text(WRITER_SCRIPT)
+    meet = {n: str(tmp_path / f"{n}.planned") for n in zones}
     processes = [
         subprocess.Popen(
-            [sys.executable, str(script), str(warehouse), table, str(zone), str(tmp_path / n)],
+            [
+                sys.executable,
+                str(script),
+                str(warehouse),
+                table,
+                str(zone),
+                str(tmp_path / n),
+                meet[n],
+                meet["b" if n == "a" else "a"],
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -352,6 +389,8 @@ def test_two_processes_on_overlapping_keys_equal_the_source(
         assert process.returncode == 0, err[-3000:]
         # every batch of both writers committed
         assert f"COMMITS {files}" in out, out + err[-2000:]
+    # the commits conflicted: a batch was decided again on the other writer's commit
+    assert any("deciding again" in out for out, _ in outputs), [out for out, _ in outputs]
     spark.catalog.refreshTable(table)
     truth = expected(changes)
     assert table_rows(spark, table) == truth
