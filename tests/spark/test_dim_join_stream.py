@@ -35,6 +35,15 @@ def _rows(spark, table):
     return sorted(tuple(r) for r in spark.table(table).collect())
 
 
+def _side_by_side(*calls) -> None:
+    """Independent commits (to different tables) on two threads: both cores busy."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        for future in [pool.submit(call) for call in calls]:
+            future.result()
+
+
 def _drain(run):
     run.query.processAllAvailable()
     assert not run.failures, run.failures
@@ -99,8 +108,10 @@ def test_event_mode_stream_folds_dimension_changes_and_equals_backfill(spark, tm
     assert (customers, "delta") in kinds and kinds.count((customers, "reload")) == 1, kinds
     assert any("delta to snapshot" in line for line in logs), logs
     # one restart: the state is rebuilt by one reload and the stream continues
-    ingest_batches(dim_dir, customers, [[_e("d", 1, 0, "11:05:00", 400)]], start=5)
-    _append(spark, orders, [(10, "11:10:00", 1), (11, "11:20:00", 2)])
+    _side_by_side(
+        lambda: ingest_batches(dim_dir, customers, [[_e("d", 1, 0, "11:05:00", 400)]], start=5),
+        lambda: _append(spark, orders, [(10, "11:10:00", 1), (11, "11:20:00", 2)]),
+    )
     restarted = run_stream(spark, job, str(tmp_path / "ck"), available_now=True)
     restarted.wait(poll_seconds=0.02)  # polled often: the default polls twice a second
     assert [r.kind for r in restarted.dimensions.records][:1] == ["reload"]
@@ -145,12 +156,18 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
     suffix = next(_ids)
     customers, regions = f"lake.test.slc_{suffix}", f"lake.test.slr_{suffix}"
     orders, sink = f"lake.test.slo_{suffix}", f"lake.test.sls_{suffix}"
-    spark.sql(f"CREATE TABLE {orders} ({ORDERS_DDL}) USING iceberg")
-    spark.sql(f"CREATE TABLE {regions} (id BIGINT, region STRING) USING iceberg")
-    spark.sql(f"INSERT INTO {regions} VALUES (1, 'north'), (2, 'south')")
     dim_dir = tmp_path / "dim"
-    ingest_batches(
-        dim_dir, customers, [[_e("c", 1, 10, "10:00:00", 100), _e("c", 2, 15, "10:00:00", 110)]]
+
+    def make_tables() -> None:
+        spark.sql(f"CREATE TABLE {orders} ({ORDERS_DDL}) USING iceberg")
+        spark.sql(f"CREATE TABLE {regions} (id BIGINT, region STRING) USING iceberg")
+        spark.sql(f"INSERT INTO {regions} VALUES (1, 'north'), (2, 'south')")
+
+    _side_by_side(
+        make_tables,
+        lambda: ingest_batches(
+            dim_dir, customers, [[_e("c", 1, 10, "10:00:00", 100), _e("c", 2, 15, "10:00:00", 110)]]
+        ),
     )
     job = LOOKUP_JOB.format(orders=orders, sink=sink, customers=customers, regions=regions)
     run = run_stream(spark, job, str(tmp_path / "ck"), interval="1 second")
@@ -159,15 +176,21 @@ def test_lookup_state_sees_each_dimension_commit_in_the_next_micro_batch(spark, 
         # order (customer 99, none) in each commit moves it past the commit's other rows
         _append(spark, orders, [(1, "10:10:00", 1), (2, "10:10:00", 2), (98, "10:15:00", 99)])
         _drain(run)
-        ingest_batches(
-            dim_dir,
-            customers,
-            [[_e("u", 1, 11, "10:20:00", 200), _e("d", 2, 0, "10:20:00", 210),
-              _e("c", 3, 33, "10:20:00", 220)]],
-            start=2,
-        )  # fmt: skip
-        spark.sql(f"UPDATE {regions} SET region = 'east' WHERE id = 1")
-        spark.sql(f"INSERT INTO {regions} VALUES (3, 'west')")
+
+        def change_customers() -> None:
+            ingest_batches(
+                dim_dir,
+                customers,
+                [[_e("u", 1, 11, "10:20:00", 200), _e("d", 2, 0, "10:20:00", 210),
+                  _e("c", 3, 33, "10:20:00", 220)]],
+                start=2,
+            )  # fmt: skip
+
+        def change_regions() -> None:
+            spark.sql(f"UPDATE {regions} SET region = 'east' WHERE id = 1")
+            spark.sql(f"INSERT INTO {regions} VALUES (3, 'west')")
+
+        _side_by_side(change_customers, change_regions)  # both before the next orders
         _append(
             spark,
             orders,

@@ -104,17 +104,21 @@ def check_event_times(spark, table: str, delivered: list[dict], picks: set[int],
     before = main_state(spark, table)
     current = {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()}
     actions = set()
-    # each tag read back on another thread while the next one is made (both cores busy); the
-    # assertions on this thread
+
+    def made_and_read(i: int, ms: int) -> tuple[dict, dict[int, dict]]:
+        out = make_tag(table, ms, f"{prefix}_{i}")
+        return out, tagged_rows(spark, table, f"{prefix}_{i}")
+
+    # two tags made (and read back) at a time, each committing beside the other (both cores
+    # busy; the commit layer re-stages a tag whose commit lost the race); the assertions on
+    # this thread
     with ThreadPoolExecutor(max_workers=2) as pool:
-        read = {}
-        for i, ms in enumerate(sorted(picks)):
-            out = make_tag(table, ms, f"{prefix}_{i}")
+        done = {ms: pool.submit(made_and_read, i, ms) for i, ms in enumerate(sorted(picks))}
+        for i, (ms, future) in enumerate(done.items()):
+            out, rows = future.result()
             actions.add(out["action"])
             assert out["tag_snapshot_id"] is not None and out["tag"] == f"{prefix}_{i}"
-            read[ms] = pool.submit(tagged_rows, spark, table, f"{prefix}_{i}")
-        for ms, rows in read.items():
-            assert rows.result() == state_as_of(delivered, ms), f"T0={ms}"
+            assert rows == state_as_of(delivered, ms), f"T0={ms}"
     assert {"committed-changes", "tagged-base", "rewrote-state"} <= actions, actions
     assert main_state(spark, table) == before  # main's snapshot and history unchanged
     assert {r.id: r.asDict() for r in spark.table(table).select(*COLUMNS).collect()} == current
@@ -510,7 +514,13 @@ def test_maintenance_keeps_every_tagged_state(spark, history):
         for r in sparkext.sql(f"SELECT * FROM sparkext.event_time_tags('{table}')").collect()
     }
     assert "kept" in records
-    before = {tag: tagged_rows(spark, table, tag) for tag in records}
+
+    def every_tag() -> dict[str, dict[int, dict]]:  # read a few at a time (both cores busy)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            found = list(pool.map(lambda tag: tagged_rows(spark, table, tag), records))
+        return dict(zip(records, found, strict=True))
+
+    before = every_tag()
     assert before["kept"] == state_as_of(delivered, times[len(times) // 5])
     out = sparkext.sql(
         f"CALL sparkext.maintain(table => '{table}', options => map('snapshot-max-age', '1 ms', "
@@ -518,8 +528,9 @@ def test_maintenance_keeps_every_tagged_state(spark, history):
     ).collect()
     expired = {r.action: r for r in out}["expire_snapshots"]
     assert expired.outcome == "ok" and expired.items > 0, expired
+    after = every_tag()
     for tag, rows in before.items():
-        assert tagged_rows(spark, table, tag) == rows, tag
+        assert after[tag] == rows, tag
     listed = sparkext.sql(f"SELECT tag FROM sparkext.event_time_tags('{table}')").collect()
     assert {r.tag for r in listed} == set(records)
 

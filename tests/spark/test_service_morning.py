@@ -114,19 +114,20 @@ def _assert_reachable_files_exist(spark, name: str) -> None:
 
 
 def _write_here(spark, orders, users, events, zones, checkpoints, appends) -> str:
-    """WRITERS, on this process's session: the two streams and the append job (a thread)."""
+    """WRITERS, on this process's session and at a quicker pace (streams every second, an
+    append every half second): the two streams and the append job (a thread)."""
     options = {"max-files-per-batch": "1"}
     streams = [
         sparkext.ingest_cdc_stream(orders, str(zones[orders]), str(checkpoints[orders]),
-                                   primary_key="id", options=options, interval="2 seconds"),
+                                   primary_key="id", options=options, interval="1 second"),
         sparkext.ingest_cdc_stream(users, str(zones[users]), str(checkpoints[users]),
-                                   primary_key="id", options=options, interval="3 seconds"),
+                                   primary_key="id", options=options, interval="1 second"),
     ]  # fmt: skip
     said = []
     for i in range(appends):
         spark.sql(f"INSERT INTO {events} VALUES ({i}, DATE '2026-11-23')")
         said.append(f"APPENDED {i}")
-        time.sleep(2)
+        time.sleep(0.5)  # the append job's pace (a commit every few moments), not a wait
     for query in streams:
         query.processAllAvailable()
         failed = query.exception()
@@ -147,28 +148,35 @@ def test_a_short_morning_of_writers_and_the_service_in_one_process(
     spark, request, tmp_path, warehouse
 ):
     """The default tier's morning: the same writers (two ingest_cdc streams and the append
-    job, on this session, in a thread) and the same oracles, with fewer files and appends and
-    no second service (two service processes racing: tests/spark/test_optimize_service.py)."""
+    job, on this session, in a thread, at a quicker pace) and the same oracles, with fewer files
+    and appends and no second service (two service processes racing:
+    tests/spark/test_optimize_service.py); it ends once the service has done what the oracles
+    look at, not after a fixed wait."""
     _morning(spark, request, tmp_path, warehouse, files=4, appends=6, processes=False,
              max_age="6 seconds", keep=2)  # fmt: skip
 
 
-def _wait_for_maintenance(spark, log_table: str, names, seconds: float = 300) -> None:
-    """Until the service has expired snapshots of every table once (a short morning ends before
-    the service's maintenance pass reaches the last table on a busy machine)."""
-    deadline = time.time() + seconds
+def _wait_for_the_service(spark, service, log_table: str, names, orphan, events) -> None:
+    """Until the service has done what the oracles look at (instead of a fixed wait for it to
+    catch up): snapshots of ``names`` expired, the old ``orphan`` removed, an optimisation of
+    its own in the log, and both partitions of ``events`` optimised (so that the fresh-before-
+    history check has something to compare); at most 300 s, then the oracles decide."""
+    deadline = time.time() + 300
     while time.time() < deadline:
-        spark.catalog.refreshTable(log_table)
-        done = {
-            r.table_name
-            for r in spark.sql(
-                f"SELECT table_name FROM {log_table} WHERE job = 'expire_snapshots' "
-                "AND outcome = 'ok' AND input_files > 0"
+        taken = {j.label for j in service.ran if j.table == events and j.kind == "L0"}
+        if not orphan.exists() and {'{"day":"2026-11-23"}', '{"day":"2026-01-01"}'} <= taken:
+            spark.catalog.refreshTable(log_table)
+            logged = spark.sql(
+                f"SELECT job, table_name, service, input_files FROM {log_table} "
+                "WHERE outcome = 'ok'"
             ).collect()
-        }
-        if done >= set(names):
-            return
-        time.sleep(2)
+            expired = {
+                r.table_name for r in logged if r.job == "expire_snapshots" and r.input_files > 0
+            }
+            optimised = any(r.job.startswith("L") and r.service == service.owner for r in logged)
+            if expired >= set(names) and optimised:
+                return
+        time.sleep(0.1)
 
 
 def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes, max_age, keep):
@@ -228,14 +236,13 @@ def _morning(spark, request, tmp_path, warehouse, *, files, appends, processes, 
         deadline = time.time() + 300
         while _snapshot_count(spark, events) < 4 + 3 and time.time() < deadline:  # writing
             assert writing.is_alive() or "out" in said, said
-            time.sleep(1)
+            time.sleep(0.1)
         runner = threading.Thread(target=service.run)
         runner.start()
         try:
             writing.join(timeout=900)
             out, err = said.get("out", "WRITER DID NOT FINISH"), ""
-            time.sleep(15)  # the service catches up with the last commits
-            _wait_for_maintenance(spark, log_table, (orders, users))
+            _wait_for_the_service(spark, service, log_table, (orders, users), old, events)
         finally:
             service.stop()
             runner.join(timeout=600)
