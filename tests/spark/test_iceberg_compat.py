@@ -4,7 +4,9 @@ The oracle is stock Iceberg-Spark: the same script (``tests/helpers/iceberg_comp
 application without sparkext. It is played there, on the suite's attached session (sparkext's
 parser wrapping Iceberg's) and on a session that applies sparkext's extension BEFORE Iceberg's
 (Iceberg's parser wrapping sparkext's): in-process by default, as an application of its own in
-the stress tier; every step must end the same way.
+the stress tier; every step must end the same way. The default tier plays the script's core
+(every statement form a parser wrapper can disturb, the sort and Z-order rewrites among them),
+the stress tier all of it (``iceberg_compat.SCRIPTS``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from tests.helpers import iceberg_compat
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(mode: str, workdir: Path) -> subprocess.Popen:
+def _start(mode: str, workdir: Path, script: str) -> subprocess.Popen:
     workdir.mkdir(parents=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.iceberg_compat", mode, str(workdir)],
+        [sys.executable, "-m", "tests.helpers.iceberg_compat", mode, str(workdir), script],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -43,29 +45,42 @@ def _finish(child: subprocess.Popen) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "sparkext_first",
+    ("sparkext_first", "script"),
     [
-        pytest.param("in-process", id="sparkext-first-in-process"),
-        pytest.param("process", id="sparkext-first-in-a-process", marks=pytest.mark.stress),
+        pytest.param("in-process", "core", id="core-script-sparkext-first-in-process"),
+        pytest.param(
+            "process",
+            "full",
+            id="full-script-sparkext-first-in-a-process",
+            marks=pytest.mark.stress,
+        ),
     ],
 )
-def test_iceberg_statements_end_the_same_with_and_without_sparkext(spark, tmp_path, sparkext_first):
+def test_iceberg_statements_end_the_same_with_and_without_sparkext(
+    spark, tmp_path, sparkext_first, script
+):
     """The stock application is always a process of its own (the oracle: no sparkext in it).
     The order with sparkext's extension first is built in-process by default (a second session
     of the suite's application, the extensions applied in that order on a warehouse of its
-    own), and as its own application (``spark.sql.extensions`` so listed) in the stress tier."""
-    plain = _start("plain", tmp_path / "plain")
-    reversed_ = _start("reversed", tmp_path / "reversed") if sparkext_first == "process" else None
+    own), and as its own application (``spark.sql.extensions`` so listed) in the stress tier.
+    All of them play the same script: its core by default, all of it in the stress tier."""
+    assert any("zorder" in s.sql for s in iceberg_compat.steps(script))  # the sort rewrites too
+    plain = _start("plain", tmp_path / "plain", script)
+    reversed_ = (
+        _start("reversed", tmp_path / "reversed", script) if sparkext_first == "process" else None
+    )
     try:
         iceberg_compat.forget(spark)  # an earlier run's tables, in this session's warehouse
         with ThreadPoolExecutor(max_workers=1) as pool:
             # sparkext first, in-process: on a thread of its own, while the script plays here
             in_process = (
-                pool.submit(iceberg_compat.play_sparkext_first, spark, str(tmp_path / "reversed"))
+                pool.submit(
+                    iceberg_compat.play_sparkext_first, spark, str(tmp_path / "reversed"), script
+                )
                 if reversed_ is None
                 else None
             )
-            attached = iceberg_compat.run(spark, str(tmp_path / "attached"))
+            attached = iceberg_compat.run(spark, str(tmp_path / "attached"), script=script)
             first = in_process.result(timeout=600) if in_process is not None else None
     finally:
         spark.sql("RESET spark.wap.id")
