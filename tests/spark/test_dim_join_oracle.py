@@ -582,28 +582,52 @@ def _hand_case(hand_built, key: int, since_s: int | None = None) -> tuple[list, 
     return got, _expected_event_rows(chosen, notes, HAND_EVENTS, "left", ["name"])
 
 
-def test_hand_built_control_the_truncate_inside_the_facts_range(spark, hand_built):
+HAND_CASES = {  # (key, facts from this second on)
+    "truncate-inside": (3, None),
+    "behind-a-delete": (1, None),
+    "behind-a-truncate": (3, 55),
+    "at-the-latest-fact": (4, None),
+}
+
+
+@pytest.fixture(scope="module")
+def hand_answers(spark, hand_built):
+    """Each by-name case's (product rows, model rows), computed two queries at a time (both
+    cores busy); each test below checks its own case (a failure is raised there)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            name: pool.submit(_hand_case, hand_built, key, since)
+            for name, (key, since) in HAND_CASES.items()
+        }
+        for future in futures.values():
+            future.exception()  # every query done before the first test reads its own
+    return futures
+
+
+def test_hand_built_control_the_truncate_inside_the_facts_range(spark, hand_answers):
     """Key 3 from 39 s: the truncate lies inside the facts' range and ends the insert."""
-    got, want = _hand_case(hand_built, 3)
+    got, want = hand_answers["truncate-inside"].result()
     assert got == want
 
 
-def test_a_change_behind_a_delete_before_the_first_fact_stays_deleted(spark, hand_built):
+def test_a_change_behind_a_delete_before_the_first_fact_stays_deleted(spark, hand_answers):
     """Facts of key 1 at 25 s and 35 s: the update at 30 s is older in the binlog than the
     delete at 20 s, so at 35 s the delete still decides."""
-    got, want = _hand_case(hand_built, 1)
+    got, want = hand_answers["behind-a-delete"].result()
     assert got == want
 
 
-def test_a_change_behind_a_truncate_before_the_first_fact_stays_truncated(spark, hand_built):
+def test_a_change_behind_a_truncate_before_the_first_fact_stays_truncated(spark, hand_answers):
     """Facts of key 3 at 55 s and 65 s: the truncate (40 s) is before the first fact; the insert
     at 60 s is older than it in the binlog, so at 65 s key 3 is still gone."""
-    got, want = _hand_case(hand_built, 3, since_s=55)
+    got, want = hand_answers["behind-a-truncate"].result()
     assert got == want
 
 
-def test_a_change_exactly_at_the_latest_fact_counts(spark, hand_built):
+def test_a_change_exactly_at_the_latest_fact_counts(spark, hand_answers):
     """Facts of key 4 at 46 s and 70 s: the update at exactly 70 s (the only event of the second
     CALL) counts for the fact at 70 s."""
-    got, want = _hand_case(hand_built, 4)
+    got, want = hand_answers["at-the-latest-fact"].result()
     assert got == want
