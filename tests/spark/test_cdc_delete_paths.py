@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -35,10 +34,14 @@ def _metadata_answer(spark, table: str, snapshot_id: int, content: int = 2) -> l
     return sorted(r.file_path for r in rows)
 
 
-def test_the_java_listing_equals_the_delete_files_metadata_table(spark, tmp_path, table_name):
-    """Several equality-delete commits, a rewrite that turns the older ones into position
-    deletes (removed entries are not live), new equality deletes, and a position delete of
-    Spark's own: at an older and at the current snapshot, only live equality deletes count."""
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory) -> tuple[str, int]:
+    """A table with several equality-delete commits, a rewrite that turns the older ones into
+    position deletes, new equality deletes and a position delete of Spark's own; its name and
+    the snapshot before the rewrite."""
+    table_name = "lake.test.delete_paths_history"
+    spark.sql(f"DROP TABLE IF EXISTS {table_name}")
+    tmp_path = tmp_path_factory.mktemp("delete_paths")
     zone, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(zone, "1.json", events(*(("c", k, 10 + k, f"v{k}") for k in range(1, 9))))
     ingest(table_name, zone, checkpoint)
@@ -52,6 +55,14 @@ def test_the_java_listing_equals_the_delete_files_metadata_table(spark, tmp_path
     ingest(table_name, zone, checkpoint)
     spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
     spark.sql(f"DELETE FROM {table_name} WHERE id = 6")
+    return table_name, older
+
+
+def test_the_java_listing_equals_the_delete_files_metadata_table(spark, history):
+    """Several equality-delete commits, a rewrite that turns the older ones into position
+    deletes (removed entries are not live), new equality deletes, and a position delete of
+    Spark's own: at an older and at the current snapshot, only live equality deletes count."""
+    table_name, older = history
     table = CdcTable(spark, table_name)
     current = table.current_snapshot_id()
 
@@ -66,9 +77,8 @@ def test_the_java_listing_equals_the_delete_files_metadata_table(spark, tmp_path
     assert table.equality_delete_paths(None) == []
 
 
-def test_an_unknown_snapshot_is_one_sentence(spark, tmp_path, table_name):
-    land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
-    ingest(table_name, tmp_path / "in", tmp_path / "ck")
+def test_an_unknown_snapshot_is_one_sentence(spark, history):
+    table_name = history[0]  # a table with a history, none of it snapshot 12345
     with pytest.raises(BatchOutdatedError) as caught:
         CdcTable(spark, table_name).equality_delete_paths(12345)
     assert str(caught.value) == (
@@ -103,11 +113,15 @@ def _in_another_process(spark, tmp_path, warehouse, table_name) -> None:
         text=True,
         env=dict(os.environ),
     )
-    while process.poll() is None:
+    while True:
         # keep Spark's cached table from expiring while the other process runs, so it is the
         # stale one of the race, whatever the machine's speed
         spark.table(table_name)
-        time.sleep(2)
+        try:
+            process.wait(timeout=2)  # returns as soon as the process ends
+            break
+        except subprocess.TimeoutExpired:
+            pass
     out, err = process.communicate(timeout=900)
     assert process.returncode == 0, err[-3000:]
     assert "COMMITS 1" in out, out + err[-2000:]
