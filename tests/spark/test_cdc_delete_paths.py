@@ -99,6 +99,10 @@ def _in_another_process(spark, tmp_path, warehouse, table_name) -> None:
     """The other writer: a second Spark process (its own JVM, its own catalog cache)."""
     script = tmp_path / "writer.py"
     script.write_text(WRITER_SCRIPT)
+    # the script's writer commits once the other writer of its race has planned (a file it
+    # waits for): there is none here, so that file is there from the start
+    planned = tmp_path / "no-other-writer.planned"
+    planned.touch()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -107,6 +111,8 @@ def _in_another_process(spark, tmp_path, warehouse, table_name) -> None:
             table_name,
             str(tmp_path / "other"),
             str(tmp_path / "ck_other"),
+            str(tmp_path / "writer.planned"),
+            str(planned),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -89,7 +89,9 @@ def epoch_micros(moment: datetime | None) -> int | None:
 
 
 def rejects(spark, checkpoint) -> list[str]:
-    return sorted(r.reject for r in spark.read.json(str(checkpoint / "rejected")).collect())
+    """The reasons of the rejected records (their column read by name: one job, no inference)."""
+    frame = spark.read.schema("reject string").json(str(checkpoint / "rejected"))
+    return sorted(r.reject for r in frame.collect())
 
 
 # MySQL: DECIMAL(10,2), DECIMAL(38,0), DATETIME, DATETIME(6), TIMESTAMP(6), DATE, TIME(6), YEAR,
