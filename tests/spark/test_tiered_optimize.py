@@ -17,6 +17,7 @@ import pytest
 
 import sparkext
 from sparkext.errors import OptionError, ProcedureArgumentError
+from tests.helpers.changelog_area_union import snapshot_rows
 from tests.helpers.iceberg import flink_commit
 from tests.helpers.readers import duckdb_query
 
@@ -59,8 +60,10 @@ def snapshot_ids(spark, name: str) -> list[int]:
     ]
 
 
-def history(spark, name: str) -> dict[int, list[tuple]]:
-    return {s: rows(spark, name, s) for s in snapshot_ids(spark, name)}
+def before_run(spark, name: str) -> tuple[dict[int, list[tuple]], list[tuple]]:
+    """(every snapshot's rows, the current rows), read by stock Iceberg-Spark in one job."""
+    read = snapshot_rows(spark, name, [*snapshot_ids(spark, name), None])
+    return {s: r for s, r in read.items() if s is not None}, read[None]
 
 
 def optimize(name: str, arguments: str = "") -> list[dict]:
@@ -85,9 +88,10 @@ def live_files(spark, name: str) -> list:
 
 def assert_same_everywhere(spark, name: str, before_history, before_rows) -> None:
     spark.catalog.refreshTable(name)
-    assert rows(spark, name) == before_rows
+    read = snapshot_rows(spark, name, [None, *before_history])  # one job: every read at once
+    assert read[None] == before_rows
     for snapshot_id, expected in before_history.items():
-        assert rows(spark, name, snapshot_id) == expected, snapshot_id
+        assert read[snapshot_id] == expected, snapshot_id
     data = live_files(spark, name)
     live = {f.file_path for f in data if f.content == 0}
     for f in data:  # no DV or file-scoped delete names a data file that is gone
@@ -119,7 +123,7 @@ def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
         insert(spark, table_name, i * 40, 40, parts="a")
     insert(spark, table_name, 1000, 10, parts="b")  # one small file: no trigger in b
     assert health(table_name)['{"p":"a"}'].optimized_share == 0.0
-    before = history(spark, table_name), rows(spark, table_name)
+    before = before_run(spark, table_name)
     out = optimize(table_name)
     assert [(r["partition"], r["level"], r["input_files"], r["error"]) for r in out] == [
         ('{"p":"a"}', 0, 3, None)
@@ -130,7 +134,7 @@ def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
 
     spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('sparkext.optimize.l1.min-bytes'='1')")
     insert(spark, table_name, 2000, 30, parts="a")
-    before = history(spark, table_name), rows(spark, table_name)
+    before = before_run(spark, table_name)
     out = optimize(table_name)
     assert sorted((r["partition"], r["level"], r["input_files"]) for r in out) == [
         ('{"p":"a"}', 1, 2),  # the L0 output and the new file: clustered together
@@ -141,7 +145,7 @@ def test_levels_follow_their_triggers_and_rows_never_change(spark, table_name):
     insert(spark, table_name, 3000, 30, parts="a")
     out = optimize(table_name)
     assert [(r["partition"], r["level"]) for r in out] == [('{"p":"a"}', 1)]
-    before = history(spark, table_name), rows(spark, table_name)
+    before = before_run(spark, table_name)
     out = optimize(table_name)  # a holds files of two L1 runs: L2 re-clusters all of them
     assert [(r["partition"], r["level"], r["input_files"]) for r in out] == [('{"p":"a"}', 2, 2)]
     assert "2 L1 runs" in out[0]["reason"]
@@ -187,7 +191,7 @@ def test_deleted_rows_stay_deleted(spark, table_name, version, evolve):
             ["k"],
             deletes=[{"k": k, "name": None, "v": None, "p": "ab"[k % 2]} for k in (3, 5, 501)],
         )
-    before = history(spark, table_name), rows(spark, table_name)
+    before = before_run(spark, table_name)
     out = optimize(table_name, ", levels => 'l0'")
     assert out and all(r["error"] is None for r in out)
     assert_same_everywhere(spark, table_name, *before)
