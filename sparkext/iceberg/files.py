@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
+from sparkext.planning.optimize import DataFileFact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +56,7 @@ def table_files(
     from pyspark.sql import functions as F
 
     from sparkext.iceberg.delete_files import DeleteTable, partition_key
+    from sparkext.iceberg.optimize_table import bound_columns_of
 
     snapshot_id, snapshots = _snapshots(spark, table)
     if snapshot_id is None:  # no snapshot: no live file
@@ -66,13 +67,7 @@ def table_files(
         .load(table.metadata_table("entries"))
     )
     partition = DeleteTable._partition_column(entries)
-    metrics = (
-        entries.schema["readable_metrics"].dataType.fieldNames()
-        if "readable_metrics" in entries.columns
-        else []
-    )
-    lower = {m.lower(): m for m in metrics}
-    bound_columns = [(c, lower[c.lower()]) for c in cluster_by if c.lower() in lower]
+    bound_columns = bound_columns_of(entries, cluster_by)
     live_data = (F.col("status") < 2) & (F.col("data_file.content") == DATA)
     rows = entries.select(
         "status",
@@ -218,26 +213,11 @@ _COUNTS = (
 def _data_file_facts(rows, snapshots, bound_columns) -> list[DataFileFact]:
     """The live data files, as ``optimize_table.file_facts`` makes them (same levels, same
     L0-merge marks, same bounds), in the order ``entries`` lists them."""
-    from sparkext.iceberg.optimize_table import OPERATION, _level_of
+    from sparkext.iceberg.optimize_table import fact_of, levels_and_merges
 
-    levels = {i: _level_of(s.level) for i, s in snapshots.items()}
-    merges = {i for i, s in snapshots.items() if s.operation == OPERATION and levels[i] == 0}
+    levels, merges = levels_and_merges((i, s.level, s.operation) for i, s in snapshots.items())
     return [
-        DataFileFact(
-            path=r.path,
-            partition=r.pkey,
-            bytes=int(r.size),
-            records=int(r.records),
-            snapshot_id=int(r.snapshot_id),
-            sequence_number=int(r.sequence_number),
-            level=levels.get(int(r.snapshot_id), LEVEL_UNKNOWN),
-            bounds={
-                c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
-                for i, (c, _) in enumerate(bound_columns)
-                if r[f"b{i}"] is not None
-            },
-            merged=int(r.snapshot_id) in merges,
-        )
+        fact_of(r, int(r.size), levels, merges, bound_columns)
         for r in rows
         if r.status < 2 and r.content == DATA
     ]

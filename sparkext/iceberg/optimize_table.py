@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -319,19 +319,10 @@ def file_facts(
         )
         .collect()
     )
-    levels = {int(r.snapshot_id): _level_of(r.level) for r in snapshots}
-    merges = {  # snapshots of L0 merges: their files are "earlier L0 outputs"
-        int(r.snapshot_id)
-        for r in snapshots
-        if r.operation == OPERATION and _level_of(r.level) == 0
-    }
-    metrics = (
-        entries.schema["readable_metrics"].dataType.fieldNames()
-        if "readable_metrics" in entries.columns
-        else []
+    levels, merges = levels_and_merges(
+        (int(r.snapshot_id), r.level, r.operation) for r in snapshots
     )
-    lower = {m.lower(): m for m in metrics}
-    bound_columns = [(c, lower[c.lower()]) for c in cluster_by if c.lower() in lower]
+    bound_columns = bound_columns_of(entries, cluster_by)
     rows = entries.select(
         F.col("data_file.file_path").alias("path"),
         partition_key(DeleteTable._partition_column(entries), F.col("data_file.spec_id")).alias(
@@ -349,24 +340,59 @@ def file_facts(
             for i, (_, m) in enumerate(bound_columns)
         ],
     ).collect()  # metadata: one small row per live data file
-    return [
-        DataFileFact(
-            path=r.path,
-            partition=r.pkey,
-            bytes=int(r.bytes),
-            records=int(r.records),
-            snapshot_id=int(r.snapshot_id),
-            sequence_number=int(r.sequence_number),
-            level=levels.get(int(r.snapshot_id), LEVEL_UNKNOWN),
-            bounds={
-                c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
-                for i, (c, _) in enumerate(bound_columns)
-                if r[f"b{i}"] is not None
-            },
-            merged=int(r.snapshot_id) in merges,
-        )
-        for r in rows
-    ]
+    return [fact_of(r, int(r.bytes), levels, merges, bound_columns) for r in rows]
+
+
+def levels_and_merges(
+    snapshots: Iterable[tuple[int, str | None, str | None]],
+) -> tuple[dict[int, int], set[int]]:
+    """Each snapshot's level, and the snapshots of L0 merges (their files are "earlier L0
+    outputs"), from (snapshot id, summary level, summary operation)."""
+    levels: dict[int, int] = {}
+    merges: set[int] = set()
+    for snapshot_id, level, operation in snapshots:
+        levels[snapshot_id] = _level_of(level)
+        if operation == OPERATION and levels[snapshot_id] == 0:
+            merges.add(snapshot_id)
+    return levels, merges
+
+
+def bound_columns_of(entries: Any, cluster_by: Sequence[str]) -> list[tuple[str, str]]:
+    """(cluster column, its ``readable_metrics`` field) for each cluster column the entries
+    table has metrics for, matched case-insensitively."""
+    metrics = (
+        entries.schema["readable_metrics"].dataType.fieldNames()
+        if "readable_metrics" in entries.columns
+        else []
+    )
+    lower = {m.lower(): m for m in metrics}
+    return [(c, lower[c.lower()]) for c in cluster_by if c.lower() in lower]
+
+
+def fact_of(
+    r: Any,
+    size: int,
+    levels: dict[int, int],
+    merges: set[int],
+    bound_columns: Sequence[tuple[str, str]],
+) -> DataFileFact:
+    """One entries row (path, pkey, records, snapshot_id, sequence_number, ``b<i>`` bounds) as
+    the planner's fact."""
+    return DataFileFact(
+        path=r.path,
+        partition=r.pkey,
+        bytes=size,
+        records=int(r.records),
+        snapshot_id=int(r.snapshot_id),
+        sequence_number=int(r.sequence_number),
+        level=levels.get(int(r.snapshot_id), LEVEL_UNKNOWN),
+        bounds={
+            c: (r[f"b{i}"].lo, r[f"b{i}"].hi)
+            for i, (c, _) in enumerate(bound_columns)
+            if r[f"b{i}"] is not None
+        },
+        merged=int(r.snapshot_id) in merges,
+    )
 
 
 def equality_delete_partitions(
