@@ -29,6 +29,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 OPTIONS_ENV = "SPARK_SUBMIT_OPTS"
@@ -118,12 +119,28 @@ def _archive(workdir: Path) -> Path | None:
     return archive
 
 
+_preparing: list[threading.Thread] = []
+
+
+def _archive_or_none(workdir: Path) -> Path | None:
+    try:
+        return _archive(workdir)
+    except Exception:  # no cache directory, no JDK yet...: the JVMs start as they would
+        return None
+
+
+def prepare_in_background(workdir: Path) -> None:
+    """Find or make the archive on a thread (:func:`speed_up` waits for it)."""
+    thread = threading.Thread(target=_archive_or_none, args=(workdir,), daemon=True)
+    thread.start()
+    _preparing.append(thread)
+
+
 def speed_up(workdir: Path) -> str:
     """Set ``SPARK_SUBMIT_OPTS`` for this process and its children; return what was set."""
-    try:
-        archive = _archive(workdir)
-    except Exception:  # no cache directory, no JDK yet...: the JVMs start as they would
-        archive = None
+    for thread in _preparing:
+        thread.join()
+    archive = _archive_or_none(workdir)
     options = [] if archive is None else [QUIET, f"-XX:SharedArchiveFile={archive}"]
     existing = os.environ.get(OPTIONS_ENV, "")
     os.environ[OPTIONS_ENV] = " ".join([existing, *options]).strip()
