@@ -125,7 +125,10 @@ def test_progress_lines_when_stderr_is_not_a_terminal(spark):
     progress = Progress(err, spark, group=None, tty=False, heartbeat=0.3, quiet_for=0.0)
     progress("batch 1: writing files")
     try:
-        spark.range(0, 300_000_000, 1, 4).selectExpr("sum(hash(id))").collect()
+        # four tasks of a second each: long by the clock, not by how fast the rows are made
+        spark.range(0, 4, 1, 4).selectExpr(
+            "java_method('java.lang.Thread', 'sleep', 1000L) AS slept"
+        ).collect()
     finally:
         progress.stop()
     lines = err.getvalue().splitlines()
