@@ -82,9 +82,9 @@ INTERPRETED = {
 
 
 def _interpreted(config) -> dict[str, str]:
-    markexpr = config.getoption("markexpr") or ""
-    stress = "stress" in markexpr and "not stress" not in markexpr
-    if stress or os.environ.get("SPARKEXT_TEST_CODEGEN") == "1":
+    from tests.durations_plugin import tier
+
+    if tier(config) == "stress" or os.environ.get("SPARKEXT_TEST_CODEGEN") == "1":
         return {}
     return INTERPRETED
 

@@ -27,6 +27,13 @@ def pytest_addoption(parser):
     )
 
 
+def tier(config) -> str:
+    """``stress`` when the run selects ``-m stress`` (an expression naming it, not negating it),
+    else ``default``."""
+    markexpr = config.getoption("markexpr") or ""
+    return "stress" if "stress" in markexpr and "not stress" not in markexpr else "default"
+
+
 class _Recorder:
     def __init__(self, config):
         self.config = config
@@ -38,13 +45,12 @@ class _Recorder:
     def pytest_sessionfinish(self, session, exitstatus):
         if not self.seconds:
             return
-        markexpr = self.config.getoption("markexpr") or ""
-        tier = "stress" if "stress" in markexpr and "not stress" not in markexpr else "default"
+        tier_name = tier(self.config)
         DIRECTORY.mkdir(exist_ok=True)
-        path = DIRECTORY / f"{tier}.json"
+        path = DIRECTORY / f"{tier_name}.json"
         ordered = dict(sorted(self.seconds.items(), key=lambda item: -item[1]))
         payload = {
-            "tier": tier,
+            "tier": tier_name,
             "tests": len(ordered),
             "total_seconds": round(sum(ordered.values()), 1),
             "seconds": {nodeid: round(value, 2) for nodeid, value in ordered.items()},
