@@ -83,11 +83,17 @@ def _key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _where() -> Path:
+    """Where the archive for this machine's jars is (or will be)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkext-tests"
+    return cache / f"spark-{_key()}.jsa"
+
+
 def _archive(workdir: Path) -> Path | None:
     """The archive for this machine's jars, dumped by a training process if missing (None if
     it could not be made: the suite then runs without it, only slower)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkext-tests"
-    archive = cache / f"spark-{_key()}.jsa"
+    archive = _where()
+    cache = archive.parent
     failed = archive.with_suffix(".failed")
     if archive.is_file():
         return archive
@@ -130,17 +136,26 @@ def _archive_or_none(workdir: Path) -> Path | None:
 
 
 def prepare_in_background(workdir: Path) -> None:
-    """Find or make the archive on a thread (:func:`speed_up` waits for it)."""
+    """Find or make the archive on a thread (:func:`speed_up` does not wait for it)."""
     thread = threading.Thread(target=_archive_or_none, args=(workdir,), daemon=True)
     thread.start()
     _preparing.append(thread)
 
 
 def speed_up(workdir: Path) -> str:
-    """Set ``SPARK_SUBMIT_OPTS`` for this process and its children; return what was set."""
-    for thread in _preparing:
-        thread.join()
-    archive = _archive_or_none(workdir)
+    """Set ``SPARK_SUBMIT_OPTS`` for this process and its children; return what was set.
+
+    While a training thread is still making the archive, nothing waits for it: the option
+    names the path the archive will be renamed to. The shared session never uses the archive
+    (its class path differs), and a JVM started before the rename finds no file there and
+    starts as it would without the option (silently: HotSpot's -Xshare:auto)."""
+    if any(thread.is_alive() for thread in _preparing):
+        try:
+            archive: Path | None = _where()
+        except Exception:
+            archive = None
+    else:
+        archive = _archive_or_none(workdir)
     options = [] if archive is None else [QUIET, f"-XX:SharedArchiveFile={archive}"]
     existing = os.environ.get(OPTIONS_ENV, "")
     os.environ[OPTIONS_ENV] = " ".join([existing, *options]).strip()
