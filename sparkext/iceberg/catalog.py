@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import NotAnIcebergTableError, TableNotFoundError
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,7 +105,7 @@ def metadata_name(spark: SparkSession, table: str, name: str) -> str:
 
 
 def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
-    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    return jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
 
@@ -111,7 +114,7 @@ def activate_session(spark: SparkSession) -> None:
     """Make ``spark`` the JVM thread's active session: a Python thread of a pool has a fresh JVM
     twin without one, and Iceberg's source would then read a default SQLConf (without the
     catalogs) on its first staged scan."""
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    jvm_of(spark).org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def refreshed_snapshot_id(spark: SparkSession, name: str) -> int | None:
@@ -137,12 +140,15 @@ def release_checkpoint(frame) -> None:
 def identifier_columns(spark: SparkSession, name: str) -> list[str]:
     """The table's identifier fields (its primary key), in field-id order."""
     schema = _java_table(spark, name).schema()
-    return [str(schema.findColumnName(i)) for i in sorted(schema.identifierFieldIds())]
+    return [
+        str(schema.findColumnName(i))
+        for i in sorted(int(i) for i in _iterate(schema.identifierFieldIds()))
+    ]
 
 
 def set_identifier_columns(spark: SparkSession, name: str, columns: list[str]) -> None:
     """Make ``columns`` (required columns) the table's identifier fields (its primary key)."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     names = jvm.java.util.ArrayList()
     schema = _java_table(spark, name).schema()
     for column in columns:
@@ -182,7 +188,7 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
         name, parts = identifiers.display(full), full
     metadata = table.operations().current()
     current = table.currentSnapshot()
-    properties = {str(k): str(v) for k, v in table.properties().items()}
+    properties = string_map(table.properties())
     return TableRef(
         name=name,
         parts=parts,
@@ -200,7 +206,7 @@ def partition_transforms(spark: SparkSession, name: str) -> list[tuple[str, str]
     schema = table.schema()
     return [
         (str(f.transform().toString()), str(schema.findColumnName(int(f.sourceId()))))
-        for f in table.spec().fields()
+        for f in _iterate(table.spec().fields())
         if str(f.transform().toString()) != "void"
     ]
 
@@ -208,7 +214,7 @@ def partition_transforms(spark: SparkSession, name: str) -> list[tuple[str, str]
 def snapshot_commit_times(spark: SparkSession, name: str) -> list[tuple[int, int]]:
     """(commit time in epoch milliseconds, snapshot id) of every retained snapshot."""
     table = _java_table(spark, name)
-    return [(int(s.timestampMillis()), int(s.snapshotId())) for s in table.snapshots()]
+    return [(int(s.timestampMillis()), int(s.snapshotId())) for s in _iterate(table.snapshots())]
 
 
 def current_snapshot_summary(spark: SparkSession, name: str) -> tuple[int | None, dict[str, str]]:
@@ -216,4 +222,4 @@ def current_snapshot_summary(spark: SparkSession, name: str) -> tuple[int | None
     snapshot = _java_table(spark, name).currentSnapshot()
     if snapshot is None:
         return None, {}
-    return int(snapshot.snapshotId()), {str(k): str(v) for k, v in snapshot.summary().items()}
+    return int(snapshot.snapshotId()), string_map(snapshot.summary())

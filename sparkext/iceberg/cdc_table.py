@@ -32,6 +32,9 @@ from sparkext.cdc.summary import (
     SOURCE_PROGRESS,
     TRUNCATE_POSITION,
 )
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import string_map
 from sparkext.iceberg.types import iceberg_type
 
 __all__ = [
@@ -108,7 +111,7 @@ def _remembered(spark: SparkSession, table, what: str, compute: Callable[[], Any
     walk of Java objects (~70 py4j calls), and they depend only on those two. Keyed by content,
     not ids: tables sharing a uuid (registered copies, catalog branches) may give one id to
     different schemas."""
-    iceberg = spark._jvm.org.apache.iceberg
+    iceberg = jvm_of(spark).org.apache.iceberg
     state = (
         what,
         str(iceberg.SchemaParser.toJson(table.schema())),
@@ -128,7 +131,7 @@ class CdcTable:
     def __init__(self, spark: SparkSession, name: str):
         self._spark = spark
         self.name = name
-        self._table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        self._table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, name
         )
 
@@ -142,7 +145,7 @@ class CdcTable:
         new one about commits made since it was loaded (another process's, found by our refresh).
         """
         self._table.refresh()
-        cached = self._spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        cached = jvm_of(self._spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             self._spark._jsparkSession, self.name
         )
         if not cached.equals(self._table):
@@ -157,7 +160,7 @@ class CdcTable:
     def _columns(self) -> list[Column]:
         from pyspark.sql.types import StructType
 
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         schema = self._table.schema()
         struct = StructType.fromJson(
             json.loads(jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(schema).json())
@@ -177,7 +180,10 @@ class CdcTable:
 
     def _key(self) -> list[str]:
         schema = self._table.schema()
-        return [str(schema.findColumnName(i)) for i in sorted(schema.identifierFieldIds())]
+        return [
+            str(schema.findColumnName(i))
+            for i in sorted(int(i) for i in _iterate(schema.identifierFieldIds()))
+        ]
 
     def is_partitioned(self) -> bool:
         return not self._table.spec().isUnpartitioned()
@@ -192,7 +198,7 @@ class CdcTable:
             update = update.allowIncompatibleChanges()
             for name in optional:
                 update = update.requireColumn(name)
-        names = self._spark._jvm.java.util.ArrayList()
+        names = jvm_of(self._spark).java.util.ArrayList()
         for name in columns:
             names.add(name)
         update.setIdentifierFields(names).commit()
@@ -208,7 +214,7 @@ class CdcTable:
         types = {c.field_id: c.type for c in self.columns()}
         schema = self._table.schema()
         fields = []
-        for field in self._table.spec().fields():
+        for field in _iterate(self._table.spec().fields()):
             transform = str(field.transform().toString())
             if transform == "void":
                 continue
@@ -237,9 +243,9 @@ class CdcTable:
     def metrics_properties(self) -> dict[str, str]:
         """The table's ``write.metadata.metrics.*`` properties (executors compute file metrics)."""
         prefix = "write.metadata.metrics."
-        util = self._spark._jvm.org.apache.iceberg.util.PropertyUtil
+        util = jvm_of(self._spark).org.apache.iceberg.util.PropertyUtil
         found = util.propertiesWithPrefix(self._table.properties(), prefix)  # usually empty
-        return {prefix + str(k): str(v) for k, v in found.items()} if not found.isEmpty() else {}
+        return {prefix + k: v for k, v in string_map(found).items()}
 
     def property(self, key: str) -> str | None:
         value = self._table.properties().get(key)
@@ -335,10 +341,9 @@ class CdcTable:
         """
         if snapshot_id is None:
             return []
-        from sparkext.iceberg.commit import _iterate
 
         snapshot = self._snapshot(snapshot_id)
-        manifest_files = self._spark._jvm.org.apache.iceberg.ManifestFiles
+        manifest_files = jvm_of(self._spark).org.apache.iceberg.ManifestFiles
         io, specs = self._table.io(), self._table.specs()
         paths: set[str] = set()
         for manifest in _iterate(snapshot.deleteManifests(io)):
@@ -383,7 +388,7 @@ def create_table(
 
     ``partition_by``: (transform, column, argument) triples, e.g. ("bucket", "id", 16).
     """
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     types = jvm.org.apache.iceberg.types.Types
     fields = jvm.java.util.ArrayList()
     for index, (column, spark_type) in enumerate(columns, start=1):
@@ -506,7 +511,7 @@ class CdcCommit:
     def _stage_schema(self, txn) -> None:
         if not self._additions and not self._widenings:
             return
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         schema = txn.table().schema()
         update = txn.updateSchema()
         for column, spark_type in self._additions:
@@ -520,7 +525,7 @@ class CdcCommit:
     def _ids(table) -> dict[str, int]:
         """Field ids by name, nested fields by path (``tags.element``, ``m.key``)."""
         schema = table.schema()
-        return {str(name): int(field_id) for field_id, name in schema.idToName().items()}
+        return {name: int(field_id) for field_id, name in string_map(schema.idToName()).items()}
 
     def field_ids(self) -> dict[str, int]:
         """Field ids of the batch's schema (after its changes), which the files are written with."""
@@ -607,7 +612,6 @@ class CdcCommit:
         return delta.validateNoConflictingDataFiles().validateNoConflictingDeleteFiles()
 
     def _change(self, snapshot) -> ConcurrentChange:
-        from sparkext.iceberg.commit import _iterate
 
         summary = snapshot.summary()
         operation = snapshot.operation()
@@ -651,7 +655,7 @@ class CdcCommit:
 
 def partition_data(spark: SparkSession, spec, values: Sequence[str]):
     """Iceberg's PartitionData for partition strings (parsed by Iceberg, typed in Java)."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     strings = jvm.java.util.ArrayList()
     for value in values:
         strings.add(value)
@@ -677,7 +681,7 @@ def remove_live_files(table, delta, snapshot_id: int | None):
         while iterator.hasNext():
             task = iterator.next()
             delta = delta.removeRows(task.file())
-            for delete in task.deletes():
+            for delete in _iterate(task.deletes()):
                 if str(delete.location()) not in removed_deletes:
                     removed_deletes.add(str(delete.location()))
                     delta = delta.removeDeletes(delete)
@@ -691,7 +695,7 @@ def add_written_files(spark: SparkSession, table, delta, files: Sequence[Written
     equality deletes on the ``key`` columns, with the metrics their writers computed."""
     from sparkext.cdc.files import DATA
 
-    iceberg = spark._jvm.org.apache.iceberg
+    iceberg = jvm_of(spark).org.apache.iceberg
     spec = table.spec()
     schema = table.schema()
     key_ids = _int_array(spark, [schema.findField(k).fieldId() for k in key])
@@ -724,7 +728,7 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
     (:func:`sparkext.cdc.files.parquet_metrics`); without it the footer is read here (slower:
     one read per file on the driver).
     """
-    iceberg = spark._jvm.org.apache.iceberg
+    iceberg = jvm_of(spark).org.apache.iceberg
     if metrics is None:
         config = (
             iceberg.MetricsConfig.forPositionDelete(table)
@@ -734,7 +738,7 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
         return iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(path), config)
     import base64
 
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     guava = jvm.org.apache.iceberg.relocated.com.google.common
     helper = _file_metrics_class(spark)
     if helper is not None:  # sparkext's jar: the maps in one call instead of ~80
@@ -778,5 +782,5 @@ def _file_metrics_class(spark: SparkSession):
     built without ``sparkext.spark_conf()``: the maps are then built entry by entry)."""
     from py4j.java_gateway import JavaClass
 
-    found = spark._jvm.io.sparkext.spark.FileMetrics
+    found = jvm_of(spark).io.sparkext.spark.FileMetrics
     return found if isinstance(found, JavaClass) else None

@@ -33,6 +33,8 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.changelog import (
     Change,
     EqualityDelete,
@@ -105,19 +107,13 @@ _LABELS = _Lru(20000)  # (table uuid, data file path) -> its partition label
 _EVERYTHING = Needs(added=True, removed=True, deletes=True, parent_deletes=True)
 
 
-def _iterate(java_iterable: Any) -> Iterator[Any]:
-    iterator = java_iterable.iterator()
-    while iterator.hasNext():
-        yield iterator.next()
-
-
 class ChangelogTable:
     """One table, read for one changelog."""
 
     def __init__(self, spark: SparkSession, ref: TableRef):
         self._spark = spark
         self.ref = ref
-        self._jvm = spark._jvm
+        self._jvm = jvm_of(spark)
         self._table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, ref.name
         )

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from sparkext.errors import CommitConflictError
 from sparkext.iceberg.errors import java_exception_classes
+from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +27,7 @@ ROUNDS = 5
 
 
 def _load(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
-    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    return jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
 
@@ -40,7 +42,7 @@ def properties(spark: SparkSession, name: str) -> dict[str, str]:
     """The table's properties, freshly read."""
     table = _load(spark, name)
     table.refresh()
-    return {str(k): str(v) for k, v in table.properties().items()}
+    return string_map(table.properties())
 
 
 def set_property(spark: SparkSession, name: str, key: str, value: str) -> None:

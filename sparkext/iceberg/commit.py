@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 from sparkext import cancellation
 from sparkext.errors import CommitConflictError, CommitStateUnknownError
 from sparkext.iceberg.errors import java_exception_classes, translate
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,7 +95,7 @@ def _info(snapshot: Any) -> SnapshotInfo:
         parent_id=int(parent) if parent is not None else None,
         sequence_number=int(snapshot.sequenceNumber()),
         operation=str(operation) if operation is not None else None,
-        summary={str(k): str(v) for k, v in snapshot.summary().items()},
+        summary=string_map(snapshot.summary()),
     )
 
 
@@ -155,7 +158,7 @@ class Committed:
 
 def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Committed:
     """Commit ``request`` to ``java_table`` (see the module docstring); return the new snapshot."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     ops = java_table.operations()
     summary = {**request.summary, RUN_ID: request.run_id}
     last_race: BaseException | None = None
@@ -305,8 +308,8 @@ def _discard_staged(ops: Any, base: Any, staged: Any) -> None:
     import contextlib
 
     io = ops.io()
-    known = {int(s.snapshotId()) for s in base.snapshots()}
-    for snapshot in staged.snapshots():
+    known = {int(s.snapshotId()) for s in _iterate(base.snapshots())}
+    for snapshot in _iterate(staged.snapshots()):
         snapshot_id = int(snapshot.snapshotId())
         if snapshot_id in known:
             continue
@@ -315,12 +318,6 @@ def _discard_staged(ops: Any, base: Any, staged: Any) -> None:
                 if manifest.snapshotId() is not None and int(manifest.snapshotId()) == snapshot_id:
                     io.deleteFile(manifest.path())
             io.deleteFile(snapshot.manifestListLocation())
-
-
-def _iterate(java_iterable: Any) -> Iterator[Any]:
-    iterator = java_iterable.iterator()
-    while iterator.hasNext():
-        yield iterator.next()
 
 
 def refresh_spark_cache(spark: SparkSession, table_name: str) -> None:

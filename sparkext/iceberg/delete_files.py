@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
 
@@ -68,7 +70,7 @@ class DeleteTable:
     def __init__(self, spark: SparkSession, ref: TableRef):
         self._spark = spark
         self.ref = ref
-        self._table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        self._table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, ref.name
         )
         self._java_files: dict[tuple[str, int], object] = {}
@@ -91,7 +93,7 @@ class DeleteTable:
         """Equality columns by field id, named and typed as in the current schema."""
         from pyspark.sql.types import StructType
 
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         schema = self._table.schema()
         struct = StructType.fromJson(
             json.loads(jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(schema).json())
@@ -197,12 +199,12 @@ class DeleteTable:
         """Ids of the unpartitioned specs (asked once per table state: ~10 py4j calls)."""
         if self._unpartitioned is None:
             specs = self._table.specs()
-            ids = [int(k) for k in specs.keySet() if specs.get(k).isUnpartitioned()]
+            ids = [int(k) for k in _iterate(specs.keySet()) if specs.get(k).isUnpartitioned()]
             self._unpartitioned = (int(specs.size()), ids)
         return self._unpartitioned[1]
 
     def _load_java_files(self, snapshot_id: int) -> None:
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         snapshot = self._table.snapshot(snapshot_id)
         io, specs = self._table.io(), self._table.specs()
         manifests = snapshot.deleteManifests(io)
@@ -228,7 +230,7 @@ class DeleteTable:
         """A predicate on Java delete files: is the file's partition wholly inside ``where``?"""
         if not where:
             return lambda java_file: True
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         converter = jvm.org.apache.spark.sql.execution.datasources.SparkExpressionConverter
         from sparkext.iceberg.errors import spark_message
 
@@ -262,7 +264,7 @@ class DeleteTable:
         return selected
 
     def _check_partition_columns(self, expression, where: str) -> None:
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         schema = self._table.schema()
         expressions = jvm.java.util.ArrayList()
         expressions.add(expression)
@@ -270,8 +272,8 @@ class DeleteTable:
             schema.asStruct(), expressions, False
         )
         sources = set()
-        for spec in self._table.specs().values():
-            for field in spec.fields():
+        for spec in _iterate(self._table.specs().values()):
+            for field in _iterate(spec.fields()):
                 sources.add(int(field.sourceId()))
         others = sorted(str(schema.findColumnName(i)) for i in ids if int(i) not in sources)
         if others:
@@ -363,7 +365,7 @@ class DeleteTable:
         """
         from sparkext.iceberg.commit import CommitRequest, commit
 
-        iceberg = self._spark._jvm.org.apache.iceberg
+        iceberg = jvm_of(self._spark).org.apache.iceberg
         referenced = {a.referenced_data_file for a in added if a.is_dv}
 
         def check(attempt) -> None:

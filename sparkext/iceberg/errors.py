@@ -14,6 +14,7 @@ from sparkext.errors import (
     SqlParseError,
     TableNotFoundError,
 )
+from sparkext.iceberg.java import jvm as jvm_of
 
 # Where Spark says a failure is: "...(line 1, pos 7)" (parse errors), "...; line 1 pos 7"
 # (analysis errors, at the end of the message) or a "== SQL(line 1, position 8) ==" header.
@@ -354,7 +355,7 @@ def quiet_task_failures(spark, quiet: bool = True) -> None:
     The failure still reaches the statement that ran the job, which reports it in one sentence;
     ``sparkext-sql --verbose`` shows the traces.
     """
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     log4j = jvm.org.apache.logging.log4j
     level = log4j.Level.OFF if quiet else log4j.LogManager.getRootLogger().getLevel()
     for name in TASK_FAILURE_LOGGERS:

@@ -16,6 +16,8 @@ import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
+from sparkext.iceberg.java import import_pyspark_short_names
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.jvm import BRIDGE, EXTENSION, jar_path
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ def thread_session(context: Any) -> SparkSession | None:
     default one (None: neither is set). The session PySpark built first keeps its object."""
     from pyspark.sql import SparkSession
 
-    jvm = context._jvm
+    jvm = jvm_of(context)
     for found in (jvm.SparkSession.getActiveSession(), jvm.SparkSession.getDefaultSession()):
         if found.isDefined():
             jsession = found.get()
@@ -111,6 +113,7 @@ def attach(spark: SparkSession) -> SparkSession:
         if not _registered:
             _registered.append(_Routines(spark))
         _bridge(spark).register(_registered[0])
+        import_pyspark_short_names(spark)  # PySpark's F.* and select() ask for them each call
     return spark
 
 
@@ -120,7 +123,7 @@ def detach(spark: SparkSession) -> None:
 
 
 def _bridge(spark: SparkSession) -> Any:
-    bridge = spark.sparkContext._jvm
+    bridge = jvm_of(spark)
     for part in BRIDGE.split("."):
         bridge = getattr(bridge, part)
     return bridge
@@ -130,7 +133,7 @@ def _clone_with_extension(spark: SparkSession) -> SparkSession:
     """Add the extension to a running application and return a clone of ``spark`` that has it."""
     from pyspark.sql import SparkSession
 
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     jar = str(jar_path())
     try:
         spark.sql(f"ADD JAR '{jar}'")  # the session's class loader, for this thread
@@ -182,7 +185,7 @@ class _Routines:
         from pyspark.sql import SparkSession
 
         # py4j serves this callback's calls on a JVM thread of its own: make it the session's.
-        self._context._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+        jvm_of(self._context).org.apache.spark.sql.SparkSession.setActiveSession(jsession)
         return SparkSession(self._context, jsession)
 
     def _answer(self, jsession: Any, run) -> Any:
@@ -242,7 +245,7 @@ def start_thrift_server(
     spark.conf.set("hive.server2.thrift.bind.host", host)
     spark.conf.set("hive.server2.thrift.port", str(port))
     spark.conf.set("hive.server2.transport.mode", "binary")
-    jvm = spark.sparkContext._jvm
+    jvm = jvm_of(spark)
     try:
         server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
             spark._jsparkSession.sqlContext()

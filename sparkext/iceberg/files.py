@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.optimize import DataFileFact
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def _snapshots(spark: SparkSession, table: TableRef) -> tuple[int | None, dict[i
 
     metadata = _java_table(spark, table.name).operations().current()
     current = metadata.currentSnapshot()
-    document = json.loads(spark._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata))
+    document = json.loads(jvm_of(spark).org.apache.iceberg.TableMetadataParser.toJson(metadata))
     snapshots = {
         int(s["snapshot-id"]): _Snapshot(
             micros=int(s["timestamp-ms"]) * 1000,
@@ -227,7 +228,7 @@ def glob_matches_nothing(spark: SparkSession, pattern: str) -> bool:
     """Whether a glob matches no path, as Hadoop's file systems (Spark's file source) see it;
     False when that cannot be told (the read then decides)."""
     try:
-        jvm = spark._jvm
+        jvm = jvm_of(spark)
         path = jvm.org.apache.hadoop.fs.Path(pattern)
         matched = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path)
     except Exception:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sparkext.errors import CommitConflictError
 from sparkext.iceberg.errors import java_exception_classes
+from sparkext.iceberg.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,7 +65,7 @@ def parse(text: str | None) -> Holder | None:
 
 
 def _operations(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
-    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
     return table.operations()
@@ -82,7 +83,7 @@ def swap(
     """Set the lease to ``new`` (None: remove it) if it is free, expired or ``owner``'s own;
     return the live holder that prevented it (None: done). Lost races are re-read and decided
     again, never re-applied blindly."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     ops = _operations(spark, name)
     for round_number in range(1, ROUNDS + 1):
         base = ops.refresh()

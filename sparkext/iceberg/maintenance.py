@@ -19,6 +19,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.maintenance import ManifestStats, Ref, Snapshot
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ MANIFEST_TARGET_DEFAULT = 8 * 1024 * 1024
 
 
 def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
-    table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+    table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
     table.refresh()
@@ -37,7 +38,7 @@ def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside t
 
 
 def _actions(spark: SparkSession):
-    return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    return jvm_of(spark).org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def sizes(spark: SparkSession, name: str, paths: list[str]) -> int:
 
 def delete_files(spark: SparkSession, name: str, paths: list[str]) -> None:
     """Delete ``paths`` through the table's FileIO (in bulk where it can)."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     io = _java_table(spark, name).io()
     if jvm.org.apache.iceberg.io.SupportsBulkOperations._java_lang_class.isInstance(io):
         batch = jvm.java.util.ArrayList()

@@ -12,6 +12,8 @@ import gc
 import json
 from typing import TYPE_CHECKING, Any
 
+from sparkext.iceberg.java import jvm as jvm_of
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
@@ -52,7 +54,7 @@ def ansi_mode() -> bool | None:
     context = SparkContext._active_spark_context
     if context is None or context._jvm is None:
         return None
-    return bool(context._jvm.org.apache.spark.sql.internal.SQLConf.get().ansiEnabled())
+    return bool(jvm_of(context).org.apache.spark.sql.internal.SQLConf.get().ansiEnabled())
 
 
 def input_partitions(frame: DataFrame) -> int:

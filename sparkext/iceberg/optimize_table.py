@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext import identifiers
 from sparkext.iceberg.delete_files import DeleteTable, partition_key
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ class OptimizeTable:
         self._spark = spark
         self.ref = ref
         self.deletes = DeleteTable(spark, ref)  # equality-delete conversion and partitions
-        self._table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        self._table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, ref.name
         )
         self._tasks: dict[str, Any] = {}  # path -> FileScanTask at the planned snapshot
@@ -95,14 +97,14 @@ class OptimizeTable:
         return int(snapshot.snapshotId()) if snapshot is not None else None
 
     def column_names(self) -> list[str]:
-        return [str(f.name()) for f in self._table.schema().columns()]
+        return [str(f.name()) for f in _iterate(self._table.schema().columns())]
 
     def partition_source_columns(self) -> set[str]:
         schema = self._table.schema()
         return {
             str(schema.findColumnName(f.sourceId()))
-            for spec in self._table.specs().values()
-            for f in spec.fields()
+            for spec in _iterate(self._table.specs().values())
+            for f in _iterate(spec.fields())
         }
 
     def facts(self, snapshot_id: int, where: str | None, cluster_by: Sequence[str]) -> TableFacts:
@@ -127,7 +129,9 @@ class OptimizeTable:
             )
         else:
             equality = frozenset(equality_delete_partitions(self._spark, self.ref, snapshot_id))
-        commit_ms = {int(s.snapshotId()): int(s.timestampMillis()) for s in self._table.snapshots()}
+        commit_ms = {
+            int(s.snapshotId()): int(s.timestampMillis()) for s in _iterate(self._table.snapshots())
+        }
         last_commit: dict[str, int] = {}
         for f in files:
             if f.snapshot_id in commit_ms:
@@ -180,7 +184,7 @@ class OptimizeTable:
             for delete in _iterate(self._task(path).deletes()):
                 ident = (str(delete.location()), _offset(delete))
                 seen.add(ident)
-                if _file_scoped(self._spark._jvm, delete):
+                if _file_scoped(jvm_of(self._spark), delete):
                     removable.add(ident)
         return len(seen), len(removable)
 
@@ -189,7 +193,7 @@ class OptimizeTable:
     def staged(self, paths: Sequence[str]) -> Iterator[str]:
         """Stage exactly ``paths`` (their tasks at the planned snapshot) under a fresh group id;
         read them with :meth:`read_staged`, write with :meth:`write_staged`. Cleans up."""
-        jvm = self._spark._jvm
+        jvm = jvm_of(self._spark)
         group_id = f"sparkext-optimize-{uuid.uuid4().hex}"
         tasks = jvm.java.util.ArrayList()
         for path in paths:
@@ -230,7 +234,7 @@ class OptimizeTable:
             .mode("append")
             .save(group_id)
         )
-        coordinator = self._spark._jvm.org.apache.iceberg.spark.FileRewriteCoordinator.get()
+        coordinator = jvm_of(self._spark).org.apache.iceberg.spark.FileRewriteCoordinator.get()
         new = coordinator.fetchNewFiles(self._table, group_id)
         self._written[group_id] = new
         paths, size, records = [], 0, 0
@@ -259,7 +263,7 @@ class OptimizeTable:
         removable = {}
         for path in replaced:
             for delete in _iterate(self._task(path).deletes()):
-                if _file_scoped(self._spark._jvm, delete):
+                if _file_scoped(jvm_of(self._spark), delete):
                     removable[(str(delete.location()), _offset(delete))] = delete
 
         def build(attempt) -> None:
@@ -443,9 +447,3 @@ def _offset(delete: Any) -> int:
 def _file_scoped(jvm: Any, delete: Any) -> bool:
     """A DV, or a position-delete file whose deletes all name one data file."""
     return bool(jvm.org.apache.iceberg.util.ContentFileUtil.isFileScoped(delete))
-
-
-def _iterate(java_iterable: Any) -> Iterator[Any]:
-    iterator = java_iterable.iterator()
-    while iterator.hasNext():
-        yield iterator.next()

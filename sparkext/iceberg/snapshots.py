@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.event_time import SnapshotFact
 
 if TYPE_CHECKING:
@@ -66,7 +68,6 @@ def newest_added_position(
     snapshot is gone.
     """
     from sparkext.iceberg.catalog import _java_table
-    from sparkext.iceberg.commit import _iterate
 
     if not snapshot_ids:
         return True, None
@@ -75,7 +76,7 @@ def newest_added_position(
     if field is None:
         return False, None
     field_id, field_type = field.fieldId(), field.type()
-    convert = spark._jvm.org.apache.iceberg.types.Conversions.fromByteBuffer
+    convert = jvm_of(spark).org.apache.iceberg.types.Conversions.fromByteBuffer
     io = java.io()
     upper: str | None = None
     for snapshot_id in snapshot_ids:

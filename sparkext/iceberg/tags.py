@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sparkext.errors import EventTimeError, SnapshotExpiredError
+from sparkext.iceberg.java import iterate as _iterate
+from sparkext.iceberg.java import string_map
 from sparkext.planning.event_time_tags import TAGS_PROPERTY, TagRecord, load_records, with_record
 
 if TYPE_CHECKING:
@@ -40,7 +42,8 @@ class Ref:
 def refs(table: CdcTable) -> dict[str, Ref]:
     """The table's tags and branches by name."""
     out = {}
-    for name, ref in table._table.refs().items():
+    for entry in _iterate(table._table.refs().entrySet()):
+        name, ref = entry.getKey(), entry.getValue()
         age = ref.maxRefAgeMs()
         out[str(name)] = Ref(
             str(name),
@@ -70,7 +73,7 @@ def snapshot_time_ms(table: CdcTable, snapshot_id: int) -> int | None:
 def field_ids(table: CdcTable) -> dict[str, int]:
     """Field ids of the current schema by name (nested fields by path)."""
     schema = table._table.schema()
-    return {str(name): int(field_id) for field_id, name in schema.idToName().items()}
+    return {name: int(field_id) for field_id, name in string_map(schema.idToName()).items()}
 
 
 def commit_tag(
@@ -132,7 +135,7 @@ def commit_tag(
             manage = manage.removeBranch(work)
         manage.commit()
         current = txn.currentMetadata()
-        live = [str(name) for name in current.refs().keySet()]
+        live = [str(name) for name in _iterate(current.refs().keySet())]
         value = current.properties().get(TAGS_PROPERTY)
         value = with_record(
             str(value) if value is not None else None, replace(record, snapshot_id=target), live

@@ -1,0 +1,159 @@
+"""py4j proxies that ask the JVM about a name once per process, not on every call.
+
+``spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(...)`` asks the JVM whether
+each of ``org``, ``apache``, ``iceberg``, ``spark`` and ``Spark3Util`` is a package or a class,
+and then what ``loadIcebergTable`` is, before it calls it: seven round trips for one call, on
+every call. :func:`jvm` is the same view with the answers remembered (names do not change while
+a JVM runs), so a repeated call costs one round trip. Static fields are still read on each
+access.
+
+A Python ``for`` over a py4j ``JavaMap``, ``JavaList`` or ``JavaSet`` ends in a Java
+``NoSuchElementException`` that PySpark's error converter inspects with about 70 more round
+trips: :func:`iterate` stops at ``hasNext()``, and :func:`string_map` turns a
+``Map<String, String>`` (a table's properties, a snapshot's summary) into a dict with one call.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from py4j import protocol
+from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
+
+_lock = threading.Lock()
+_views: dict[int, _Package] = {}  # id(gateway client) -> its root view
+
+
+class _Class(JavaClass):
+    """A ``JavaClass`` that remembers which of its names are methods and nested classes."""
+
+    def __init__(self, fqn: str, gateway_client: Any) -> None:
+        super().__init__(fqn, gateway_client)
+        self._sparkext_members: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # py4j's own attributes, magic names
+            return super().__getattr__(name)
+        members = self._sparkext_members
+        found = members.get(name)
+        if found is None:
+            found = super().__getattr__(name)
+            if isinstance(found, JavaClass):
+                found = _Class(found._fqn, self._gateway_client)
+            elif not isinstance(found, JavaMember):
+                return found  # a static field's value: read again next time
+            members[name] = found
+        return found
+
+
+class _Package:
+    """A Java package whose sub-packages and classes are looked up once."""
+
+    def __init__(self, fqn: str, client: Any, jvm_id: str) -> None:
+        self._fqn, self._client, self._jvm_id = fqn, client, jvm_id
+        self._names: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        found = self._names.get(name)
+        if found is None:
+            found = self._look_up(name)
+            # A capitalised name the JVM calls a package is a class it cannot load (yet: a jar
+            # added later, ADD JAR): asked again next time.
+            if isinstance(found, _Class) or not name[:1].isupper():
+                self._names[name] = found
+        return found
+
+    def __call__(self, *args: Any) -> Any:
+        from py4j.protocol import Py4JError
+
+        raise Py4JError(f"Trying to call a package ({self._fqn}): no such class in the JVM.")
+
+    def _look_up(self, name: str) -> Any:
+        fqn = f"{self._fqn}.{name}" if self._fqn else name
+        answer = self._client.send_command(
+            protocol.REFLECTION_COMMAND_NAME
+            + protocol.REFL_GET_UNKNOWN_SUB_COMMAND_NAME
+            + fqn
+            + "\n"
+            + self._jvm_id
+            + "\n"
+            + protocol.END_COMMAND_PART
+        )
+        if answer == protocol.SUCCESS_PACKAGE:
+            return _Package(fqn, self._client, self._jvm_id)
+        if answer.startswith(protocol.SUCCESS_CLASS):
+            return _Class(answer[protocol.CLASS_FQN_START :], self._client)
+        # what py4j says (a JavaPackage would say it only when used)
+        return getattr(JavaPackage(self._fqn, self._client, self._jvm_id), name)
+
+
+def jvm(spark: Any) -> Any:
+    """``spark._jvm`` (a SparkSession's or a SparkContext's) with its lookups remembered."""
+    context = getattr(spark, "sparkContext", spark)
+    view: JVMView = context._jvm
+    return _root(view._gateway_client, view._id)
+
+
+def _root(client: Any, jvm_id: str = "rj") -> _Package:
+    root = _views.get(id(client))
+    if root is None or root._client is not client:
+        with _lock:
+            root = _Package("", client, jvm_id)
+            _views[id(client)] = root
+    return root
+
+
+def iterate(java_iterable: Any) -> Iterator[Any]:
+    """The elements of a Java ``Iterable``, ending at ``hasNext()`` (no exception to convert)."""
+    iterator = java_iterable.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
+
+
+def string_map(java_map: Any) -> dict[str, str]:
+    """A Java ``Map`` (of strings, or of values with a plain JSON form) as a dict of strings, in
+    one call (its JSON); ``{}`` for ``null``."""
+    if java_map is None:
+        return {}
+    root = _root(java_map._gateway_client)
+    text = root.org.apache.iceberg.util.JsonUtil.mapper().writeValueAsString(java_map)
+    return {str(k): str(v) for k, v in json.loads(text).items()}
+
+
+# Names PySpark looks up on the gateway's default view by their short names on every call
+# (``sc._jvm.functions`` in each ``F.col``/``F.lit``..., ``PythonUtils.toSeq`` in each
+# ``select``...). The view resolves a short name through PySpark's wildcard imports in order, a
+# failed ``Class.forName`` per package before the right one: ~0.6 ms per lookup, more than the
+# call itself. A single-class import of what the wildcards already resolve to answers at once.
+PYSPARK_SHORT_NAMES = (
+    "functions",
+    "PythonUtils",
+    "PythonRDD",
+    "PythonSQLUtils",
+    "SerDeUtil",
+    "SparkSession",
+)
+
+
+def import_pyspark_short_names(spark: Any) -> list[str]:
+    """Import each of :data:`PYSPARK_SHORT_NAMES` into the default view as the single class it
+    resolves to now (never another one: behaviour is unchanged, only faster); return them."""
+    from py4j.java_gateway import java_import
+
+    context = getattr(spark, "sparkContext", spark)
+    view = context._jvm
+    imported = []
+    for name in PYSPARK_SHORT_NAMES:
+        try:
+            found = getattr(view, name)
+        except Exception:  # not in this Spark: PySpark's own code will say so if it needs it
+            continue
+        if isinstance(found, JavaClass):
+            java_import(view, found._fqn)
+            imported.append(found._fqn)
+    return imported
