@@ -17,6 +17,7 @@ from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
 from sparkext.iceberg.java import iterate as _iterate
 from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import map_values
 from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
 
@@ -272,7 +273,7 @@ class DeleteTable:
             schema.asStruct(), expressions, False
         )
         sources = set()
-        for spec in _iterate(self._table.specs().values()):
+        for spec in map_values(self._table.specs()):
             for field in _iterate(spec.fields()):
                 sources.add(int(field.sourceId()))
         others = sorted(str(schema.findColumnName(i)) for i in ids if int(i) not in sources)

@@ -15,38 +15,42 @@ trips: :func:`iterate` stops at ``hasNext()``, and :func:`string_map` turns a
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from py4j import protocol
-from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
-
 _lock = threading.Lock()
 _views: dict[int, _Package] = {}  # id(gateway client) -> its root view
 
 
-class _Class(JavaClass):
-    """A ``JavaClass`` that remembers which of its names are methods and nested classes."""
+@functools.cache
+def _class_type() -> type:
+    """The ``JavaClass`` that remembers which of its names are methods and nested classes
+    (made on first use: importing sparkext does not import py4j)."""
+    from py4j.java_gateway import JavaClass, JavaMember
 
-    def __init__(self, fqn: str, gateway_client: Any) -> None:
-        super().__init__(fqn, gateway_client)
-        self._sparkext_members: dict[str, Any] = {}
+    class _Class(JavaClass):
+        def __init__(self, fqn: str, gateway_client: Any) -> None:
+            super().__init__(fqn, gateway_client)
+            self._sparkext_members: dict[str, Any] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):  # py4j's own attributes, magic names
-            return super().__getattr__(name)
-        members = self._sparkext_members
-        found = members.get(name)
-        if found is None:
-            found = super().__getattr__(name)
-            if isinstance(found, JavaClass):
-                found = _Class(found._fqn, self._gateway_client)
-            elif not isinstance(found, JavaMember):
-                return found  # a static field's value: read again next time
-            members[name] = found
-        return found
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):  # py4j's own attributes, magic names
+                return super().__getattr__(name)
+            members = self._sparkext_members
+            found = members.get(name)
+            if found is None:
+                found = super().__getattr__(name)
+                if isinstance(found, JavaClass):
+                    found = _Class(found._fqn, self._gateway_client)
+                elif not isinstance(found, JavaMember):
+                    return found  # a static field's value: read again next time
+                members[name] = found
+            return found
+
+    return _Class
 
 
 class _Package:
@@ -64,7 +68,7 @@ class _Package:
             found = self._look_up(name)
             # A capitalised name the JVM calls a package is a class it cannot load (yet: a jar
             # added later, ADD JAR): asked again next time.
-            if isinstance(found, _Class) or not name[:1].isupper():
+            if isinstance(found, _class_type()) or not name[:1].isupper():
                 self._names[name] = found
         return found
 
@@ -74,6 +78,9 @@ class _Package:
         raise Py4JError(f"Trying to call a package ({self._fqn}): no such class in the JVM.")
 
     def _look_up(self, name: str) -> Any:
+        from py4j import protocol
+        from py4j.java_gateway import JavaPackage
+
         fqn = f"{self._fqn}.{name}" if self._fqn else name
         answer = self._client.send_command(
             protocol.REFLECTION_COMMAND_NAME
@@ -87,7 +94,7 @@ class _Package:
         if answer == protocol.SUCCESS_PACKAGE:
             return _Package(fqn, self._client, self._jvm_id)
         if answer.startswith(protocol.SUCCESS_CLASS):
-            return _Class(answer[protocol.CLASS_FQN_START :], self._client)
+            return _class_type()(answer[protocol.CLASS_FQN_START :], self._client)
         # what py4j says (a JavaPackage would say it only when used)
         return getattr(JavaPackage(self._fqn, self._client, self._jvm_id), name)
 
@@ -95,7 +102,7 @@ class _Package:
 def jvm(spark: Any) -> Any:
     """``spark._jvm`` (a SparkSession's or a SparkContext's) with its lookups remembered."""
     context = getattr(spark, "sparkContext", spark)
-    view: JVMView = context._jvm
+    view = context._jvm
     return _root(view._gateway_client, view._id)
 
 
@@ -110,9 +117,18 @@ def _root(client: Any, jvm_id: str = "rj") -> _Package:
 
 def iterate(java_iterable: Any) -> Iterator[Any]:
     """The elements of a Java ``Iterable``, ending at ``hasNext()`` (no exception to convert)."""
+    if not hasattr(java_iterable, "iterator"):  # a Python view of one (JavaMap.values())
+        yield from java_iterable
+        return
     iterator = java_iterable.iterator()
     while iterator.hasNext():
         yield iterator.next()
+
+
+def map_values(java_map: Any) -> Iterator[Any]:
+    """The values of a Java ``Map`` (py4j's ``JavaMap.values()`` is Python's, over the keys)."""
+    for entry in iterate(java_map.entrySet()):
+        yield entry.getValue()
 
 
 def string_map(java_map: Any) -> dict[str, str]:
@@ -143,7 +159,7 @@ PYSPARK_SHORT_NAMES = (
 def import_pyspark_short_names(spark: Any) -> list[str]:
     """Import each of :data:`PYSPARK_SHORT_NAMES` into the default view as the single class it
     resolves to now (never another one: behaviour is unchanged, only faster); return them."""
-    from py4j.java_gateway import java_import
+    from py4j.java_gateway import JavaClass, java_import
 
     context = getattr(spark, "sparkContext", spark)
     view = context._jvm

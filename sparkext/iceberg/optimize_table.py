@@ -27,6 +27,7 @@ from sparkext import identifiers
 from sparkext.iceberg.delete_files import DeleteTable, partition_key
 from sparkext.iceberg.java import iterate as _iterate
 from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.iceberg.java import map_values
 from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class OptimizeTable:
         schema = self._table.schema()
         return {
             str(schema.findColumnName(f.sourceId()))
-            for spec in _iterate(self._table.specs().values())
+            for spec in map_values(self._table.specs())
             for f in _iterate(spec.fields())
         }
 

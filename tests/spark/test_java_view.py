@@ -7,7 +7,7 @@ import pytest
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JError
 
-from sparkext.iceberg.java import iterate, jvm, string_map
+from sparkext.iceberg.java import iterate, jvm, map_values, string_map
 
 
 @pytest.fixture
@@ -78,6 +78,8 @@ def test_iterate_and_string_map_equal_py4js_own_iteration(spark, table_name, com
     columns = table.schema().columns()
     assert [str(c.name()) for c in iterate(columns)] == [str(c.name()) for c in columns]
     assert list(iterate(jvm(spark).java.util.ArrayList())) == []
+    specs = table.specs()
+    assert [int(s.specId()) for s in map_values(specs)] == [int(s.specId()) for s in specs.values()]
 
 
 def test_pysparks_short_names_resolve_to_the_classes_its_wildcard_imports_give(spark):
