@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
-_lock = threading.Lock()
 _views: dict[int, _Package] = {}  # id(gateway client) -> its root view
 
 
@@ -107,11 +105,10 @@ def jvm(spark: Any) -> Any:
 
 
 def _root(client: Any, jvm_id: str = "rj") -> _Package:
+    """The one root view of this gateway (two threads making it at once both get a usable one)."""
     root = _views.get(id(client))
     if root is None or root._client is not client:
-        with _lock:
-            root = _Package("", client, jvm_id)
-            _views[id(client)] = root
+        root = _views[id(client)] = _Package("", client, jvm_id)
     return root
 
 
