@@ -200,9 +200,13 @@ class _Batches:
         file_source: bool,
         skip_missing: bool,
         after_batch: Callable[[], None] | None = None,
+        connections: set | None = None,
     ):
         self.spark = spark
         self.after_batch = after_batch
+        # the py4j connections the query's thread called this function on: closed once the
+        # query ended (see sparkext.iceberg.java.callback_connection)
+        self.connections = set() if connections is None else connections
         self.ingestor = ingestor
         self.file_source = file_source
         self.skip_missing = skip_missing
@@ -212,6 +216,11 @@ class _Batches:
         self.statement = cancellation.current()
 
     def __call__(self, lines: DataFrame, batch_id: int) -> None:
+        from sparkext.iceberg.java import callback_connection
+
+        connection = callback_connection()
+        if connection is not None:
+            self.connections.add(connection)
         with cancellation.bound(self.statement):
             self._batch(lines, batch_id)
 
@@ -244,8 +253,11 @@ def _query(
     trigger: dict,
     skip_missing: bool = True,
     after_batch: Callable[[], None] | None = None,
+    connections: set | None = None,
 ) -> StreamingQuery:
-    batches = _Batches(spark, ingestor, not source.startswith(KAFKA), skip_missing, after_batch)
+    batches = _Batches(
+        spark, ingestor, not source.startswith(KAFKA), skip_missing, after_batch, connections
+    )
     writer = (
         _lines(spark, settings, source, max_files, skip_missing)
         .writeStream.foreachBatch(batches)
@@ -303,34 +315,42 @@ def ingest(
     skipping and rejecting the missing files.
     """
     from sparkext.cdc.checkpoint import hold
+    from sparkext.iceberg.java import close_connections
 
     _check_source(source, spark)
+    connections: set = set()  # each query's thread's py4j connection, closed once it ended
+    query: StreamingQuery | None = None
     with hold(settings.checkpoint, f"ingest_cdc into {settings.table}"):
         ingestor = Ingestor(spark, settings, progress)
-        for skip_missing in (False, True):
-            query = _query(
-                spark,
-                settings,
-                source,
-                ingestor,
-                max_files,
-                {"availableNow": True},
-                skip_missing,
-                after_batch,
-            )
-            try:
-                query.awaitTermination()
-            except Exception as error:
-                cause = ingestor.error or error
-                if not skip_missing and _vanished_while_reading(cause):
-                    ingestor.error = None
-                    continue
+        try:
+            for skip_missing in (False, True):
+                query = _query(
+                    spark,
+                    settings,
+                    source,
+                    ingestor,
+                    max_files,
+                    {"availableNow": True},
+                    skip_missing,
+                    after_batch,
+                    connections,
+                )
+                try:
+                    query.awaitTermination()
+                except Exception as error:
+                    cause = ingestor.error or error
+                    if not skip_missing and _vanished_while_reading(cause):
+                        ingestor.error = None
+                        continue
+                    if ingestor.error is not None:
+                        raise ingestor.error from None
+                    raise
                 if ingestor.error is not None:
-                    raise ingestor.error from None
-                raise
-            if ingestor.error is not None:
-                raise ingestor.error
-            break
+                    raise ingestor.error
+                break
+        finally:
+            if query is None or not query.isActive:  # its thread ended: no more callbacks
+                close_connections(connections)
     return ingestor.metrics
 
 

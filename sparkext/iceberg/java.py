@@ -170,3 +170,36 @@ def import_pyspark_short_names(spark: Any) -> list[str]:
             java_import(view, found._fqn)
             imported.append(found._fqn)
     return imported
+
+
+def callback_connection() -> Any | None:
+    """The py4j connection this thread serves when it runs a callback from a JVM thread (a
+    ``foreachBatch`` function on a streaming query's thread), else None.
+
+    py4j gives every JVM thread that calls Python a socket of its own, served by a Python thread,
+    and keeps both, with a reader thread in the JVM, until the process ends: a finished
+    streaming query's thread leaves all three behind. :func:`close_connections` lets them go.
+    """
+    import threading
+
+    from py4j.clientserver import ClientServerConnection
+
+    connection = getattr(getattr(threading.current_thread(), "_target", None), "__self__", None)
+    if isinstance(connection, ClientServerConnection) and not connection.initiated_from_client:
+        return connection
+    return None
+
+
+def close_connections(connections: set[Any]) -> None:
+    """Close the connections :func:`callback_connection` returned on JVM threads that have ended
+    (a streaming query's, once it terminated). Each socket is shut down, not closed: its Python
+    thread, blocked reading it, then reads the end, closes it and ends (closing it from here
+    would wait for that read's lock), and the JVM's side sees it close and lets its thread go."""
+    import contextlib
+    import socket
+
+    while connections:
+        held = connections.pop().socket
+        if held is not None:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                held.shutdown(socket.SHUT_RDWR)

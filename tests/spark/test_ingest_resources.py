@@ -98,3 +98,32 @@ def test_every_micro_batch_lets_go_of_the_java_objects_its_proxies_held(
     finally:
         gc.enable()
     assert after - before < 60, f"{after - before} Java objects still held after the batch"
+
+
+def _sockets_and_threads() -> tuple[int, int]:
+    """This process's open sockets and its threads, as the OS counts them."""
+    import contextlib
+    import os
+
+    sockets = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed while listed
+            sockets += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return sockets, len(os.listdir("/proc/self/task"))
+
+
+def test_repeated_calls_leave_no_socket_or_thread_behind(spark, tmp_path, table_name):
+    """Each call's streaming query runs its batches on a JVM thread of its own, which calls the
+    batch function through a py4j socket of its own, served by a thread here: py4j keeps both
+    until the process ends unless the call lets them go (a service or `serve` calling
+    ingest_cdc every minute would run out of file descriptors)."""
+    landing, checkpoint = tmp_path / "in", tmp_path / "ck"
+    land(landing, "0.json", events(("c", 0, 10, "a")))
+    ingest(table_name, landing, checkpoint)
+    before = _sockets_and_threads()
+    for i in range(1, 5):
+        land(landing, f"{i}.json", events(("c", i, 10 + i, "a")))
+        ingest(table_name, landing, checkpoint)
+    after = _sockets_and_threads()
+    assert after[0] <= before[0], (before, after)
+    assert after[1] <= before[1], (before, after)
