@@ -132,7 +132,7 @@ def postgres_server():
     reason = postgres.unavailable()
     if reason is not None:
         pytest.skip(reason)
-    server = postgres.start()
+    server = postgres.start(logical=True)  # the real-Debezium tests read its WAL too
     yield server
     server.stop()
 

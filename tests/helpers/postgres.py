@@ -44,6 +44,7 @@ def _free_port() -> int:
 class Server:
     base: Path
     port: int
+    logical: bool = False  # wal_level=logical: Debezium's pgoutput reads the server's WAL
 
     @property
     def url(self) -> str:
@@ -58,6 +59,8 @@ class Server:
         data = self.base / "data"
         self._run(str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", USER)
         options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
+        if self.logical:
+            options += " -c wal_level=logical -c max_replication_slots=8 -c max_wal_senders=8"
         self._run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
                   str(self.base / "log"), "-w", "start")  # fmt: skip
         self._run(str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U",
@@ -71,12 +74,24 @@ class Server:
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
 
+    def psql(self, sql: str, database: str = DATABASE) -> str:
+        """Run ``sql`` with psql (unaligned, tuples only, stop at the first error): its output."""
+        binaries = _bin()
+        done = subprocess.run(
+            [str(binaries / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", USER,
+             "-d", database, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-f", "-"],
+            input=sql, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"psql failed: {done.stderr.strip()}\n{sql[:2000]}")
+        return done.stdout
 
-def start() -> Server:
+
+def start(logical: bool = False) -> Server:
     base = Path(tempfile.mkdtemp(prefix="sparkext-pg-"))
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
-    server = Server(base, _free_port())
+    server = Server(base, _free_port(), logical)
     server.start()
     return server
 
