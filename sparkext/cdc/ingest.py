@@ -780,11 +780,9 @@ class Ingestor:
         """
         from pyspark.sql import functions as F
 
-        key, batch_id = batch.key, batch.batch_id
+        key = batch.key
         cache = (
-            None
-            if progress.foreign_since_ours
-            else self._key_cache(key, batch_id, progress.cache_floor)
+            None if progress.foreign_since_ours else self._key_cache(batch, progress.cache_floor)
         )
         keys = suspicious.select(*cols(key))
         if cache is not None:
@@ -845,12 +843,18 @@ class Ingestor:
         # another writer's batch counts once committed (its log is written before the commit);
         # a checkpoint whose snapshots all expired counts whole
         committed = batch.table.committed_batches() if len(roots) > 1 else {}
+        narrower = batch.table.key_was_narrower(key)
         for checkpoint, root in sorted(roots.items()):
             try:
-                logs = self.spark.read.parquet(root)
+                # the columns wanted, in the table's types: older batches' files may hold a
+                # narrower type of a widened column (int before bigint), which no schema merge
+                # of the footers accepts
+                logs = _read_columns(
+                    self.spark, [root], batch.columns, key, (OP, "string"),
+                    (POSITION, "string"), ("batch", "int"), narrower_keys=narrower,
+                    base_path=root,
+                )  # fmt: skip
             except AnalysisException:  # no event log yet, or a removed checkpoint
-                continue
-            if not {OP, POSITION, "batch", *key} <= set(logs.columns):
                 continue
             deleted = F.col(OP) == "d"
             if checkpoint == self.checkpoint_id:
@@ -860,9 +864,15 @@ class Ingestor:
             found.append(logs.where(deleted).select(*cols(key), F.col(POSITION).alias("v")))
         paths = batch.table.equality_delete_paths(batch.commit.start_snapshot_id)
         if paths:
-            deletes = self.spark.read.option("mergeSchema", "true").parquet(*paths)
-            if POSITION in deletes.columns:
-                found.append(deletes.select(*cols(key), F.col(POSITION).alias("v")))
+            # files without a position (another engine's) read it as NULL, which never wins
+            deletes = _read_columns(
+                self.spark, paths, batch.columns, key, (POSITION, "string"), narrower_keys=narrower
+            )
+            found.append(
+                deletes.where(F.col(POSITION).isNotNull()).select(
+                    *cols(key), F.col(POSITION).alias("v")
+                )
+            )
         if not found:
             return None
         union = found[0]
@@ -873,18 +883,19 @@ class Ingestor:
     def _events_root(self) -> str:
         return f"{self.settings.checkpoint}/events"
 
-    def _key_cache(
-        self, key: Sequence[str], batch_id: int, floor: int | None = None
-    ) -> DataFrame | None:
+    def _key_cache(self, batch: _Batch, floor: int | None = None) -> DataFrame | None:
         """Keys -> versions this checkpoint applied in its recent batches; only batches from
         ``floor`` on (committed after every other writer's change)."""
         from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
+        key, batch_id = batch.key, batch.batch_id
         path = self._key_cache_dir()
-
-        try:
-            cache = self.spark.read.parquet(path)  # "batch" comes from the batch=N directories
+        try:  # "batch" comes from the batch=N directories
+            cache = _read_columns(
+                self.spark, [path], batch.columns, key, ("position", "string"), ("batch", "int"),
+                narrower_keys=batch.table.key_was_narrower(key), base_path=path,
+            )  # fmt: skip
         except AnalysisException:  # no cache yet
             return None
         keep_from = max(batch_id - self.settings.key_cache_batches, floor or 0)
@@ -1213,7 +1224,8 @@ class Ingestor:
         paths = sorted({p for c in changing for p in c.equality_delete_paths})
         if not paths:
             return
-        touched = self.spark.read.parquet(*paths).select(*cols(key))
+        key_types = {f.name: f.dataType.simpleString() for f in applied.select(*cols(key)).schema}
+        touched = _read_columns(self.spark, paths, key_types, key)
         if not touched.join(applied.select(*cols(key)), list(key), "left_semi").isEmpty():
             raise KeysChanged(
                 f"another writer changed keys of this batch (snapshot {changing[-1].snapshot_id})"
@@ -1639,6 +1651,75 @@ def _unavailable_checks(
 
 def _json_text(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
+
+
+def _read_columns(
+    spark: SparkSession,
+    paths: Sequence[str],
+    types: Mapping[str, str],
+    key: Sequence[str],
+    *extra: tuple[str, str],
+    narrower_keys: bool = False,
+    base_path: str | None = None,
+) -> DataFrame:
+    """The key columns (typed as ``types`` says: the table's current types) and ``extra``
+    (name, type) columns of Parquet files sparkext wrote over the table's life.
+
+    Read with this schema, never a footer's or a merge of footers: a column widened since
+    (int before ``ALTER … TYPE bigint``) is then simply not read unless it is a key. Spark 3.5's
+    Parquet readers cannot read int32 as bigint, so where a key column was narrower once
+    (``narrower_keys``) the files' own key types are read first (their footers, on the
+    executors), and each group of files is read with its types and cast."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    def schema(key_types: Mapping[str, str]) -> StructType:
+        fields = [StructField(k, _parse_datatype_string(key_types[k])) for k in key]
+        fields += [StructField(name, _parse_datatype_string(kind)) for name, kind in extra]
+        return StructType(fields)
+
+    reader = spark.read if base_path is None else spark.read.option("basePath", base_path)
+    whole = reader.schema(schema(types)).parquet(*paths)
+    if not narrower_keys:
+        return whole
+    files = whole.inputFiles()
+    if not files:
+        return whole
+    found = (
+        spark.sparkContext.parallelize(
+            files, min(len(files), spark.sparkContext.defaultParallelism)
+        )
+        .map(lambda path, k=tuple(key): (path, _file_key_types(path, k)))
+        .collect()
+    )
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for path, file_types in found:
+        groups.setdefault(file_types, []).append(path)
+    parts = []
+    for file_types, group in sorted(groups.items()):
+        as_written = {**types, **dict(file_types)}
+        part = reader.schema(schema(as_written)).parquet(*group)
+        parts.append(
+            part.select(
+                *(col(c).cast(types[c]).alias(c) if c in key else col(c) for c in part.columns)
+            )
+        )
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    return union
+
+
+def _file_key_types(path: str, key: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(column, Spark type) of the key columns a Parquet file holds (on an executor)."""
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    location = Location.of(path)
+    with location.filesystem.open_input_file(location.path) as handle:
+        arrow = pq.read_schema(handle)
+    return tuple(
+        (k, from_arrow_type(arrow.field(k).type).simpleString()) for k in key if k in arrow.names
+    )
 
 
 def _schema_order(fact: Any) -> tuple[str, str]:

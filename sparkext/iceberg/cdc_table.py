@@ -185,6 +185,19 @@ class CdcTable:
             for i in sorted(int(i) for i in _iterate(schema.identifierFieldIds()))
         ]
 
+    def key_was_narrower(self, key: Sequence[str]) -> bool:
+        """Whether an earlier schema of the table gave a key column another type (int before
+        an ``ALTER … TYPE bigint``): files written then hold the narrower type. Not remembered
+        by shape: two tables of one current schema can have different histories."""
+        current = self._table.schema()
+        ids = [current.findField(k).fieldId() for k in key if current.findField(k) is not None]
+        for schema in _iterate(self._table.schemas().values()):
+            for field_id in ids:
+                old = schema.findField(field_id)
+                if old is not None and not old.type().equals(current.findField(field_id).type()):
+                    return True
+        return False
+
     def is_partitioned(self) -> bool:
         return not self._table.spec().isUnpartitioned()
 

@@ -69,6 +69,25 @@ class Connector:
             f"{self.records()} of {records} records after {timeout}s: {self.tail()}"
         )
 
+    def topic_records(self, topic: str) -> int:
+        try:
+            counters = json.loads((self.out / "state" / "counters.json").read_text())
+        except (OSError, ValueError):
+            return 0
+        return int(counters.get(topic, 0))
+
+    def wait_for_topic(self, topic: str, records: int, timeout: float = 120) -> None:
+        """Until ``topic`` has at least ``records`` records (this run and earlier ones)."""
+        deadline = time.monotonic() + timeout
+        while self.topic_records(topic) < records:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.topic_records(topic)} of {records} records of {topic}: {self.tail()}"
+                )
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"the connector stopped: {self.tail()}")
+            time.sleep(0.2)
+
     def settle(self, quiet: float = 2.0, timeout: float = 60) -> int:
         """Until no record has landed for ``quiet`` seconds: the count."""
         deadline = time.monotonic() + timeout
@@ -125,6 +144,6 @@ def postgres_config(server, database: str, slot: str, tables: str, **extra: str)
         "publication.autocreate.mode": "filtered",
         "table.include.list": tables,
         "snapshot.mode": "initial",
-        "skipped.ops": "none",  # TRUNCATE events too
+        "skipped.operations": "none",  # TRUNCATE events too
         **extra,
     }

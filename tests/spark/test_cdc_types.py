@@ -540,3 +540,34 @@ def test_typing_built_without_ansi_is_not_reused_under_ansi(spark):
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
     assert typed_ts()[0].ts
+
+
+def test_widened_columns_keep_every_later_batch_going(spark, tmp_path, table_name):
+    """``ALTER TABLE … ALTER COLUMN qty TYPE bigint`` (and the key's) mid-stream: the table's
+    older files (data, equality deletes, event logs, key cache) hold int32, the newer int64.
+    Later batches read them all (a second writer's lookups read the equality deletes and event
+    logs of both eras): before, every one failed with CANNOT_MERGE_SCHEMAS."""
+
+    def event(key: int, qty: int, width: str, pos: int, op: str = "u") -> dict:
+        fields = [
+            {"field": "id", "type": width, "optional": False},
+            {"field": "qty", "type": width, "optional": True},
+        ]
+        return envelope(fields, {"id": key, "qty": qty}, pos, postgres_source(pos), op)
+
+    first, second = tmp_path / "in1", tmp_path / "in2"
+    land(first, "1.json", [event(k, k, "int32", k, "c") for k in (1, 2, 3)])
+    ingest(table_name, first, tmp_path / "ck1")
+    land(first, "2.json", [event(k, 10 + k, "int32", 10 + k) for k in (1, 2, 3)])
+    ingest(table_name, first, tmp_path / "ck1")
+    land(first, "3.json", [event(1, 5_000_000_000, "int64", 21), event(2, 22, "int64", 22)])
+    ingest(table_name, first, tmp_path / "ck1")
+    assert dict(spark.table(table_name).dtypes)["qty"] == "bigint"
+    # the same checkpoint again, and a second writer (its lookups read both eras' files)
+    land(first, "4.json", [event(3, 33, "int64", 33), event(1, 41, "int64", 41)])
+    assert ingest(table_name, first, tmp_path / "ck1")["rejected"] == 0
+    land(second, "1.json", [event(2, 52, "int64", 52), event(3, 3, "int32", 3)])
+    result = ingest(table_name, second, tmp_path / "ck2")
+    assert (result["late"], result["rejected"]) == (1, 0)
+    got = {r.id: r.qty for r in spark.table(table_name).collect()}
+    assert got == {1: 41, 2: 52, 3: 33}
