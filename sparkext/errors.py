@@ -88,6 +88,10 @@ class SchemaChangeError(SparkextError, ValueError):
     """A source column changed type in a way Iceberg cannot follow."""
 
 
+class SourceDatabaseError(SparkextError, RuntimeError):
+    """A source database (reconcile's JDBC side) could not be reached or refused a query."""
+
+
 class IngestError(SparkextError, RuntimeError):
     """CDC ingestion cannot go on (missing key, no table and create => false, ...)."""
 

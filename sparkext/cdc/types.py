@@ -55,6 +55,10 @@ _CONNECT_TYPES = {
     "int16": "int",
     "int32": "int",
     "int64": "bigint",
+    # Kafka Connect's JsonConverter names FLOAT32 / FLOAT64 "float" / "double" in the schema it
+    # writes (Debezium's own examples say float32 / float64): both spellings
+    "float": "float",
+    "double": "double",
     "float32": "float",
     "float64": "double",
     "boolean": "boolean",

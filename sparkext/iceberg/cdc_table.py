@@ -185,6 +185,11 @@ class CdcTable:
             for i in sorted(int(i) for i in _iterate(schema.identifierFieldIds()))
         ]
 
+    def current_summary(self) -> dict[str, str]:
+        """The current snapshot's summary (empty for a table without snapshots)."""
+        snapshot = self._table.currentSnapshot()
+        return {} if snapshot is None else string_map(snapshot.summary())
+
     def key_was_narrower(self, key: Sequence[str]) -> bool:
         """Whether an earlier schema of the table gave a key column another type (int before
         an ``ALTER … TYPE bigint``): files written then hold the narrower type. Not remembered

@@ -1,0 +1,131 @@
+"""Small queries against a source database over JDBC, from the driver (through py4j): results of
+a few rows each (segment counts and hash sums, key lists of small segments, a log position).
+The database does the scanning; sparkext reads what it computed.
+
+The JDBC driver must be on the driver's class path (``spark.driver.extraClassPath`` or
+``spark.jars``), as for Spark's own JDBC source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparkext.errors import SourceDatabaseError
+from sparkext.iceberg.java import jvm as jvm_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def dialect_of(url: str) -> str:
+    """``postgres`` or ``mysql`` (MySQL and MariaDB) from a JDBC URL.
+
+    >>> dialect_of("jdbc:postgresql://db:5432/shop"), dialect_of("jdbc:mariadb://db/shop")
+    ('postgres', 'mysql')
+    """
+    lowered = url.lower()
+    if lowered.startswith("jdbc:postgresql:"):
+        return "postgres"
+    if lowered.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
+        return "mysql"
+    raise SourceDatabaseError(
+        f"source => '{_masked(url)}' is not a PostgreSQL, MySQL or MariaDB JDBC URL; write e.g. "
+        "'jdbc:postgresql://host:5432/db' or 'jdbc:mysql://host:3306/db'."
+    )
+
+
+def _masked(url: str) -> str:
+    """The URL without a password parameter (for sentences and logs)."""
+    import re
+
+    return re.sub(r"(?i)(password=)[^&;]*", r"\1***", url)
+
+
+@dataclass
+class Pool:
+    """Up to ``size`` JDBC connections, each used by one thread at a time."""
+
+    spark: SparkSession
+    url: str
+    properties: Mapping[str, str]
+    size: int = 4
+    _free: list[Any] = field(default_factory=list)
+    _all: list[Any] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _slots: threading.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = threading.Semaphore(self.size)
+
+    def _connect(self) -> Any:
+        jvm = jvm_of(self.spark)
+        props = jvm.java.util.Properties()
+        for key, value in self.properties.items():
+            props.setProperty(key, value)
+        try:
+            connection = jvm.java.sql.DriverManager.getConnection(self.url, props)
+            connection.setReadOnly(True)
+        except Exception as error:  # py4j carries the driver's SQLException
+            raise SourceDatabaseError(
+                f"Could not connect to {_masked(self.url)}: {_java_message(error)}; check the "
+                "URL, the user and password options, and that the JDBC driver is on the "
+                "driver's class path."
+            ) from None
+        return connection
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self._slots:
+            with self._lock:
+                connection = self._free.pop() if self._free else None
+            if connection is None:
+                connection = self._connect()
+                with self._lock:
+                    self._all.append(connection)
+            try:
+                yield connection
+            finally:
+                with self._lock:
+                    self._free.append(connection)
+
+    def query(self, sql: str) -> list[tuple[str | None, ...]]:
+        """Every row of ``sql`` (values as strings or None: exact, whatever the column type).
+        Literals are in the text, quoted by the caller (sqlglot)."""
+        with self.connection() as connection:
+            try:
+                statement = connection.createStatement()
+                try:
+                    result = statement.executeQuery(sql)
+                    width = result.getMetaData().getColumnCount()
+                    rows = []
+                    while result.next():
+                        rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
+                    return rows
+                finally:
+                    statement.close()
+            except SourceDatabaseError:
+                raise
+            except Exception as error:
+                raise SourceDatabaseError(
+                    f"The source database refused a query: {_java_message(error)}"
+                ) from None
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._all:
+                with contextlib.suppress(Exception):
+                    connection.close()
+            self._all.clear()
+            self._free.clear()
+
+
+def _java_message(error: BaseException) -> str:
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):
+            return str(java.getMessage())
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
