@@ -38,6 +38,7 @@ BENCHMARKS = (
     "tiered_optimize",
     "optimize_service",
     "in_spark_sql",
+    "reconcile",
     "cdc_soak",  # two hours by default (SPARKEXT_SOAK_SECONDS): not part of a run of all
 )
 LONG = {"cdc_soak"}
@@ -79,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
 
     import sparkext
 
-    spark = sparkext.session()
+    # the PostgreSQL JDBC driver (Debian's libpostgresql-jdbc-java) for reconcile's source
+    driver = Path("/usr/share/java/postgresql.jar")
+    extra = {"spark.driver.extraClassPath": str(driver)} if driver.exists() else {}
+    spark = sparkext.session(**extra)
     results = []
     for name in args.names or [b for b in BENCHMARKS if b not in LONG]:
         module = importlib.import_module(f"benchmarks.{name}")

@@ -9,7 +9,8 @@ family        source types                                canonical text
 ============  ==========================================  =========================================
 ``int``       integers, MySQL year, tinyint(1)            decimal digits
 ``decimal``   numeric/decimal, money                      digits, no trailing fractional zeros
-``float``     real, double precision, float, double       rounded to 10 places, as ``decimal``
+``float``     real, double precision, float, double       the double's shortest text rounded to 10
+                                                          places, as ``decimal`` (|x| < 10^28)
 ``bool``      boolean (PostgreSQL)                        ``true`` / ``false``
 ``text``      text, char, varchar, json(b), uuid, xml,    the value's own text (PostgreSQL's output
               inet, cidr, macaddr, enums, set             function; ``char(n)`` padded)
@@ -143,7 +144,9 @@ def source_sql(dialect: str, kind: str, column: str, column_type: SourceColumn) 
         return {
             "int": f"{c}::text",
             "decimal": _trimmed_sql(dialect, f"{c}::numeric::text"),
-            "float": _trimmed_sql(dialect, f"round({c}::float8::numeric, 10)::text"),
+            # the shortest text that reads back as the same double (PostgreSQL >= 12, also
+            # under pgjdbc's extra_float_digits=3), rounded: never a 15-digit conversion
+            "float": _trimmed_sql(dialect, f"round({c}::float8::text::numeric, 10)::text"),
             "bool": f"{c}::text",
             "text": f"format('%s', {c})",
             "hex": f"encode({c}, 'hex')",
@@ -174,10 +177,27 @@ def lake_column(kind: str, value: Column, lake_type: str) -> Column:
         stripped = F.regexp_replace(F.regexp_replace(text, "0+$", ""), "\\.$", "")
         return F.when(F.instr(text, ".") > 0, stripped).otherwise(text)
 
+    def plain(decimal: Column, scale: int) -> Column:
+        """A decimal's digits without exponent (Spark writes 3.33E-8 for small ones)."""
+        if scale <= 0:
+            return decimal.cast("decimal(38,0)").cast("string")
+        unscaled = (decimal * F.lit(10**scale)).cast("decimal(38,0)").cast("string")
+        digits = F.regexp_replace(unscaled, "^-", "")
+        width = F.greatest(F.length(digits), F.lit(scale + 1))
+        padded = F.call_function("lpad", digits, width, F.lit("0"))
+        cut = F.length(padded) - scale
+        text = F.concat(
+            padded.substr(F.lit(1), cut),
+            F.lit("."),
+            padded.substr(cut + 1, F.lit(scale)),
+        )
+        return F.concat(F.when(unscaled.startswith("-"), "-").otherwise(""), text)
+
     if kind == "decimal":
-        return trimmed(value.cast("string"))
-    if kind == "float":
-        return trimmed(F.round(value.cast("double"), 10).cast("decimal(38,10)").cast("string"))
+        scale = _scale(lake_type)
+        return trimmed(value.cast("string") if scale is None else plain(value, scale))
+    if kind == "float":  # Java's text of the double (float widened), rounded half up
+        return trimmed(plain(value.cast("double").cast("string").cast("decimal(38,10)"), 10))
     if kind == "hex":
         return F.lower(F.hex(value))
     if kind == "ntz":
@@ -189,6 +209,17 @@ def lake_column(kind: str, value: Column, lake_type: str) -> Column:
     if kind == "list":
         return F.to_json(value)
     return value.cast("string")
+
+
+def _scale(lake_type: str) -> int | None:
+    """The scale of a ``decimal(p,s)`` lake type (None: not a decimal).
+
+    >>> _scale("decimal(12,2)"), _scale("string")
+    (2, None)
+    """
+    if not lake_type.startswith("decimal("):
+        return None
+    return int(lake_type[len("decimal(") : -1].split(",")[1])
 
 
 def source_row_text(dialect: str, parts: Sequence[str]) -> str:

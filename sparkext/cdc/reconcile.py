@@ -146,8 +146,10 @@ def reconcile(
     edges = _sample_boundaries(lake, plan, lake_rows, settings.segments)
     segments = split(Segment(), edges)
     progress(f"comparing {len(segments)} segments with {settings.source_table}")
-    source_stats = _source_segments(pool, plan, segments, settings.parallelism)
-    lake_stats = _lake_segments(lake, plan, segments)
+    with ThreadPoolExecutor(1) as beside:  # the database and Spark work at the same time
+        from_source = beside.submit(_source_segments, pool, plan, segments, settings.parallelism)
+        lake_stats = _lake_segments(lake, plan, segments)
+        source_stats = from_source.result()
     source_rows = sum(s[0] for s in source_stats)
     differing = [
         seg

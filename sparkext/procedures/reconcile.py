@@ -122,7 +122,11 @@ ROUTINE = Routine(
     options=(
         Option("source-table", "", "the source table: schema.table or database.table"),
         Option("user", "", "database user (default: the connection's)"),
-        Option("password", "", "database password (never shown or logged)"),
+        Option(
+            "password",
+            "",
+            "database password (in the statement's text; a named connection keeps it out)",
+        ),
         Option("segments", "32", "key ranges of the first pass", parse_count),
         Option(
             "leaf-rows", "20000", "a differing range this small is listed key by key", parse_count

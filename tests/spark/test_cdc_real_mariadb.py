@@ -72,6 +72,14 @@ ITEMS = [
     ("pt", "point", "POINT(g, g / 2)", "point"),
 ]
 
+LAKE_TYPES = {
+    "tiny": "int", "small": "int", "medium": "int", "qty": "bigint", "big": "bigint",
+    "ubig": "decimal(20,0)", "uint": "bigint", "price": "decimal(10,2)",
+    "wide": "decimal(30,10)", "f4": "float", "f8": "double", "code": "string",
+    "raw": "binary", "doc": "string", "day": "date", "at": "timestamp_ntz",
+    "stamp": "timestamp", "tod": "bigint", "yr": "int", "note": "string",
+}  # fmt: skip
+
 
 def maria_canonical(name: str, kind: str) -> str:
     c = f"`{name}`"
@@ -257,6 +265,9 @@ def test_real_connector_lake_equals_mariadb(spark, maria, tmp_path):
     }  # fmt: skip
     assert all(r["rejected"] == 0 for r in results.values()), results
 
+    assert {c: t for c, t in spark.table("lake.test.my_items").dtypes if c in LAKE_TYPES} == (
+        LAKE_TYPES
+    )
     items = [*ITEMS, ("note", "varchar", "", "text")]
     problems = mismatches(
         maria_rows(maria, "items", "id", items),

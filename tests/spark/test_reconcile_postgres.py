@@ -5,8 +5,8 @@ The oracle is the database and the faults injected: rows the lake lost, kept, du
 holds stale (made in the lake directly, as lost or doubled change events would leave it). First
 with the source idle: every fault found, and each reported unconfirmed (nothing shows the lake
 has reached the source's position). Then while the source keeps changing other rows and
-ingest_cdc keeps applying them: the same faults found and confirmed, and no false report for
-any row that changed during the check.
+ingest_cdc keeps applying them (the stress tier): the same faults found and confirmed, and no
+false report for any row that changed during the check.
 """
 
 from __future__ import annotations
@@ -22,15 +22,18 @@ from tests.helpers import debezium
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-TABLE = "lake.test.reconciled"
+_databases = iter(range(1, 1000))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def source(postgres_server):
+    """A database of its own per test (``recon<n>``), one table ``accounts`` of 3,000 rows."""
     reason = debezium.unavailable()
     if reason is not None:
         pytest.skip(reason)
-    postgres_server.psql("CREATE DATABASE recon")
+    name = f"recon{next(_databases)}"
+    postgres_server.psql(f"CREATE DATABASE {name}")
+    postgres_server.database = name
     postgres_server.psql(
         """
         CREATE TYPE tier AS ENUM ('free', 'pro');
@@ -45,15 +48,15 @@ def source(postgres_server):
           (ARRAY['free', 'pro'])[g % 2 + 1]::tier, jsonb_build_object('g', g), g * 1000
           FROM generate_series(1, 3000) g;
         """,
-        "recon",
+        name,
     )
     return postgres_server
 
 
-def _ingest(landing, checkpoint) -> dict:
+def _ingest(table, landing, checkpoint) -> dict:
     return (
         sparkext.sql(
-            f"CALL sparkext.ingest_cdc(table => '{TABLE}', source => '{landing}', "
+            f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
             f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
         )
         .first()
@@ -61,12 +64,12 @@ def _ingest(landing, checkpoint) -> dict:
     )
 
 
-def _reconcile(server, **options) -> dict:
+def _reconcile(table, server, **options) -> dict:
     given = {"source-table": "public.accounts", "segments": "8", "leaf-rows": "200", **options}
     pairs = ", ".join(f"'{k}', '{v}'" for k, v in given.items())
-    url = f"jdbc:postgresql://127.0.0.1:{server.port}/recon"
+    url = f"jdbc:postgresql://127.0.0.1:{server.port}/{server.database}"
     row = sparkext.sql(
-        f"CALL sparkext.reconcile(table => '{TABLE}', source => '{url}', "
+        f"CALL sparkext.reconcile(table => '{table}', source => '{url}', "
         f"options => map('user', 'sparkext', {pairs}))"
     ).first()
     return row.asDict(recursive=True)
@@ -74,7 +77,7 @@ def _reconcile(server, **options) -> dict:
 
 def _found(result: dict) -> dict[int, tuple[str, str, bool]]:
     return {
-        json.loads(d["key"])["id"] and int(json.loads(d["key"])["id"]): (
+        int(json.loads(d["key"])["id"]): (
             d["kind"],
             d["columns"],
             d["confirmed"],
@@ -83,45 +86,63 @@ def _found(result: dict) -> dict[int, tuple[str, str, bool]]:
     }
 
 
-def test_reconcile_finds_every_fault_and_no_false_alarm_under_live_writes(spark, source, tmp_path):
+def _faulty_lake(spark, source, tmp_path, table):
+    """The source streamed into ``table``, checked equal, then the faults made in the lake: a
+    lost insert, a lost delete, a stale update, a duplicated row. The connector, still running."""
     connector = debezium.Connector(
-        debezium.postgres_config(source, "recon", "recon", r"public\.accounts"),
+        debezium.postgres_config(source, source.database, source.database, r"public\.accounts"),
         tmp_path / "landing",
     ).start()
     landing = connector.topic("pg.public.accounts")
+    connector.wait_for(3000)
+    connector.settle()
+    assert _ingest(table, landing, tmp_path / "ck")["rejected"] == 0
+    clean = _reconcile(table, source)
+    assert clean["equal"], clean
+    assert (clean["source_rows"], clean["lake_rows"], clean["not_compared"]) == (3000, 3000, "")
+    assert clean["compared_columns"].split(",") == [
+        "name", "balance", "ratio", "score", "opened", "seen", "local", "active", "tags",
+        "avatar", "plan", "doc", "hits",
+    ]  # fmt: skip
+    spark.sql(f"DELETE FROM {table} WHERE id = 17")
+    spark.sql(f"UPDATE {table} SET balance = balance + 0.01 WHERE id = 250")
+    spark.sql(
+        f"INSERT INTO {table} SELECT 5000 AS id, name, balance, ratio, score, opened, seen, "
+        f"local, active, tags, avatar, plan, doc, hits, _cdc_op, _cdc_event_time, "
+        f"_cdc_position FROM {table} WHERE id = 3"
+    )
+    spark.sql(f"INSERT INTO {table} SELECT * FROM {table} WHERE id = 400")
+    return connector, landing
+
+
+FAULTS = {
+    17: ("missing", ""),
+    250: ("stale", "balance"),
+    5000: ("extra", ""),
+    400: ("duplicate", ""),
+}
+
+
+def test_reconcile_finds_every_fault_of_an_idle_source(spark, source, tmp_path):
+    table = "lake.test.reconciled_idle"
+    connector, _ = _faulty_lake(spark, source, tmp_path, table)
     try:
-        connector.wait_for(3000)
-        connector.settle()
-        assert _ingest(landing, tmp_path / "ck")["rejected"] == 0
-        clean = _reconcile(source)
-        assert clean["equal"], clean
-        assert (clean["source_rows"], clean["lake_rows"], clean["not_compared"]) == (3000, 3000, "")
-        assert clean["compared_columns"].split(",") == [
-            "name", "balance", "ratio", "score", "opened", "seen", "local", "active", "tags",
-            "avatar", "plan", "doc", "hits",
-        ]  # fmt: skip
+        idle = _reconcile(table, source, **{"catch-up-timeout": "2 seconds", "rounds": "1"})
+    finally:
+        connector.stop()
+    assert not idle["equal"]
+    assert _found(idle) == {k: (*v, False) for k, v in FAULTS.items()}, idle
+    assert (idle["missing"], idle["extra"], idle["stale"], idle["duplicate"]) == (1, 1, 1, 1)
+    assert idle["unconfirmed"] == 4  # nothing shows the lake reached the source's position
 
-        # the faults, made in the lake: a lost insert, a lost delete, a stale update, a duplicate
-        spark.sql(f"DELETE FROM {TABLE} WHERE id = 17")
-        spark.sql(f"UPDATE {TABLE} SET balance = balance + 0.01 WHERE id = 250")
-        spark.sql(
-            f"INSERT INTO {TABLE} SELECT 5000 AS id, name, balance, ratio, score, opened, seen, "
-            f"local, active, tags, avatar, plan, doc, hits, _cdc_op, _cdc_event_time, "
-            f"_cdc_position FROM {TABLE} WHERE id = 3"
-        )
-        spark.sql(f"INSERT INTO {TABLE} SELECT * FROM {TABLE} WHERE id = 400")
-        expected = {
-            17: ("missing", "", False),
-            250: ("stale", "balance", False),
-            5000: ("extra", "", False),
-            400: ("duplicate", "", False),
-        }
-        idle = _reconcile(source, **{"catch-up-timeout": "2 seconds", "rounds": "1"})
-        assert not idle["equal"]
-        assert _found(idle) == expected, idle
-        assert (idle["missing"], idle["extra"], idle["stale"], idle["duplicate"]) == (1, 1, 1, 1)
-        assert idle["unconfirmed"] == 4
 
+@pytest.mark.stress
+def test_reconcile_confirms_every_fault_and_no_false_alarm_under_live_writes(
+    spark, source, tmp_path
+):
+    table = "lake.test.reconciled_live"
+    connector, landing = _faulty_lake(spark, source, tmp_path, table)
+    try:
         # live: other rows change all along, and ingest_cdc keeps applying them
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -135,14 +156,14 @@ def test_reconcile_finds_every_fault_and_no_false_alarm_under_live_writes(spark,
                     f"UPDATE accounts SET hits = hits + 1, seen = now() WHERE id BETWEEN {low} "
                     f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
                     f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
-                    "recon",
+                    source.database,
                 )
                 time.sleep(0.2)
 
         def ingestion() -> None:
             while not stop.is_set():
                 try:
-                    _ingest(landing, tmp_path / "ck")
+                    _ingest(table, landing, tmp_path / "ck")
                 except BaseException as error:  # the test fails with it below
                     errors.append(error)
                     return
@@ -153,14 +174,98 @@ def test_reconcile_finds_every_fault_and_no_false_alarm_under_live_writes(spark,
             thread.start()
         try:
             time.sleep(3)
-            live = _reconcile(source, **{"catch-up-timeout": "90 seconds"})
+            live = _reconcile(table, source, **{"catch-up-timeout": "90 seconds"})
         finally:
             stop.set()
             for thread in threads:
                 thread.join(120)
         assert not errors, errors
-        confirmed = {k: (kind, columns, True) for k, (kind, columns, _) in expected.items()}
-        assert _found(live) == confirmed, live
+        assert _found(live) == {k: (*v, True) for k, v in FAULTS.items()}, live
         assert live["unconfirmed"] == 0
     finally:
         connector.stop()
+
+
+def test_bad_input_is_one_sentence_and_changes_nothing(spark, postgres_server, table_name):
+    from sparkext.errors import ProcedureArgumentError, SourceDatabaseError
+
+    spark.sql(f"CREATE TABLE {table_name} (id bigint NOT NULL, v string) USING iceberg")
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS id")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a')")
+    snapshots = spark.table(f"{table_name}.snapshots").count()
+    url = f"jdbc:postgresql://127.0.0.1:{postgres_server.port}/iceberg"
+
+    def call(source: str, options: str) -> str:
+        with pytest.raises(
+            (ProcedureArgumentError, SourceDatabaseError, sparkext.errors.IngestError)
+        ) as caught:
+            sparkext.sql(
+                f"CALL sparkext.reconcile(table => '{table_name}', source => '{source}', "
+                f"options => map({options}))"
+            )
+        return str(caught.value)
+
+    assert call(url, "'user', 'sparkext'") == (
+        "reconcile needs the source table: add options => map('source-table', 'schema.table') "
+        "(PostgreSQL) or 'database.table' (MySQL)."
+    )
+    assert call("jdbc:oracle:thin:@db:1521/x", "'source-table', 'a.b'").startswith(
+        "source => 'jdbc:oracle:thin:@db:1521/x' is not a PostgreSQL, MySQL or MariaDB JDBC URL"
+    )
+    assert call("warehouse", "'source-table', 'a.b'").startswith(
+        "source => 'warehouse' is neither a JDBC URL nor a named connection"
+    )
+    assert call(url, "'user', 'sparkext', 'source-table', 'public.nowhere'").startswith(
+        "The source has no table public.nowhere"
+    )
+    closed = "jdbc:postgresql://127.0.0.1:1/x?password=secret"
+    message = call(closed, "'source-table', 'public.t'")
+    assert message.startswith("Could not connect to jdbc:postgresql://127.0.0.1:1/x?password=***")
+    assert "secret" not in message
+    assert spark.table(f"{table_name}.snapshots").count() == snapshots
+
+
+CANONICAL_CASES = [  # family, PostgreSQL literal, Spark SQL literal of the lake value, its type
+    ("float", "(1/7.0)::float8", "1/7D", "double"),
+    ("float", "(10000000/7.0)::float8", "10000000/7D", "double"),
+    ("float", "3.3333333333333334e-08::float8", "3.3333333333333334e-08D", "double"),
+    ("float", "-2.5e-05::float8", "-2.5e-05D", "double"),
+    ("float", "(1e20/3)::float8", "1e20D/3", "double"),
+    ("float", "1.1::real", "CAST(1.1 AS FLOAT)", "float"),
+    ("float", "3::float8", "3D", "double"),
+    ("decimal", "0.0000000333::numeric", "CAST('0.0000000333' AS DECIMAL(38,10))",
+     "decimal(38,10)"),
+    ("decimal", "-12.50::numeric(10,2)", "CAST('-12.50' AS DECIMAL(10,2))", "decimal(10,2)"),
+    ("decimal", "0::numeric", "CAST(0 AS DECIMAL(38,10))", "decimal(38,10)"),
+    ("decimal", "3.5::money", "CAST(3.5 AS DECIMAL(38,2))", "decimal(38,2)"),
+    ("ntz", "timestamp '1969-12-31 23:59:59.999999'",
+     "TIMESTAMP_NTZ'1969-12-31 23:59:59.999999'", "timestamp_ntz"),
+    ("instant", "timestamptz '1969-12-31 23:59:59.5+00'",
+     "TIMESTAMP'1969-12-31 23:59:59.5+00:00'", "timestamp"),
+    ("days", "date '1900-03-01'", "DATE'1900-03-01'", "date"),
+    ("micros", "time '23:59:59.999999'", "86399999999L", "bigint"),
+    # Debezium's MicroDuration counts a month as 365.25 / 12 days
+    ("micros", "interval '1 month 2 days 03:04:05.5'", "2813645500000L", "bigint"),
+    ("list", "ARRAY['a', 'b\"c']::text[]", "array('a', 'b\"c')", "array<string>"),
+    ("hex", "'\\x00ff'::bytea", "X'00FF'", "binary"),
+]  # fmt: skip
+
+
+def test_canonical_texts_agree_between_postgres_and_spark(spark, postgres_server):
+    """The texts reconcile hashes, for values at the edges of each family: equal on both sides
+    (a disagreement would be a false 'stale' for every such row)."""
+    from pyspark.sql import functions as F
+
+    from sparkext.cdc.canonical import SourceColumn, lake_column, source_sql
+
+    kinds = {"interval": "interval", "time": "time without time zone", "real": "real"}
+    for family, pg, lake, lake_type in CANONICAL_CASES:
+        source_type = next((t for k, t in kinds.items() if k in pg), "text")
+        sql = source_sql("postgres", family, pg, SourceColumn("x", source_type))
+        ours = postgres_server.psql(f"SELECT {sql}").strip()
+        theirs = (
+            spark.range(1)
+            .select(lake_column(family, F.expr(lake), lake_type).alias("x"))
+            .first()["x"]
+        )
+        assert ours == theirs, (family, pg, ours, theirs)
