@@ -153,6 +153,30 @@ def test_procedures_that_write_through_spark_sql(spark, orders):
     assert rows(spark.table(orders)) == before  # conversion and compaction keep the rows
 
 
+def test_reconcile_through_spark_sql(spark, orders, postgres_server):
+    """The orders copied into PostgreSQL (the lake's own rows, as JSON): equal through spark.sql,
+    the same result as through sparkext.sql (its duration aside)."""
+    pg_types = {"bigint": "bigint", "int": "integer", "string": "text", "double": "float8"}
+    columns = [(n, t) for n, t in spark.table(orders).dtypes if not n.startswith("_cdc_")]
+    ddl = ", ".join(f"{n} {pg_types.get(t, t.replace('decimal', 'numeric'))}" for n, t in columns)
+    data = "[" + ",".join(spark.table(orders).select(*(n for n, _ in columns)).toJSON().collect())
+    postgres_server.psql(
+        f"DROP TABLE IF EXISTS insql_orders; CREATE TABLE insql_orders ({ddl}, PRIMARY KEY (id));"
+        f"INSERT INTO insql_orders SELECT * FROM json_populate_recordset(NULL::insql_orders, "
+        f"'{data}]');"
+    )
+    call = (
+        f"CALL sparkext.reconcile(table => '{orders}', source => '{postgres_server.url}', "
+        "options => map('user', 'sparkext', 'source-table', 'public.insql_orders', "
+        "'segments', '2'))"
+    )
+    frame = spark.sql(call)
+    declared("reconcile", frame)
+    ours = frame.drop("duration_ms").collect()
+    assert ours == sparkext.sql(call).drop("duration_ms").collect()
+    assert ours[0].equal and ours[0].source_rows == spark.table(orders).count()
+
+
 def test_every_routine_was_called_through_spark_sql():
     """Run last in this module: a new routine needs its spark.sql case above."""
     assert set(ROUTINES) == EXERCISED
