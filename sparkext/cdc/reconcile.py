@@ -82,6 +82,7 @@ class ReconcileResult:
     lake_rows: int
     segments: int
     segments_differing: int
+    ranges_not_listed: int
     missing: int
     extra: int
     duplicate: int
@@ -151,36 +152,31 @@ def reconcile(
         lake_stats = _lake_segments(lake, plan, segments)
         source_stats = from_source.result()
     source_rows = sum(s[0] for s in source_stats)
-    differing = [
-        seg
-        for seg, a, b in zip(segments, source_stats, lake_stats, strict=True)
-        if tuple(a) != tuple(b)
-    ]
-    candidates: dict[Key, str] = {}
     pending = [
         (seg, a[0] + b[0])
         for seg, a, b in zip(segments, source_stats, lake_stats, strict=True)
-        if seg in differing
+        if tuple(a) != tuple(b)
     ]
+    differing = len(pending)
+    candidates: dict[Key, str] = {}
+    not_listed = 0  # differing ranges left unlisted: the key lists would pass max-keys
     while pending:
         segment, rows = pending.pop()
-        if rows <= settings.leaf_rows or len(candidates) >= settings.max_keys:
-            for k, kind in diff(_source_keys(pool, plan, segment), _lake_keys(lake, plan, segment)):
+        if len(candidates) + min(rows, settings.leaf_rows) > settings.max_keys:
+            not_listed += 1
+            continue
+        parts = [] if rows <= settings.leaf_rows else _cut(pool, lake, plan, segment, rows)
+        if not parts:  # small enough, or nothing left to cut at: list its keys
+            if rows > settings.max_keys - len(candidates):
+                not_listed += 1
+                continue
+            lake_keys = _lake_keys(lake, plan, segment)
+            for k, kind in diff(_source_keys(pool, plan, segment), lake_keys):
                 candidates[k] = kind
             continue
-        inner = _sample_boundaries(lake.where(_lake_range(plan, segment)), plan, rows, 16)
-        inner = [
-            b
-            for b in inner
-            if (segment.lo is None or b > segment.lo) and (segment.hi is None or b < segment.hi)
-        ]
-        if not inner:  # the lake has too few keys here to cut: list the range whole
-            for k, kind in diff(_source_keys(pool, plan, segment), _lake_keys(lake, plan, segment)):
-                candidates[k] = kind
-            continue
-        parts = split(segment, inner)
+        within = lake.where(_lake_range(plan, segment))
         a_stats = _source_segments(pool, plan, parts, settings.parallelism)
-        b_stats = _lake_segments(lake.where(_lake_range(plan, segment)), plan, parts)
+        b_stats = _lake_segments(within, plan, parts)
         for part, a, b in zip(parts, a_stats, b_stats, strict=True):
             if tuple(a) != tuple(b):
                 pending.append((part, a[0] + b[0]))
@@ -207,11 +203,12 @@ def reconcile(
     )
     kinds = [v for v, _ in found.values()]
     return ReconcileResult(
-        equal=not found,
+        equal=not found and not not_listed,
         source_rows=source_rows,
         lake_rows=lake_rows,
         segments=len(segments),
-        segments_differing=len(differing),
+        segments_differing=differing,
+        ranges_not_listed=not_listed,
         missing=kinds.count(MISSING),
         extra=kinds.count(EXTRA),
         duplicate=kinds.count(DUPLICATE),
@@ -422,6 +419,28 @@ def _lake_range(plan: _Plan, segment: Segment) -> Column:
     if segment.hi is not None:
         condition = condition & (first < F.lit(segment.hi))
     return condition
+
+
+def _cut(pool: Pool, lake: DataFrame, plan: _Plan, segment: Segment, rows: int) -> list[Segment]:
+    """A differing range cut in up to 16: at quantiles of the lake's keys in it, or, where the
+    lake holds too few of them (it lost the range), an integer key's range between the source's
+    own lowest and highest key cut evenly. Empty: nothing to cut at (list it)."""
+    inner = _sample_boundaries(lake.where(_lake_range(plan, segment)), plan, rows, 16)
+    inner = [
+        b
+        for b in inner
+        if (segment.lo is None or b > segment.lo) and (segment.hi is None or b < segment.hi)
+    ]
+    if not inner and plan.numeric:
+        first = identifier(plan.key[0], plan.dialect)
+        where = segment.source_predicate(first, plan.dialect, plan.numeric)
+        low, high = pool.query(
+            f"SELECT min({first}), max({first}) FROM {plan.table_sql} WHERE {where}"
+        )[0]
+        if low is not None and int(high) > int(low):
+            step = max(1, (int(high) - int(low)) // 16)
+            inner = list(range(int(low) + step, int(high) + 1, step))[:15]
+    return split(segment, inner) if inner else []
 
 
 def _sample_boundaries(lake: DataFrame, plan: _Plan, rows: int, segments: int) -> list[Any]:

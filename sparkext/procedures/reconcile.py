@@ -71,6 +71,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         catch_up_timeout_s=options["catch-up-timeout"] / 1000,
         rounds=max(1, options["rounds"]),
         report=options["max-report"],
+        max_keys=max(1, options["max-keys"]),
         columns=options["columns"],
     )
     pool = Pool(context.spark, url, properties, settings.parallelism)
@@ -87,6 +88,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             result.lake_rows,
             result.segments,
             result.segments_differing,
+            result.ranges_not_listed,
             result.missing,
             result.extra,
             result.duplicate,
@@ -145,6 +147,12 @@ ROUTINE = Routine(
             "compare only these columns (default: all both sides have)",
             parse_columns,
         ),
+        Option(
+            "max-keys",
+            "1000000",
+            "keys listed from differing ranges at most; ranges beyond are counted, not listed",
+            parse_count,
+        ),
         Option("max-report", "1000", "differences listed in the result at most", parse_count),
     ),
     output=(
@@ -153,6 +161,11 @@ ROUTINE = Routine(
         OutputColumn("lake_rows", "bigint", "rows of the lake table (at the first pass)"),
         OutputColumn("segments", "bigint", "key ranges of the first pass"),
         OutputColumn("segments_differing", "bigint", "of them, ranges whose count or hash differ"),
+        OutputColumn(
+            "ranges_not_listed",
+            "bigint",
+            "differing key ranges not listed (max-keys reached): equal is false, keys unknown",
+        ),
         OutputColumn("missing", "bigint", "keys in the source, not in the lake"),
         OutputColumn("extra", "bigint", "keys in the lake, not in the source"),
         OutputColumn("duplicate", "bigint", "keys on more than one lake row"),

@@ -32,7 +32,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.helpers import debezium
+from tests.helpers import debezium, real_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -137,23 +137,11 @@ def maria_rows(server, table: str, key: str, columns) -> dict:
 
 
 def lake_rows(spark, table: str, key: str, columns) -> dict:
-    keys = key.split(",")
-    exprs = ", ".join(f"{lake_canonical(n, k)} AS `{n}`" for n, _, _, k in columns)
-    rows = spark.sql(f"SELECT {', '.join(keys)}, {exprs} FROM {table}").collect()
-    return {tuple(str(r[k]) for k in keys): r.asDict() for r in rows}
+    return real_rows.lake_rows(spark, table, key, columns, lake_canonical)
 
 
-def mismatches(db: dict, lake: dict, columns) -> list[str]:
-    found = [f"key {k} only in MariaDB" for k in sorted(set(db) - set(lake))]
-    found += [f"key {k} only in the lake" for k in sorted(set(lake) - set(db))]
-    for k in sorted(set(db) & set(lake)):
-        for name, _, _, kind in columns:
-            a, b = db[k].get(name), lake[k].get(name)
-            if not same(kind, a, b):
-                found.append(
-                    f"key {k} column {name}: MariaDB {str(a)[:80]!r}, lake {str(b)[:80]!r}"
-                )
-    return found
+def mismatches(source: dict, lake: dict, columns) -> list[str]:
+    return real_rows.mismatches(source, lake, columns, same, "MariaDB")
 
 
 @pytest.fixture(scope="module")

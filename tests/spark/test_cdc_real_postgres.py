@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.helpers import debezium
+from tests.helpers import debezium, real_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -169,26 +169,11 @@ def pg_rows(server, database: str, table: str, key: str, columns) -> dict:
 
 
 def lake_rows(spark, table: str, key: str, columns) -> dict:
-    exprs = ", ".join(f"{lake_canonical(n, k)} AS `{n}`" for n, _, _, k in columns)
-    keys = key.split(",")
-    rows = spark.sql(f"SELECT {', '.join(keys)}, {exprs} FROM {table}").collect()
-    out = {}
-    for r in rows:
-        out[tuple(str(r[k]) for k in keys)] = r.asDict()
-    return out
+    return real_rows.lake_rows(spark, table, key, columns, lake_canonical)
 
 
-def mismatches(pg: dict, lake: dict, columns) -> list[str]:
-    found = [f"key {k} only in PostgreSQL" for k in sorted(set(pg) - set(lake))]
-    found += [f"key {k} only in the lake" for k in sorted(set(lake) - set(pg))]
-    for k in sorted(set(pg) & set(lake)):
-        for name, _, _, kind in columns:
-            a, b = pg[k].get(name), lake[k].get(name)
-            if not same(kind, a, b):
-                found.append(
-                    f"key {k} column {name}: PostgreSQL {str(a)[:80]!r}, lake {str(b)[:80]!r}"
-                )
-    return found
+def mismatches(source: dict, lake: dict, columns) -> list[str]:
+    return real_rows.mismatches(source, lake, columns, same, "PostgreSQL")
 
 
 @pytest.fixture(scope="module")

@@ -269,3 +269,43 @@ def test_canonical_texts_agree_between_postgres_and_spark(spark, postgres_server
             .first()["x"]
         )
         assert ours == theirs, (family, pg, ours, theirs)
+
+
+def test_a_range_the_lake_lost_whole_is_found_key_by_key_or_counted(
+    spark, postgres_server, table_name
+):
+    """The lake lost keys 1..1,500 of 2,000: too few lake keys there to cut the range at, so it
+    is cut at the source's own key range; every lost key is listed. With max-keys below that,
+    the ranges are counted instead and the result is not 'equal'."""
+    postgres_server.psql(
+        "DROP TABLE IF EXISTS lost; CREATE TABLE lost (id bigint PRIMARY KEY, v text);"
+        "INSERT INTO lost SELECT g, 'v' || g FROM generate_series(1, 2000) g;"
+    )
+    spark.sql(f"CREATE TABLE {table_name} (id bigint NOT NULL, v string) USING iceberg")
+    spark.sql(f"ALTER TABLE {table_name} SET IDENTIFIER FIELDS id")
+    spark.sql(f"INSERT INTO {table_name} SELECT id, concat('v', id) FROM range(1501, 2001)")
+
+    def check(**options) -> dict:
+        given = {"user": "sparkext", "source-table": "public.lost", "segments": "4",
+                 "leaf-rows": "100", "catch-up-timeout": "1 second", "rounds": "1",
+                 "max-report": "5000", **options}  # fmt: skip
+        pairs = ", ".join(f"'{k}', '{v}'" for k, v in given.items())
+        return (
+            sparkext.sql(
+                f"CALL sparkext.reconcile(table => '{table_name}', source => "
+                f"'{postgres_server.url}', options => map({pairs}))"
+            )
+            .first()
+            .asDict(recursive=True)
+        )
+
+    full = check()
+    assert (full["missing"], full["extra"], full["stale"], full["ranges_not_listed"]) == (
+        1500, 0, 0, 0,
+    )  # fmt: skip
+    assert sorted(int(json.loads(d["key"])["id"]) for d in full["differences"]) == list(
+        range(1, 1501)
+    )
+    capped = check(**{"max-keys": "100"})
+    assert not capped["equal"] and capped["ranges_not_listed"] > 0
+    assert capped["missing"] <= 100
