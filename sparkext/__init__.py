@@ -203,19 +203,21 @@ def optimize_service(
     log_table: str | None = None,
     maintenance: bool = True,
     log: Callable[[str], None] = print,
+    lag_alert: str | None = None,
     spark: SparkSession | None = None,
 ) -> Service:
     """The optimisation service over ``tables`` (``'lake.ods.*,lake.dw.orders'``), as
     ``sparkext-sql optimize-service`` runs it: ``.run()`` serves (until ``.stop()`` from another
     thread, or with ``once`` until nothing is due), ``.stats`` counts jobs, the run log table
-    keeps every job; ``log`` gets one line per job."""
+    keeps every job; ``log`` gets one line per job; ``lag_alert`` (a duration) logs and shows
+    CDC tables further behind their source."""
     from sparkext.service.service import serve
 
     spark = spark or active_session() or session()
     return serve(
         spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
         fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
-        maintenance=maintenance, log=log,
+        maintenance=maintenance, log=log, lag_alert=lag_alert,
     )  # fmt: skip
 
 

@@ -192,6 +192,7 @@ class Ingestor:
         self._batch_known: str | None = None  # the table's high-water mark the batch is decided on
         self._cached: list[DataFrame] = []  # persisted by the current batch, released after it
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
+        self.last_committed_batch: int | None = None  # by this object (heartbeat progress)
 
     # ---- entry point for foreachBatch ------------------------------------------------------
     def process(self, lines: DataFrame, batch_id: int) -> None:
@@ -1074,6 +1075,7 @@ class Ingestor:
             raise
         m.commits += 1
         m.snapshot_ids.append(snapshot)
+        self.last_committed_batch = batch_id
         self.progress(f"batch {batch_id}: committed snapshot {snapshot}")
         _crash_point("after-commit")
         self._prune_key_cache(batch_id)

@@ -62,6 +62,8 @@ class Settings:
     variable_scale_decimal: str = "decimal(38,10)"
     # what Debezium writes for a value it does not have (PostgreSQL TOAST): the stored one stays
     unavailable_placeholder: str = "__debezium_unavailable_value"
+    # the landing directory of the connector's heartbeat topic: heartbeats count as progress
+    heartbeat_source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -137,3 +137,43 @@ def incomparable(event_family: str, table_family: str) -> str:
         f"ordered against this table's {NAMES.get(table_family, table_family)}; ingest this "
         "source into its own table, or re-create the table from one connector"
     )
+
+
+def _lsn_text(number: int) -> str:
+    return f"{number >> 32:X}/{number & 0xFFFFFFFF:X}"
+
+
+def readable(position: str | None) -> str | None:
+    """A position as its connector writes it (PostgreSQL LSNs as ``X/X``, binlog file number and
+    offset, ...), for people; ``None`` stays ``None``.
+
+    >>> readable("p:00000000000024023119:00000000000024023128")
+    'LSN 0/16E9058 (commit 0/16E904F)'
+    >>> readable("m:0000000003:00000000000000000484:0000000002")
+    'binlog file 3, position 484, row 2'
+    >>> readable("t:00000001559033904863")
+    'commit time 1559033904863 ms'
+    """
+    if position is None:
+        return None
+    tag, _, rest = position.partition(":")
+    fields = rest.split(":")
+    try:
+        if tag == "p":
+            return f"LSN {_lsn_text(int(fields[1]))} (commit {_lsn_text(int(fields[0]))})"
+        if tag == "pl":
+            return f"LSN {_lsn_text(int(fields[0]))}"
+        if tag == "m":
+            file, pos, row = (int(f) for f in fields)
+            return f"binlog file {file}, position {pos}, row {row}"
+        if tag == "s":
+            return f"commit LSN {':'.join(fields[:3])}, change LSN {':'.join(fields[3:6])}"
+        if tag == "o":
+            return f"SCN {int(fields[1])} (commit SCN {int(fields[0])})"
+        if tag == "g":
+            return f"oplog time {int(fields[0])} ms, ord {int(fields[1])}"
+        if tag == TIME_FAMILY:
+            return f"commit time {int(fields[0])} ms"
+    except (ValueError, IndexError):
+        pass
+    return position

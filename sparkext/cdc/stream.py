@@ -321,6 +321,7 @@ def ingest(
     connections: set = set()  # each query's thread's py4j connection, closed once it ended
     query: StreamingQuery | None = None
     with hold(settings.checkpoint, f"ingest_cdc into {settings.table}"):
+        beat = _newest_heartbeat(settings)  # read before the source is listed (heartbeats.py)
         ingestor = Ingestor(spark, settings, progress)
         try:
             for skip_missing in (False, True):
@@ -348,10 +349,62 @@ def ingest(
                 if ingestor.error is not None:
                     raise ingestor.error
                 break
+            _confirm(settings, beat, ingestor)
         finally:
             if query is None or not query.isActive:  # its thread ended: no more callbacks
                 close_connections(connections)
     return ingestor.metrics
+
+
+def _newest_heartbeat(settings: Settings) -> tuple[int, int] | None:
+    """(heartbeat time, wall clock) of the newest landed heartbeat, when the table has a
+    heartbeat source and one has landed."""
+    import time
+
+    from sparkext.cdc import heartbeats
+
+    if not settings.heartbeat_source:
+        return None
+    wall = int(time.time() * 1000)
+    newest = heartbeats.newest(settings.heartbeat_source)
+    return None if newest is None else (newest, wall)
+
+
+def _confirm(settings: Settings, beat: tuple[int, int] | None, ingestor: Ingestor) -> None:
+    """The source was drained after ``beat`` was read: the lake holds every change before it."""
+    from sparkext.cdc import heartbeats
+
+    if beat is not None:
+        confirmed = heartbeats.Confirmed(beat[0], beat[1], ingestor.last_committed_batch)
+        heartbeats.confirm(settings.checkpoint, confirmed)
+
+
+def _confirm_while_running(query: StreamingQuery, settings: Settings, ingestor: Ingestor):
+    """For a continuous stream: a heartbeat read before a trigger that found no new input (the
+    query waits for data: everything listed was consumed) is confirmed. Called every few
+    seconds; returns the heartbeat pending confirmation."""
+    pending: list[tuple[int, int] | None] = [None]
+
+    def step() -> None:
+        from sparkext.errors import SparkextError
+
+        status = query.status
+        last = query.lastProgress
+        if pending[0] is not None and last is not None and not status.get("isTriggerActive"):
+            import datetime as dt
+
+            stamp = dt.datetime.fromisoformat(str(last["timestamp"]).replace("Z", "+00:00"))
+            drained = not status.get("isDataAvailable") and last.get("numInputRows", 0) == 0
+            if drained and stamp.timestamp() * 1000 > pending[0][1]:
+                _confirm(settings, pending[0], ingestor)
+                pending[0] = None
+        if pending[0] is None:
+            try:
+                pending[0] = _newest_heartbeat(settings)
+            except SparkextError:
+                pending[0] = None  # the next step tries again; the query reports its own state
+
+    return step
 
 
 def start(
@@ -380,10 +433,14 @@ def start(
         lock.__exit__(None, None, None)
         raise
 
+    confirm = _confirm_while_running(query, settings, ingestor)
+
     def release_when_stopped() -> None:
         try:
             while query.isActive:
                 time.sleep(2)
+                if settings.heartbeat_source and query.isActive:
+                    confirm()
         finally:
             lock.__exit__(None, None, None)
 

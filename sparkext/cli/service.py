@@ -43,9 +43,15 @@ from sparkext.cli.streaming import EXIT_CANCELLED, _inherited, _session, spark_o
     show_default=True,
     help="Also run each table's maintenance policy (sparkext.maintenance.*).",
 )
+@click.option(
+    "--lag-alert",
+    metavar="DURATION",
+    help="Log and show CDC tables further behind their source than this, e.g. '15 minutes' "
+    "(a table's property sparkext.cdc.lag-alert overrides it).",
+)
 def optimize_service(
     confs, master, verbose, tables, once, max_concurrent, poll_interval, fresh_window,
-    lease_ttl, log_table, maintenance,
+    lease_ttl, log_table, maintenance, lag_alert,
 ) -> None:  # fmt: skip
     """Keep many tables optimised and maintained: a commit-driven priority queue, one job per
     table at a time, a lease per table across processes, a run log in SQL."""
@@ -54,7 +60,7 @@ def optimize_service(
     confs, master, verbose = _inherited(confs, master, verbose)
     try:  # bad options are refused before Spark starts
         serve(None, tables, max_concurrent=max_concurrent, poll_interval=poll_interval,
-              fresh_window=fresh_window, lease_ttl=lease_ttl)  # fmt: skip
+              fresh_window=fresh_window, lease_ttl=lease_ttl, lag_alert=lag_alert)  # fmt: skip
     except Exception as error:
         fail(error, verbose)
     spark = _session(overrides_of(confs, master), verbose)
@@ -62,7 +68,7 @@ def optimize_service(
     service = serve(
         spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
         fresh_window=fresh_window, lease_ttl=lease_ttl, log_table=log_table,
-        maintenance=maintenance, log=status.line,
+        maintenance=maintenance, log=status.line, lag_alert=lag_alert,
     )  # fmt: skip
     service.status = status.update
     failures: list[BaseException] = []

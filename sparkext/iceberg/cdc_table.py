@@ -82,6 +82,15 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class CommitRecord:
+    """One ingest_cdc commit: its snapshot, commit time and snapshot summary."""
+
+    snapshot_id: int
+    committed_ms: int
+    summary: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class ConcurrentChange:
     """A snapshot another writer committed after a batch was planned, as the batch's check sees
     it: which keys it may have touched."""
@@ -325,6 +334,33 @@ class CdcTable:
         return Progress(
             max_position, truncate, source, batches, time_so_far, cache_floor is None, cache_floor
         )
+
+    def cdc_commits(self, every: bool, limit: int = _SCAN_BACK) -> list[CommitRecord]:
+        """ingest_cdc's commits, newest first, walking back from the current snapshot (after a
+        refresh): every one (up to ``limit`` snapshots back) when ``every``, else only each
+        checkpoint's newest (the walk stops once every checkpoint in the table's event-log
+        property is found)."""
+        self._table.refresh()
+        wanted = set(self.event_logs())
+        if not every and not wanted:
+            return []  # no ingest_cdc job recorded itself on this table
+        found: list[CommitRecord] = []
+        seen_checkpoints: set[str] = set()
+        snapshot = self._table.currentSnapshot()
+        steps = 0
+        while snapshot is not None and steps < limit:
+            summary = {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+            checkpoint = summary.get(CHECKPOINT_ID)
+            if checkpoint is not None and (every or checkpoint not in seen_checkpoints):
+                seen_checkpoints.add(checkpoint)
+                when = int(snapshot.timestampMillis())
+                found.append(CommitRecord(int(snapshot.snapshotId()), when, summary))
+            if not every and wanted and wanted <= seen_checkpoints:
+                break
+            parent = snapshot.parentId()
+            snapshot = self._table.snapshot(parent) if parent is not None else None
+            steps += 1
+        return found
 
     def committed_batches(self) -> dict[str, int]:
         """Checkpoint id -> the highest batch id it committed, over the retained snapshots (one

@@ -51,6 +51,8 @@ VARIABLE_SCALE_DECIMAL = "variable-scale-decimal"
 VARIABLE_SCALE_DECIMAL_DEFAULT = "decimal(38,10)"
 OPTIMIZE_EVERY = "optimize-every"
 OPTIMIZE_EVERY_DEFAULT = ""
+HEARTBEAT_SOURCE = "heartbeat-source"
+HEARTBEAT_SOURCE_DEFAULT = ""
 
 
 def _partition_by(text: str):
@@ -112,6 +114,11 @@ def settings_from(args: BoundArgs) -> Any:
         partition_by=args.options[PARTITION_BY],
         variable_scale_decimal=args.options[VARIABLE_SCALE_DECIMAL],
         unavailable_placeholder=args.options[UNAVAILABLE_PLACEHOLDER],
+        heartbeat_source=(
+            source_location(args.options[HEARTBEAT_SOURCE])
+            if args.options[HEARTBEAT_SOURCE]
+            else None
+        ),
     )
 
 
@@ -286,6 +293,13 @@ ROUTINE = Routine(
             "table type of PostgreSQL numeric without precision (Debezium VariableScaleDecimal): "
             "decimal(p,s) (values that do not fit are rejected) or string (the exact text)",
             _variable_scale_decimal,
+        ),
+        Option(
+            HEARTBEAT_SOURCE,
+            HEARTBEAT_SOURCE_DEFAULT,
+            "landing directory of the connector's heartbeat topic (__debezium-heartbeat.<prefix>, "
+            "with heartbeat.interval.ms set): once a run drained the source, the newest heartbeat "
+            "read before it counts as progress, so cdc_lag stays right while the source is idle",
         ),
         Option(
             LOOKUP_IN_LIST_MAX,

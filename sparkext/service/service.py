@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 # how often each maintenance action is due, unless the table property
 # sparkext.maintenance.<action>-every says otherwise (Magnus: hourly expiry, daily orphans and
 # manifests)
+LAG_ALERT_PROPERTY = "sparkext.cdc.lag-alert"  # a table's own lag threshold (a duration)
+LAG_CHECK_S = 30.0  # a table's lag is read at most this often
 RETRY_MS = 10 * 60 * 1000  # a failed maintenance action is tried again after this (or its interval)
 EVERY_DEFAULT = {
     "expire_snapshots": "1 hour",
@@ -63,6 +65,7 @@ class Settings:
     log_table: str | None = None
     maintenance: bool = True
     once: bool = False
+    lag_alert_ms: int | None = None  # CDC tables further behind are logged and shown
 
 
 @dataclass
@@ -140,6 +143,8 @@ class Service:
         self._maintained: set[str] = set()
         self.tables: list[str] = []
         self.ran: list[Job] = []  # every job taken, in order (tests, the report)
+        self.lagging: dict[str, int] = {}  # CDC table -> its lag (ms) while over the threshold
+        self._lag_checked: dict[str, float] = {}  # table -> when its lag was last read
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -207,8 +212,48 @@ class Service:
                 self._plan(name, current)
             if self.settings.maintenance and name not in busy and name not in self._maintained:
                 self._plan_maintenance(name)
+            self._check_lag(name)
         self.stats.discovery_s.append(time.perf_counter() - started)
         self.status(self._status_text())
+
+    def _check_lag(self, name: str) -> None:
+        """Log a CDC table whose lag crosses its threshold (the table property
+        ``sparkext.cdc.lag-alert``, else the service's), once when it crosses and once when it
+        is back within; :attr:`lagging` and the status line show the tables over it."""
+        from sparkext.cdc.lag import table_lags
+        from sparkext.iceberg.catalog import resolve_table
+        from sparkext.planning.lag import table_lag
+
+        now = time.monotonic()
+        if now - self._lag_checked.get(name, -LAG_CHECK_S) < LAG_CHECK_S:
+            return
+        self._lag_checked[name] = now
+        try:
+            own = dict(resolve_table(self.spark, name).properties).get(LAG_ALERT_PROPERTY)
+            threshold = (
+                _duration(own, f"{LAG_ALERT_PROPERTY} of {name}")
+                if own
+                else self.settings.lag_alert_ms
+            )
+            if threshold is None:
+                return
+            found = table_lag(table_lags(self.spark, name))
+        except Exception as error:
+            self._log_line("failed", f"{name} lag", _sentence(error))
+            return
+        if found is None or found.lag_ms is None:
+            return
+        through = dt.datetime.fromtimestamp(found.complete_through_ms / 1000, dt.timezone.utc)
+        detail = (
+            f"CDC lag {_seconds(found.lag_ms)} (complete through "
+            f"{through.strftime('%Y-%m-%dT%H:%M:%SZ')}; threshold {_seconds(threshold)})"
+        )
+        if found.lag_ms > threshold:
+            if name not in self.lagging:
+                self._log_line("alert", f"{name} lag", detail)
+            self.lagging[name] = found.lag_ms
+        elif self.lagging.pop(name, None) is not None:
+            self._log_line("ok", f"{name} lag", f"back within the threshold: {detail}")
 
     def _plan(self, name: str, current: int | None) -> None:
         from sparkext.iceberg.catalog import resolve_table
@@ -453,10 +498,16 @@ class Service:
 
     def _status_text(self) -> str:
         running = ", ".join(j.describe() for j in self.running()) or "idle"
+        lagging = (
+            " · lagging: "
+            + ", ".join(f"{t} {_seconds(ms)}" for t, ms in sorted(self.lagging.items()))
+            if self.lagging
+            else ""
+        )
         return (
             f"{len(self.tables)} tables · queue {len(self.queue)} · running: {running} · "
             f"ok {self.stats.jobs_ok}, failed {self.stats.jobs_failed}, busy "
-            f"{self.stats.jobs_busy}"
+            f"{self.stats.jobs_busy}{lagging}"
         )
 
 
@@ -496,6 +547,19 @@ def _entry_detail(entry: runlog.Entry) -> str:
     return "; ".join(parts)
 
 
+def _seconds(ms: int) -> str:
+    """
+    >>> _seconds(754_000), _seconds(3_000), _seconds(7_500_000)
+    ('12 min 34 s', '3 s', '2 h 05 min')
+    """
+    seconds = ms // 1000
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds} s"
+
+
 def _mb(size: int | None) -> str:
     return f"{(size or 0) / 2**20:,.1f} MB"
 
@@ -512,6 +576,7 @@ def serve(
     log_table: str | None = None,
     maintenance: bool = True,
     log: Callable[[str], None] = print,
+    lag_alert: str | None = None,
 ) -> Service:
     """Build a service (``.run()`` serves; ``.stop()`` from another thread ends it)."""
     patterns = parse_patterns(tables if isinstance(tables, str) else ",".join(tables))
@@ -528,6 +593,7 @@ def serve(
         log_table=log_table,
         maintenance=maintenance,
         once=once,
+        lag_alert_ms=_duration(lag_alert, "lag alert") if lag_alert else None,
     )
     return Service(spark, settings, log=log)
 
