@@ -9,9 +9,11 @@
    name the differing columns.
 4. **Lag**: every difference found is a candidate. The source's log position is read, the
    candidates' source rows are read again, and once the lake has applied a change at or after
-   that position (its snapshot summaries say so) their lake rows are read again: only what still
-   differs is reported, as *confirmed*. A lake that does not catch up within the wait leaves the
-   candidates reported as *unconfirmed* (the lake may only be behind).
+   that position (its snapshot summaries say so), or is complete through the source's clock at
+   that moment (a Debezium heartbeat ingest_cdc confirmed, see cdc_lag: an idle source makes no
+   change to reach), their lake rows are read again: only what still differs is reported, as
+   *confirmed*. A lake that does not catch up within the wait leaves the candidates reported as
+   *unconfirmed* (the lake may only be behind).
 """
 
 from __future__ import annotations
@@ -326,6 +328,26 @@ def _source_position(pool: Pool, dialect: str) -> Any:
     return (int(digits or 0), int(position))
 
 
+def _source_clock_ms(pool: Pool, dialect: str) -> int:
+    """The source's clock, epoch ms: a lake complete through it (a confirmed heartbeat, see
+    cdc_lag) holds every change the source had committed when it was read."""
+    if dialect == "postgres":
+        sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    else:
+        sql = "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+    (value,) = pool.query(sql)[0]
+    return int(str(value))
+
+
+def _complete_through(spark: SparkSession, table_name: str) -> int:
+    """The source time the lake is complete through (cdc_lag), -1 when unknown."""
+    from sparkext.cdc.lag import table_lags
+    from sparkext.planning.lag import table_lag
+
+    found = table_lag(table_lags(spark, table_name))
+    return found.complete_through_ms if found and found.complete_through_ms is not None else -1
+
+
 def _source_segments(
     pool: Pool, plan: _Plan, segments: Sequence[Segment], parallelism: int
 ) -> list[tuple[int, int]]:
@@ -533,12 +555,16 @@ def _recheck(
             return {}, {}
         keys = sorted(remaining)
         position = _source_position(pool, plan.dialect)
+        clock = _source_clock_ms(pool, plan.dialect)
         source = {}
         for chunk in _chunks(keys, 1000):
             source.update(_source_keys(pool, plan, Segment(), chunk))
         progress(f"{len(keys)} keys differ; waiting for {table_name} to reach the source")
         deadline = time.monotonic() + settings.catch_up_timeout_s
-        while not caught_up(plan.dialect, _lake_position(spark, table_name), position):
+        while not (
+            caught_up(plan.dialect, _lake_position(spark, table_name), position)
+            or _complete_through(spark, table_name) >= clock
+        ):
             if time.monotonic() > deadline:
                 return {}, _still(remaining, source, _lake_now(spark, table_name, plan, keys))
             time.sleep(1.0)

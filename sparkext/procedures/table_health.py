@@ -61,7 +61,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     overall = table_score([(s, p.data_bytes) for p, s in scored], table.snapshot_count)
     layout = _layouts(table, files, cluster_by)
     empty = Layout((0, 0, 0), None)
-    through, lag_ms = _cdc_lag(context, table.name)
+    cdc = _cdc_state(context, table.name)
     return [
         (
             p.partition,
@@ -84,23 +84,28 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             *layout.get(p.partition, empty).level_bytes,
             layout.get(p.partition, empty).optimized_share,
             layout.get(p.partition, empty).clustering_depth,
-            through,
-            lag_ms,
+            *cdc,
         )
         for p, score in scored
     ]
 
 
-def _cdc_lag(context: Context, name: str) -> tuple[Any, int | None]:
-    """(complete_through, lag_ms) of the table's freshest ingest job; NULLs without one."""
+def _cdc_state(context: Context, name: str) -> tuple[Any, Any, Any]:
+    """(source time, source position, complete through) of the table's freshest ingest job
+    (cdc_lag's columns; the lag itself depends on the clock, cdc_lag has it); NULLs without."""
     from sparkext.cdc.lag import table_lags
+    from sparkext.cdc.positions import readable
     from sparkext.planning.lag import table_lag
     from sparkext.procedures.cdc_lag import _time
 
     found = table_lag(table_lags(context.spark, name))
     if found is None:
-        return None, None
-    return _time(found.complete_through_ms), found.lag_ms
+        return None, None, None
+    return (
+        _time(found.commit.source_time_ms),
+        readable(found.commit.position),
+        _time(found.complete_through_ms),
+    )
 
 
 def _layouts(table, files, cluster_by) -> dict[str | None, Layout]:
@@ -176,11 +181,21 @@ ROUTINE = Routine(
             "opens, on average (1.0 ideal; NULL without sparkext.optimize.cluster-by)",
         ),
         OutputColumn(
+            "cdc_source_time",
+            "timestamp",
+            "CDC tables: newest source commit time applied (cdc_lag); NULL otherwise",
+        ),
+        OutputColumn(
+            "cdc_source_position",
+            "string",
+            "CDC tables: newest source position applied, as the connector writes it",
+        ),
+        OutputColumn(
             "cdc_complete_through",
             "timestamp",
-            "CDC tables: the source time the lake is complete to (cdc_lag); NULL otherwise",
+            "CDC tables: the lake holds every source change up to here (heartbeats included; "
+            "cdc_lag has the lag)",
         ),
-        OutputColumn("cdc_lag_ms", "bigint", "CDC tables: now - cdc_complete_through (cdc_lag)"),
     ),
     run=run,
 )

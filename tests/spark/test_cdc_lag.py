@@ -144,12 +144,12 @@ def test_table_health_and_the_service_show_a_lagging_table(spark, tmp_path):
     land(tmp_path / "landing", "b1.json", [_event("c", 1, 100, T0), _event("c", 2, 200, T0)])
     ingest(table, tmp_path / "landing", tmp_path / "ck")
     health = sparkext.sql(f"CALL sparkext.table_health(table => '{table}')").first()
-    assert _ms(health["cdc_complete_through"]) == T0
-    assert health["cdc_lag_ms"] > 0
+    assert _ms(health["cdc_complete_through"]) == _ms(health["cdc_source_time"]) == T0
+    assert health["cdc_source_position"] == "binlog file 1, position 200, row 0"
     spark.sql("CREATE TABLE IF NOT EXISTS lake.lagsvc.plain (id int) USING iceberg")
     spark.sql("INSERT INTO lake.lagsvc.plain VALUES (1)")
     plain = sparkext.sql("CALL sparkext.table_health(table => 'lake.lagsvc.plain')").first()
-    assert plain["cdc_complete_through"] is None and plain["cdc_lag_ms"] is None
+    assert plain["cdc_complete_through"] is None and plain["cdc_source_position"] is None
 
     lines: list[str] = []
     service = sparkext.optimize_service(

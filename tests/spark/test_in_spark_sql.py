@@ -177,6 +177,17 @@ def test_reconcile_through_spark_sql(spark, orders, postgres_server):
     assert ours[0].equal and ours[0].source_rows == spark.table(orders).count()
 
 
+def test_cdc_lag_through_spark_sql(spark, orders):
+    """As a table function and a procedure, at a fixed as_of: the same rows both ways."""
+    at = "TIMESTAMP '2026-11-21 00:00:00'"
+    frame = both(
+        spark, f"SELECT * FROM sparkext.cdc_lag(table => '{orders}', as_of => {at})", "cdc_lag"
+    )
+    (row,) = frame.collect()
+    assert row.position_family is not None and row.lag_ms is not None
+    declared("cdc_lag", spark.sql(f"CALL sparkext.cdc_lag(table => '{orders}', as_of => {at})"))
+
+
 def test_every_routine_was_called_through_spark_sql():
     """Run last in this module: a new routine needs its spark.sql case above."""
     assert set(ROUTINES) == EXERCISED
@@ -188,7 +199,7 @@ def test_a_table_function_goes_wherever_a_table_does(spark, orders):
     queries = {
         "alias": f"SELECT h.live_rows FROM {health} AS h",
         "columns": f"SELECT p FROM {health} AS h(p, f, b, s, pf, pr, ef, er, d, dr, db, dre, "
-        "lr, lc, hs, sc, ths, l0, l1, l2, os, cd) WHERE p IS NULL",
+        "lr, lc, hs, sc, ths, l0, l1, l2, os, cd, cst, csp, cct) WHERE p IS NULL",
         "cte": f"WITH h AS (SELECT * FROM {health}) SELECT live_rows FROM h",
         "nested cte": f"WITH a AS (WITH h AS (SELECT * FROM {health}) SELECT * FROM h) "
         "SELECT live_rows FROM a",

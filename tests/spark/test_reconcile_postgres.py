@@ -53,11 +53,12 @@ def source(postgres_server):
     return postgres_server
 
 
-def _ingest(table, landing, checkpoint) -> dict:
+def _ingest(table, landing, checkpoint, options: str = "") -> dict:
     return (
         sparkext.sql(
             f"CALL sparkext.ingest_cdc(table => '{table}', source => '{landing}', "
-            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true)"
+            f"checkpoint => '{checkpoint}', primary_key => 'id', create => true"
+            f"{', options => map(' + options + ')' if options else ''})"
         )
         .first()
         .asDict()
@@ -86,11 +87,13 @@ def _found(result: dict) -> dict[int, tuple[str, str, bool]]:
     }
 
 
-def _faulty_lake(spark, source, tmp_path, table):
+def _faulty_lake(spark, source, tmp_path, table, **extra: str):
     """The source streamed into ``table``, checked equal, then the faults made in the lake: a
     lost insert, a lost delete, a stale update, a duplicated row. The connector, still running."""
     connector = debezium.Connector(
-        debezium.postgres_config(source, source.database, source.database, r"public\.accounts"),
+        debezium.postgres_config(
+            source, source.database, source.database, r"public\.accounts", **extra
+        ),
         tmp_path / "landing",
     ).start()
     landing = connector.topic("pg.public.accounts")
@@ -125,15 +128,43 @@ FAULTS = {
 
 def test_reconcile_finds_every_fault_of_an_idle_source(spark, source, tmp_path):
     table = "lake.test.reconciled_idle"
-    connector, _ = _faulty_lake(spark, source, tmp_path, table)
+    connector, landing = _faulty_lake(
+        spark, source, tmp_path, table, **{"heartbeat.interval.ms": "300"}
+    )
     try:
         idle = _reconcile(table, source, **{"catch-up-timeout": "2 seconds", "rounds": "1"})
+        assert not idle["equal"]
+        assert _found(idle) == {k: (*v, False) for k, v in FAULTS.items()}, idle
+        assert (idle["missing"], idle["extra"], idle["stale"], idle["duplicate"]) == (1, 1, 1, 1)
+        assert idle["unconfirmed"] == 4  # nothing shows the lake reached the source's position
+
+        # the connector's heartbeats, confirmed by ingest_cdc runs that find no change, show
+        # that the idle lake holds every change the source committed before the recheck
+        beats = f"'heartbeat-source', '{connector.topic('__debezium-heartbeat.pg')}'"
+        stop = threading.Event()
+
+        def catch_up() -> None:
+            while not stop.is_set():
+                _ingest(table, landing, tmp_path / "ck", beats)
+                time.sleep(0.5)
+
+        runner = threading.Thread(target=catch_up)
+        runner.start()
+        try:
+            again = _reconcile(table, source, **{"catch-up-timeout": "60 seconds", "rounds": "1"})
+        finally:
+            stop.set()
+            runner.join()
     finally:
         connector.stop()
-    assert not idle["equal"]
-    assert _found(idle) == {k: (*v, False) for k, v in FAULTS.items()}, idle
-    assert (idle["missing"], idle["extra"], idle["stale"], idle["duplicate"]) == (1, 1, 1, 1)
-    assert idle["unconfirmed"] == 4  # nothing shows the lake reached the source's position
+    assert _found(again) == {k: (*v, True) for k, v in FAULTS.items()}, again
+    assert again["unconfirmed"] == 0
+    (lag,) = sparkext.sql(f"SELECT * FROM sparkext.cdc_lag(table => '{table}')").collect()
+    assert lag["heartbeat_time"] is not None and lag["heartbeat_time"] > lag["source_time"]
+    assert lag["complete_through"] == lag["heartbeat_time"] and 0 <= lag["lag_ms"] < 60_000
+    lsn = lag["source_position"].split()[1]  # 'LSN 0/1A2B3C4 (commit 0/1A2B3A0)'
+    (behind,) = source.psql(f"SELECT pg_current_wal_lsn() >= '{lsn}'::pg_lsn").split()
+    assert behind == "t"
 
 
 @pytest.mark.stress
