@@ -18,7 +18,6 @@ import sparkext
 from sparkext.errors import IngestError, OptionError
 from tests.helpers import debezium, real_rows
 
-
 ROOT = str(Path(__file__).resolve().parents[2])  # this checkout's sparkext, in the child too
 
 
