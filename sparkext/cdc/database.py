@@ -220,7 +220,17 @@ class DatabaseIngestor:
         replayed = ingestor.metrics.batches_replayed
         mine = lines.where(F.col(TOPIC) == F.lit(topic)).drop(TOPIC)
         self.progress(f"batch {batch_id}: {topic} -> {run.name}")
-        ingestor.process(mine, batch_id)
+        try:
+            ingestor.process(mine, batch_id)
+        except IngestError as error:
+            if not str(error).startswith("ingest_cdc needs the primary key"):
+                raise
+            raise IngestError(
+                f"Topic '{topic}' carries no Debezium key, so {run.name} cannot be created: "
+                "pass options => map('primary-key', 'id') for every table, or "
+                f"'primary-key.{run.route.table}' for this one (comma-separated for several "
+                f"columns); nothing of batch {batch_id} was written to it."
+            ) from None
         if ingestor.metrics.batches_replayed == replayed:
             run.files_missing += gone
             if run.after_batch is not None:

@@ -189,7 +189,7 @@ def test_ingest_cdc_database_through_spark_sql(spark, orders, tmp_path):
     frame = spark.sql(
         f"CALL sparkext.ingest_cdc_database(namespace => 'lake.insql_db', "
         f"source => '{tmp_path / 'root'}', checkpoint => '{tmp_path / 'ck'}', "
-        "options => map('table-prefix', 'ods_'))"
+        "options => map('table-prefix', 'ods_', 'primary-key', 'id'))"
     )
     declared("ingest_cdc_database", frame)
     (row,) = frame.collect()

@@ -211,7 +211,22 @@ def test_bad_input_is_one_sentence_and_writes_nothing(spark, tmp_path, namespace
         "sink's directory (<root>/topics/<topic>/... or <root>/<topic>/...); nothing was "
         "ingested."
     )
+    keyless = tmp_path / "keyless" / "topics" / "pg.public.notes" / "partition=0"
+    keyless.mkdir(parents=True)
+    line = json.loads(Topic(root, "pg.public.notes").change("c", 1, 10, x=1).pending[0])["value"]
+    (keyless / "pg.public.notes+0+0000000000.json").write_text(json.dumps(line) + "\n")
+    with pytest.raises(IngestError) as caught:
+        sync(tmp_path / "keyless", tmp_path / "ck6", namespace)
+    assert str(caught.value) == (
+        f"Topic 'pg.public.notes' carries no Debezium key, so {namespace}.notes cannot be "
+        "created: pass options => map('primary-key', 'id') for every table, or "
+        "'primary-key.notes' for this one (comma-separated for several columns); nothing of "
+        "batch 0 was written to it."
+    )
     assert spark.sql(f"SHOW TABLES IN {namespace}").count() == 0
+    assert sync(tmp_path / "keyless", tmp_path / "ck7", namespace, **{"primary-key.notes": "id"})[
+        "pg.public.notes"
+    ]["created"]
 
 
 CRASH_SCRIPT = textwrap.dedent(
