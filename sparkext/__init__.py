@@ -31,6 +31,7 @@ __all__ = [
     "changelog_consumers",
     "changelog_stream",
     "health_report",
+    "ingest_cdc_database_stream",
     "ingest_cdc_stream",
     "optimize_service",
     "session",
@@ -124,6 +125,47 @@ def ingest_cdc_stream(
         interval=interval,
         max_files=bound["max-files-per-batch"],
         after_batch=after_batch,
+    )
+
+
+def ingest_cdc_database_stream(
+    namespace: str,
+    source: str,
+    checkpoint: str,
+    options: dict[str, str] | None = None,
+    interval: str = "10 seconds",
+    spark: SparkSession | None = None,
+) -> StreamingQuery:
+    """Run ``CALL sparkext.ingest_cdc_database`` continuously, one micro-batch every
+    ``interval``: a topic that appears becomes its table at the next batch.
+
+    Same parameters, options, tables and checkpoint layout as the procedure, so a continuous
+    job and a catch-up CALL can share a checkpoint (not at the same time). Stop with
+    ``query.stop()``.
+    """
+    from sparkext.cdc.database import start_database
+    from sparkext.procedures import ingest_cdc_database as routine
+    from sparkext.procedures.base import BoundArgs, Context
+    from sparkext.procedures.binding import bind_options
+    from sparkext.procedures.ingest_cdc import (
+        MAX_FILES_PER_BATCH,
+        OPTIMIZE_EVERY,
+        source_location,
+    )
+
+    spark = spark or active_session() or session()
+    bound = bind_options(routine.ROUTINE, options or {})
+    args = BoundArgs({"namespace": namespace, "checkpoint": checkpoint}, bound)
+    return start_database(
+        spark,
+        routine.settings_from(args),
+        namespace,
+        source_location(source),
+        routine.naming_from(bound),
+        routine.keys_from(bound),
+        interval=interval,
+        max_files=bound[MAX_FILES_PER_BATCH],
+        after_table=routine.after_table(Context(spark), bound[OPTIMIZE_EVERY]),
     )
 
 

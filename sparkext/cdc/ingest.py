@@ -194,6 +194,10 @@ class Ingestor:
         self.checkpoint_id = _checkpoint_id(spark, settings.checkpoint)
         self.last_committed_batch: int | None = None  # by this object (heartbeat progress)
 
+    def heartbeat_checkpoints(self) -> list[tuple[str, int | None]]:
+        """Where a confirmed heartbeat is recorded: (checkpoint, its newest batch committed)."""
+        return [(self.settings.checkpoint, self.last_committed_batch)]
+
     # ---- entry point for foreachBatch ------------------------------------------------------
     def process(self, lines: DataFrame, batch_id: int) -> None:
         try:

@@ -55,6 +55,7 @@ class Settings:
     lookup_in_list_max: int
     input_format: str = "json-lines"  # or "json-files": each file one JSON document
     kafka_options: tuple[tuple[str, str], ...] = ()  # kafka.* settings for Spark's Kafka reader
+    kafka_pattern: bool = False  # the Kafka topics are one regular expression (subscribePattern)
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     partition_by: tuple[tuple[str, str, int | None], ...] = ()  # for create => true

@@ -71,7 +71,7 @@ def _kafka_stream(spark: SparkSession, settings: Settings, topics: str) -> DataF
     reader = (
         spark.readStream.format("kafka")
         .options(**options)
-        .option("subscribe", topics)
+        .option("subscribePattern" if settings.kafka_pattern else "subscribe", topics)
         .option("startingOffsets", settings.starting_offsets)
         .option("failOnDataLoss", "true")
     )
@@ -307,12 +307,17 @@ def ingest(
     max_files: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
     after_batch: Callable[[], None] | None = None,
+    ingestor: Ingestor | None = None,
+    what: str | None = None,
 ) -> Metrics:
     """Ingest every file of ``source`` not yet ingested under this checkpoint; return totals.
 
     The query first reads without skipping missing files; when a planned file is gone (before
     the batch or while it read), nothing of that batch was committed and the query runs again,
     skipping and rejecting the missing files.
+
+    ``ingestor``: what processes the batches (default: an :class:`Ingestor` of
+    ``settings.table``; a whole-database sync passes its router); ``what``: the lock's words.
     """
     from sparkext.cdc.checkpoint import hold
     from sparkext.iceberg.java import close_connections
@@ -320,9 +325,9 @@ def ingest(
     _check_source(source, spark)
     connections: set = set()  # each query's thread's py4j connection, closed once it ended
     query: StreamingQuery | None = None
-    with hold(settings.checkpoint, f"ingest_cdc into {settings.table}"):
+    with hold(settings.checkpoint, what or f"ingest_cdc into {settings.table}"):
         beat = _newest_heartbeat(settings)  # read before the source is listed (heartbeats.py)
-        ingestor = Ingestor(spark, settings, progress)
+        ingestor = ingestor or Ingestor(spark, settings, progress)
         try:
             for skip_missing in (False, True):
                 query = _query(
@@ -375,8 +380,8 @@ def _confirm(settings: Settings, beat: tuple[int, int] | None, ingestor: Ingesto
     from sparkext.cdc import heartbeats
 
     if beat is not None:
-        confirmed = heartbeats.Confirmed(beat[0], beat[1], ingestor.last_committed_batch)
-        heartbeats.confirm(settings.checkpoint, confirmed)
+        for checkpoint, batch in ingestor.heartbeat_checkpoints():
+            heartbeats.confirm(checkpoint, heartbeats.Confirmed(beat[0], beat[1], batch))
 
 
 def _confirm_while_running(query: StreamingQuery, settings: Settings, ingestor: Ingestor):
@@ -414,19 +419,22 @@ def start(
     interval: str = "10 seconds",
     max_files: int | None = None,
     after_batch: Callable[[], None] | None = None,
+    ingestor: Ingestor | None = None,
+    what: str | None = None,
 ) -> StreamingQuery:
     """Run the same pipeline continuously (every ``interval``); stop it with ``query.stop()``.
-    The checkpoint is held (one writer at a time) until the query ends."""
+    The checkpoint is held (one writer at a time) until the query ends. ``ingestor``, ``what``:
+    as for :func:`ingest`."""
     import threading
     import time
 
     from sparkext.cdc.checkpoint import hold
 
     _check_source(source)
-    lock = hold(settings.checkpoint, f"ingest_cdc_stream into {settings.table}")
+    lock = hold(settings.checkpoint, what or f"ingest_cdc_stream into {settings.table}")
     lock.__enter__()
     try:
-        ingestor = Ingestor(spark, settings, lambda message: None)
+        ingestor = ingestor or Ingestor(spark, settings, lambda message: None)
         trigger = {"processingTime": interval}
         query = _query(spark, settings, source, ingestor, max_files, trigger, True, after_batch)
     except BaseException:

@@ -7,7 +7,9 @@ Run as a process of its own (a JVM per process: Spark's and Debezium's never mee
 
     python -m tests.helpers.debezium_runner CONFIG.json OUT
 
-``CONFIG.json`` holds Debezium's properties. Offsets (and MySQL's schema history) are kept in
+``CONFIG.json`` holds Debezium's properties, and ``sparkext.land-keys`` (``true``: each line is
+``{"key": <key>, "value": <value>}``, as a sink that stores Kafka keys with the values would
+write it; default: values only). Offsets (and MySQL's schema history) are kept in
 ``OUT/state``, so a second run resumes where Debezium's last flushed offset says: a run killed
 before its offsets were flushed re-delivers, as the real connector does. ``OUT/progress.json``
 counts the records landed so far (the tests wait on it); SIGTERM closes the engine cleanly.
@@ -43,6 +45,7 @@ def _properties(config: dict[str, str], state: Path) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[0]).read_text())
+    land_keys = config.pop("sparkext.land-keys", "false") == "true"
     out = Path(argv[1])
     state = out / "state"
     state.mkdir(parents=True, exist_ok=True)
@@ -61,7 +64,9 @@ def main(argv: list[str]) -> int:
                 value = record.value()
                 if value is None:
                     continue  # a tombstone: the sinks drop them (behavior.on.null.values)
-                by_topic.setdefault(str(record.destination()), []).append(str(value))
+                key = record.key() if land_keys else None
+                line = str(value) if key is None else f'{{"key":{key},"value":{value}}}'
+                by_topic.setdefault(str(record.destination()), []).append(line)
             for topic, lines in by_topic.items():
                 first = counters.get(topic, 0)
                 folder = out / "topics" / topic / "partition=0"

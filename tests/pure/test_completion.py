@@ -16,7 +16,7 @@ def test_routine_names_after_sparkext_dot():
     assert texts("CALL sparkext.ti") == ["tiered_optimize"]
     assert "changelog" not in texts("CALL sparkext.")  # a table function is not CALLed
     assert "changelog" in texts("SELECT * FROM sparkext.ch")
-    assert texts("call SPARKEXT.ingest") == ["ingest_cdc"]
+    assert texts("call SPARKEXT.ingest") == ["ingest_cdc", "ingest_cdc_database"]
 
 
 def test_parameter_names_inside_the_call_leave_out_the_given_ones():

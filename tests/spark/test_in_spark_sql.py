@@ -188,6 +188,29 @@ def test_cdc_lag_through_spark_sql(spark, orders):
     declared("cdc_lag", spark.sql(f"CALL sparkext.cdc_lag(table => '{orders}', as_of => {at})"))
 
 
+def test_ingest_cdc_database_through_spark_sql(spark, orders, tmp_path):
+    """The README's orders as the one topic of a landing root: through spark.sql, the table
+    ingest_cdc_database makes holds what ingest_cdc made of the same files."""
+    import shutil
+
+    write_examples(tmp_path / "demo")
+    shutil.copytree(tmp_path / "demo" / "shop.orders", tmp_path / "root" / "topics" / "shop.orders")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.insql_db")
+    spark.sql("DROP TABLE IF EXISTS lake.insql_db.ods_orders PURGE")
+    frame = spark.sql(
+        f"CALL sparkext.ingest_cdc_database(namespace => 'lake.insql_db', "
+        f"source => '{tmp_path / 'root'}', checkpoint => '{tmp_path / 'ck'}', "
+        "options => map('table-prefix', 'ods_', 'primary-key', 'id'))"
+    )
+    declared("ingest_cdc_database", frame)
+    (row,) = frame.collect()
+    assert (row.topic, row.table, row.created) == ("shop.orders", "lake.insql_db.ods_orders", True)
+    columns = "id, customer, status, amount, _cdc_op, _cdc_event_time"
+    assert rows(spark.sql(f"SELECT {columns} FROM lake.insql_db.ods_orders")) == rows(
+        spark.sql(f"SELECT {columns} FROM {orders}")
+    )
+
+
 def test_every_routine_was_called_through_spark_sql():
     """Run last in this module: a new routine needs its spark.sql case above."""
     assert set(ROUTINES) == EXERCISED
