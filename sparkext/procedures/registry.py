@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparkext.procedures import (
+    bootstrap_cdc,
     changelog,
     create_changelog_view,
     dim_join_changelog,
@@ -23,6 +24,7 @@ from sparkext.procedures.base import Routine
 ROUTINES: dict[str, Routine] = {
     r.name: r
     for r in (
+        bootstrap_cdc.ROUTINE,
         changelog.ROUTINE,
         create_changelog_view.ROUTINE,
         dim_join_changelog.ROUTINE,
