@@ -315,7 +315,7 @@ def _source_columns(pool: Pool, source: str) -> tuple[list[plan.Column], list[st
     if not key:
         raise SourceDatabaseError(
             f"The source table {source} has no primary key, and a CDC table is upserted key "
-            "by key; add one (ALTER TABLE ... ADD PRIMARY KEY) before bootstrapping."
+            f"by key; add one (ALTER TABLE {source} ADD PRIMARY KEY) before bootstrapping."
         )
     return [plan.column_plan(str(n), str(t)) for n, t in rows], key
 
