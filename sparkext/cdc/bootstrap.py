@@ -126,9 +126,13 @@ def bootstrap_postgres(
             on_point()
         guard = pool.query_in_snapshot(slot.snapshot, "SELECT txid_current_snapshot()::text")
         edges = _edges(pool, source, key[0], settings.segments)
-        predicates = plan.range_predicates(
-            key[0], edges, _type_of(columns, key[0]) in INTEGER_TYPES
-        )
+        guarded = plan.snapshot_guard(str(guard[0][0]))  # not in the schema query Spark runs
+        predicates = [
+            f"{p} AND {guarded}"
+            for p in plan.range_predicates(
+                key[0], edges, _type_of(columns, key[0]) in INTEGER_TYPES
+            )
+        ]
         progress(f"copying {source} in {len(predicates)} key ranges at {slot.consistent_point}")
         init = (
             "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
@@ -136,7 +140,7 @@ def bootstrap_postgres(
         )
         frame = spark.read.jdbc(
             url,
-            plan.select_sql(source, columns, guard[0][0]),
+            plan.select_sql(source, columns),
             predicates=predicates,
             properties={
                 **properties,

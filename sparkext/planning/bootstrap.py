@@ -29,6 +29,7 @@ __all__ = [
     "pg_point",
     "range_predicates",
     "select_sql",
+    "snapshot_guard",
     "table_sql",
     "text_literal",
 ]
@@ -191,27 +192,30 @@ def column_plan(name: str, source_type: str, variable_scale: str = "decimal(38,1
     return Column(name, source_type, f"{c}::text", "string")
 
 
-def select_sql(table: str, columns: Sequence[Column], guard: str | None = None) -> str:
+def select_sql(table: str, columns: Sequence[Column]) -> str:
     """The source query every range reads (Spark's JDBC reader adds the range's WHERE).
-
-    ``guard`` is the text of the exported snapshot (``txid_current_snapshot()``): a range read
-    in any other snapshot fails, evaluated once per query (an uncorrelated sub-select).
 
     >>> select_sql("public.t", [column_plan("id", "integer")])
     '(SELECT "id" AS "id" FROM "public"."t") AS src'
     """
     exprs = ", ".join(f"{c.expression} AS {identifier(c.name, 'postgres')}" for c in columns)
-    where = ""
-    if guard is not None:
-        text = exp.Literal.string(guard).sql(dialect="postgres")
-        note = exp.Literal.string(
-            "sparkext bootstrap_cdc: this range is not read in the exported snapshot "
-        ).sql(dialect="postgres")
-        where = (
-            f" WHERE (SELECT CASE WHEN txid_current_snapshot()::text = {text} THEN true "
-            f"ELSE ({note} || txid_current_snapshot()::text)::boolean END)"
-        )
-    return f"(SELECT {exprs} FROM {table_sql(table, 'postgres')}{where}) AS src"
+    return f"(SELECT {exprs} FROM {table_sql(table, 'postgres')}) AS src"
+
+
+def snapshot_guard(snapshot_text: str) -> str:
+    """A condition true in the exported snapshot (``txid_current_snapshot()`` text) and failing
+    the query in any other: a range read outside it is an error, never a silent wrong copy.
+    An uncorrelated sub-select, evaluated once per query.
+
+    >>> snapshot_guard("770:770:").startswith("(SELECT CASE WHEN txid_current_snapshot()")
+    True
+    """
+    text = text_literal(snapshot_text)
+    note = text_literal("sparkext bootstrap_cdc: this range is not read in the exported snapshot ")
+    return (
+        f"(SELECT CASE WHEN txid_current_snapshot()::text = {text} THEN true "
+        f"ELSE ({note} || txid_current_snapshot()::text)::boolean END)"
+    )
 
 
 def range_predicates(key: str, edges: Sequence[Any], numeric: bool) -> list[str]:
