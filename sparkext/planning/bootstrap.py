@@ -145,6 +145,45 @@ _DURATION_MICROS = (
 )
 
 
+_ALIASES = {
+    "int2": "smallint",
+    "int": "integer",
+    "int4": "integer",
+    "int8": "bigint",
+    "float4": "real",
+    "float8": "double precision",
+    "bool": "boolean",
+    "varchar": "character varying",
+    "char": "character",
+    "bpchar": "character",
+    "decimal": "numeric",
+    "timestamp": "timestamp without time zone",
+    "timestamptz": "timestamp with time zone",
+    "time": "time without time zone",
+    "timetz": "time with time zone",
+}
+
+
+def normalized(source_type: str) -> str:
+    """``format_type``'s name of a type written in short (the DDL's spelling).
+
+    >>> normalized("timestamptz"), normalized("varchar(40)"), normalized("int[]")
+    ('timestamp with time zone', 'character varying(40)', 'integer[]')
+    """
+    text = source_type.strip().lower()
+    array = text.endswith("[]")
+    base = text[:-2] if array else text
+    match = re.match(r"^([a-z0-9_ ]+?)\s*(\(.*\))?$", base)
+    if match and match.group(1) in _ALIASES:
+        name, args = _ALIASES[match.group(1)], match.group(2) or ""
+        if name.startswith(("timestamp", "time ")) and args:  # timestamp(3) without time zone
+            head, _, zone = name.partition(" ")
+            base = f"{head}{args} {zone}"
+        else:
+            base = f"{name}{args}"
+    return base + ("[]" if array else "")
+
+
 def column_plan(name: str, source_type: str, variable_scale: str = "decimal(38,10)") -> Column:
     """How a PostgreSQL column (``format_type`` text) is read and typed, as ingest_cdc types the
     same column from Debezium's events with its default modes (docs/reference/bootstrap_cdc.md).
@@ -159,6 +198,7 @@ def column_plan(name: str, source_type: str, variable_scale: str = "decimal(38,1
     ('"doc"::text', 'string')
     """
     c = identifier(name, "postgres")
+    source_type = normalized(source_type)
     kind = re.sub(r"\(\d+(,\d+)?\)", "", source_type).strip()
     if source_type in _SIMPLE:
         return Column(name, source_type, c, _SIMPLE[source_type])

@@ -95,7 +95,7 @@ class Writer(threading.Thread):
     def run(self) -> None:
         rng = random.Random(52)
         try:
-            while not self.done.is_set():
+            while not self.done.is_set() and self.transactions < 200:
                 self.top = _change(self.server, self.table, rng, self.top)
                 self.transactions += 1
         except Exception as error:  # read by the test
@@ -169,8 +169,8 @@ def test_bootstrap_while_writing_then_the_slot_streams(spark, db, tmp_path):
     """The copy is the exported snapshot (a change committed right after the slot was made is
     not in it), rows change all through the copy, the connector streams from the slot
     afterwards: the lake equals PostgreSQL, column by column, with ingest_cdc's types."""
-    _create(db, "items", 3000)
-    writer = Writer(db, "items", 3000)
+    _create(db, "items", 2000)
+    writer = Writer(db, "items", 2000)
 
     def at_point() -> None:  # committed after the point: must come by the slot, not the copy
         db.psql("UPDATE items SET qty = qty + 1000000 WHERE id <= 50", "boot")
