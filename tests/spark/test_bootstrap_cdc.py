@@ -87,15 +87,15 @@ def _change(server, table: str, rng: random.Random, top: int) -> int:
 class Writer(threading.Thread):
     """Changes rows, one small transaction after another, until stopped."""
 
-    def __init__(self, server, table: str, top: int):
+    def __init__(self, server, table: str, top: int, most: int):
         super().__init__(daemon=True)
-        self.server, self.table, self.top = server, table, top
+        self.server, self.table, self.top, self.most = server, table, top, most
         self.done, self.transactions, self.error = threading.Event(), 0, None
 
     def run(self) -> None:
         rng = random.Random(52)
         try:
-            while not self.done.is_set() and self.transactions < 200:
+            while not self.done.is_set() and self.transactions < self.most:
                 self.top = _change(self.server, self.table, rng, self.top)
                 self.transactions += 1
         except Exception as error:  # read by the test
@@ -169,37 +169,46 @@ def test_bootstrap_while_writing_then_the_slot_streams(spark, db, tmp_path):
     """The copy is the exported snapshot (a change committed right after the slot was made is
     not in it), rows change all through the copy, the connector streams from the slot
     afterwards: the lake equals PostgreSQL, column by column, with ingest_cdc's types."""
-    _create(db, "items", 2000)
-    writer = Writer(db, "items", 2000)
+    _while_writing(spark, db, tmp_path, "items", 2000, segments=4, transactions=200)
+
+
+@pytest.mark.stress
+def test_bootstrap_while_writing_at_size(spark, db, tmp_path):
+    """The same at 100k rows, 16 ranges, up to 3000 writer transactions during the copy."""
+    _while_writing(spark, db, tmp_path, "items_big", 100_000, segments=16, transactions=3000)
+
+
+def _while_writing(spark, db, tmp_path, table: str, rows: int, segments: int, transactions: int):
+    lake, slot = f"lake.test.boot_{table}", f"slot_{table}"
+    _create(db, table, rows)
+    writer = Writer(db, table, rows, transactions)
 
     def at_point() -> None:  # committed after the point: must come by the slot, not the copy
-        db.psql("UPDATE items SET qty = qty + 1000000 WHERE id <= 50", "boot")
+        db.psql(f"UPDATE {table} SET qty = qty + 1000000 WHERE id <= 50", "boot")
         writer.start()
 
-    result = _bootstrap(spark, db, "items", "lake.test.boot_items", "boot1", at_point)
-    copied = spark.table("lake.test.boot_items")
+    result = _bootstrap(spark, db, table, lake, slot, at_point, segments)
+    copied = spark.table(lake)
     assert copied.where("id <= 50 AND qty >= 1000000").count() == 0  # the snapshot, not now
-    assert result.rows == copied.count() and result.segments == 4
+    assert result.rows == copied.count() and result.segments == segments
     time.sleep(1.0)
     writer.stop()
     assert writer.transactions > 0
 
     connector = _connector(
-        db, "boot1", "items", tmp_path / "landing",
+        db, slot, table, tmp_path / "landing",
         **{"snapshot.mode": "no_data", "publication.autocreate.mode": "disabled"},
     ).start()  # fmt: skip
     try:
         # the update at the point (50 rows) and every writer transaction (an insert at least)
-        connector.wait_for(50 + writer.transactions, timeout=90)
+        connector.wait_for(50 + writer.transactions, timeout=90 + writer.transactions / 20)
         connector.settle(quiet=1.5)
     finally:
         connector.stop()
-    applied = _ingest("lake.test.boot_items", connector.topic("pg.public.items"), tmp_path / "ck")
+    applied = _ingest(lake, connector.topic(f"pg.public.{table}"), tmp_path / "ck")
     assert applied["rejected"] == 0, applied
-    assert {c: t for c, t in spark.table("lake.test.boot_items").dtypes if c in LAKE_TYPES} == (
-        LAKE_TYPES
-    )
-    problems = _differences(spark, db, "items", "lake.test.boot_items")
+    assert {c: t for c, t in spark.table(lake).dtypes if c in LAKE_TYPES} == LAKE_TYPES
+    problems = _differences(spark, db, table, lake)
     assert not problems, "\n".join(problems[:30])
 
 
