@@ -270,7 +270,15 @@ def _dump(spark, server, table: str, path: str) -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["not empty", "no key", "slot exists", "bad position", "dump without key", "mysql"],
+    [
+        "not empty",
+        "no key",
+        "slot exists",
+        "publication elsewhere",
+        "bad position",
+        "dump without key",
+        "mysql",
+    ],
 )
 def test_bad_input_is_one_sentence(spark, db, case, tmp_path):
     import sparkext
@@ -288,6 +296,7 @@ def test_bad_input_is_one_sentence(spark, db, case, tmp_path):
         "not empty": "already holds rows",
         "no key": "has no primary key",
         "slot exists": "already exists",
+        "publication elsewhere": "does not publish public.bad",
         "bad position": "is not a source position",
         "dump without key": "needs the primary key",
         "mysql": "copies PostgreSQL tables",
@@ -301,6 +310,9 @@ def test_bad_input_is_one_sentence(spark, db, case, tmp_path):
     elif case == "slot exists":
         db.psql("SELECT pg_create_logical_replication_slot('taken', 'pgoutput')", "boot")
         options += ", 'source-table', 'public.bad', 'slot', 'taken'"
+    elif case == "publication elsewhere":
+        db.psql("CREATE PUBLICATION elsewhere FOR TABLE keyless", "boot")
+        options += ", 'source-table', 'public.bad', 'publication', 'elsewhere', 'slot', 'unused'"
     elif case in ("bad position", "dump without key"):
         spark.range(3).write.parquet(str(tmp_path / "d"))
         source = f"parquet:{tmp_path / 'd'}"
@@ -316,6 +328,10 @@ def test_bad_input_is_one_sentence(spark, db, case, tmp_path):
         db.psql("SELECT pg_drop_replication_slot('taken')", "boot")
     if case == "not empty":
         assert spark.table(table).count() == 1  # untouched
+    else:
+        assert not spark.catalog.tableExists(table)
+    slots = db.psql("SELECT slot_name FROM pg_replication_slots ORDER BY 1", "boot").split()
+    assert "unused" not in slots and "taken" not in slots
 
 
 def test_wal_level_not_logical_is_refused(spark, tmp_path):
@@ -336,3 +352,17 @@ def test_wal_level_not_logical_is_refused(spark, tmp_path):
     finally:
         server.stop()
     assert not spark.catalog.tableExists("lake.test.boot_wal")
+
+
+def test_a_failed_copy_drops_its_slot_and_commits_nothing(spark, db):
+    """The slot would hold WAL back for a copy that never landed: it goes again."""
+    db.psql("CREATE TABLE failing (id integer PRIMARY KEY, v text)", "boot")
+
+    def fail() -> None:
+        raise RuntimeError("the copy broke")
+
+    with pytest.raises(RuntimeError, match="the copy broke"):
+        _bootstrap(spark, db, "failing", "lake.test.boot_failing", "doomed", fail)
+    slots = db.psql("SELECT slot_name FROM pg_replication_slots", "boot").split()
+    assert "doomed" not in slots
+    assert not spark.catalog.tableExists("lake.test.boot_failing")
