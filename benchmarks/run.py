@@ -39,6 +39,7 @@ BENCHMARKS = (
     "optimize_service",
     "in_spark_sql",
     "reconcile",
+    "bootstrap",
     "cdc_soak",  # two hours by default (SPARKEXT_SOAK_SECONDS): not part of a run of all
 )
 LONG = {"cdc_soak"}

@@ -69,7 +69,11 @@ def _pg_sequence(value: Any) -> tuple[int, int] | None:
         return None
     if not isinstance(pair, list) or len(pair) != 2 or pair[1] is None:
         return None
-    return (_lsn_number(pair[0]) if pair[0] is not None else 0, _lsn_number(pair[1]))
+    change = _lsn_number(pair[1])
+    # no commit before it: the first transaction a connector sends after starting without an
+    # offset (on a new slot, or after a bootstrap); it lies after its own changes' LSNs, and
+    # before the next transaction's, whose first field is this one's commit end
+    return (_lsn_number(pair[0]) if pair[0] is not None else change, change)
 
 
 def _sql_server_lsn(value: Any) -> str:
@@ -88,6 +92,8 @@ def position(source: dict[str, Any], ts_ms: int | None) -> str:
     'm:0000000003:00000000000000000484:0000000000'
     >>> position({"lsn": 24023128, "sequence": '["24023119","24023128"]'}, None)
     'p:00000000000024023119:00000000000024023128'
+    >>> position({"lsn": 30679272, "sequence": '[null,"30679272"]'}, None)
+    'p:00000000000030679272:00000000000030679272'
     >>> position({"lsn": 24023128}, None)
     'pl:00000000000024023128'
     >>> position({"connector": "sqlserver", "commit_lsn": "00000025:00000d08:0025",

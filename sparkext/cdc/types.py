@@ -409,6 +409,9 @@ def _ntz_from_micros(micros: Column) -> Column:
     return epoch + F.make_dt_interval(days, F.lit(0), F.lit(0), seconds)
 
 
+ntz_from_micros = _ntz_from_micros  # bootstrap_cdc types copied rows the same way
+
+
 def _micros(value: Column, logical: str) -> Column:
     """Microseconds of an integer time value (nanoseconds floored to microseconds)."""
     from pyspark.sql import functions as F

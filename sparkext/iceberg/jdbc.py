@@ -114,6 +114,48 @@ class Pool:
                     f"The source database refused a query: {_java_message(error)}"
                 ) from None
 
+    def execute(self, sql: str) -> None:
+        """Run one statement that writes (DDL such as CREATE PUBLICATION), committed at once."""
+        with self.connection() as connection:
+            try:
+                connection.setReadOnly(False)
+                statement = connection.createStatement()
+                try:
+                    statement.execute(sql)
+                finally:
+                    statement.close()
+                    connection.setReadOnly(True)
+            except Exception as error:
+                raise SourceDatabaseError(
+                    f"The source database refused a statement: {_java_message(error)}"
+                ) from None
+
+    def query_in_snapshot(self, snapshot: str, sql: str) -> list[tuple[str | None, ...]]:
+        """``sql`` in a REPEATABLE READ transaction on an exported PostgreSQL snapshot."""
+        with self.connection() as connection:
+            try:
+                connection.setAutoCommit(False)
+                connection.setTransactionIsolation(4)  # Connection.TRANSACTION_REPEATABLE_READ
+                statement = connection.createStatement()
+                try:
+                    quoted = snapshot.replace("'", "''")
+                    statement.execute(f"SET TRANSACTION SNAPSHOT '{quoted}'")
+                    result = statement.executeQuery(sql)
+                    width = result.getMetaData().getColumnCount()
+                    rows = []
+                    while result.next():
+                        rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
+                    return rows
+                finally:
+                    statement.close()
+                    connection.rollback()
+                    connection.setAutoCommit(True)
+                    connection.setTransactionIsolation(2)  # TRANSACTION_READ_COMMITTED
+            except Exception as error:
+                raise SourceDatabaseError(
+                    f"The source database refused a query: {_java_message(error)}"
+                ) from None
+
     def close(self) -> None:
         with self._lock:
             for connection in self._all:
@@ -129,3 +171,63 @@ def _java_message(error: BaseException) -> str:
         with contextlib.suppress(Exception):
             return str(java.getMessage())
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+@dataclass
+class ExportedSlot:
+    """A logical replication slot just created with an exported snapshot, on a replication
+    connection kept open: the snapshot can be imported (SET TRANSACTION SNAPSHOT) until
+    :meth:`close`. ``consistent_point``: the LSN text the slot's changes start after."""
+
+    name: str
+    consistent_point: str
+    snapshot: str
+    _connection: Any = None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.close()
+            self._connection = None
+
+
+def create_exported_slot(
+    spark: SparkSession,
+    url: str,
+    properties: Mapping[str, str],
+    slot: str,
+    plugin: str = "pgoutput",
+    server_version: int = 150000,
+) -> ExportedSlot:
+    """``CREATE_REPLICATION_SLOT <slot> LOGICAL <plugin>`` exporting its snapshot, on a
+    replication connection (pgjdbc ``replication=database``, simple query mode)."""
+    jvm = jvm_of(spark)
+    props = jvm.java.util.Properties()
+    for key, value in properties.items():
+        props.setProperty(key, value)
+    props.setProperty("replication", "database")
+    props.setProperty("preferQueryMode", "simple")
+    props.setProperty("assumeMinServerVersion", "10")
+    name = '"' + slot.replace('"', '""') + '"'
+    export = "(SNAPSHOT 'export')" if server_version >= 150000 else "EXPORT_SNAPSHOT"
+    command = f"CREATE_REPLICATION_SLOT {name} LOGICAL {plugin} {export}"
+    connection = None
+    try:
+        connection = jvm.java.sql.DriverManager.getConnection(url, props)
+        statement = connection.createStatement()
+        result = statement.executeQuery(command)
+        result.next()
+        found = ExportedSlot(
+            str(result.getString(1)), str(result.getString(2)), str(result.getString(3))
+        )
+        found._connection = connection
+        return found
+    except Exception as error:
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.close()
+        raise SourceDatabaseError(
+            f"Could not create the replication slot '{slot}' on {_masked(url)}: "
+            f"{_java_message(error)}; the user needs the REPLICATION attribute and the server "
+            "free replication slots and WAL senders (max_replication_slots, max_wal_senders)."
+        ) from None

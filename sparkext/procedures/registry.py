@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparkext.procedures import (
+    bootstrap_cdc,
     cdc_lag,
     changelog,
     create_changelog_view,
@@ -26,6 +27,7 @@ ROUTINES: dict[str, Routine] = {
     r.name: r
     for r in (
         cdc_lag.ROUTINE,
+        bootstrap_cdc.ROUTINE,
         changelog.ROUTINE,
         create_changelog_view.ROUTINE,
         dim_join_changelog.ROUTINE,

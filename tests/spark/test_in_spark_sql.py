@@ -211,6 +211,26 @@ def test_ingest_cdc_database_through_spark_sql(spark, orders, tmp_path):
     )
 
 
+def test_bootstrap_cdc_through_spark_sql(spark, orders, tmp_path):
+    """A dump of the orders (Parquet) bootstrapped through spark.sql and through sparkext.sql:
+    the same row (times and snapshot aside), the same table contents."""
+    dump = tmp_path / "dump"
+    spark.table(orders).drop("_cdc_op", "_cdc_event_time", "_cdc_position").write.parquet(str(dump))
+    call = (
+        "CALL sparkext.bootstrap_cdc(table => 'lake.insql.boot_{t}', source => 'parquet:"
+        f"{dump}', options => map('position', 'mysql-bin.000003:154', 'primary-key', 'id'))"
+    )
+    frame = spark.sql(call.format(t="sql"))
+    declared("bootstrap_cdc", frame)
+    varying = ("snapshot_id", "seconds", "rows_per_second")
+    ours = frame.drop(*varying).collect()
+    assert ours == sparkext.sql(call.format(t="py")).drop(*varying).collect()
+    assert ours[0].rows == spark.table(orders).count()
+    assert ours[0].source_position == "m:0000000003:00000000000000000153:9999999999"
+    copied = [spark.table(f"lake.insql.boot_{t}").drop("_cdc_event_time") for t in ("sql", "py")]
+    assert rows(copied[0]) == rows(copied[1])
+
+
 def test_every_routine_was_called_through_spark_sql():
     """Run last in this module: a new routine needs its spark.sql case above."""
     assert set(ROUTINES) == EXERCISED
