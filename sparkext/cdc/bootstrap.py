@@ -13,16 +13,19 @@ PostgreSQL over JDBC (:func:`bootstrap_postgres`):
    whose ``sessionInitStatement`` imports the exported snapshot (``SET TRANSACTION SNAPSHOT``) in
    the REPEATABLE READ transaction pgjdbc opens for a cursor; a guard in every range's query
    fails it if it is not read in that snapshot; the tasks write the Iceberg data files;
-5. the driver commits them as ONE append whose summary holds the point ``p:<X>:0``: every change
-   the slot delivers lies after it (its transactions began after ``X``); the slot is closed (and
-   dropped again if anything failed).
+5. the driver commits them as ONE append whose summary holds the point ``p:<X>:0`` as the
+   table's high-water mark, and the source's clock just before the slot as the time the table
+   is complete through (cdc_lag); the slot is closed (and dropped again if anything failed).
 
 A dump taken by another tool (:func:`bootstrap_dump`): a Spark-readable table or Parquet path,
 and the position the tool recorded; the same commit.
 
 Every copied row carries the point as its version (``_cdc_position``), and the point is also the
 table's truncate mark: ingest_cdc's per-key check then calls every change at or before the point
-late (or a duplicate) whether or not the key was copied, and applies every later one.
+late (or a duplicate) whether or not the key was copied, and applies every later one. For the
+slot, every change it sends lies above ``p:<X>:0``: creating a slot waits until the
+transactions running when it started have ended (they end before its consistent point, so the
+copy holds them); every transaction it sends got its first write after ``X``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 from sparkext.cdc.summary import (
     BATCH_ID,
     CHECKPOINT_ID,
+    EVENT_TIME_MAX,
+    EVENT_TIME_MAX_SO_FAR,
     MAX_POSITION,
     SOURCE_PROGRESS,
     TRUNCATE_POSITION,
@@ -118,6 +123,7 @@ def bootstrap_postgres(
     version = int(pool.query("SHOW server_version_num")[0][0] or 0)
     start_lsn = plan.lsn_number(str(pool.query("SELECT pg_current_wal_lsn()::text")[0][0]))
     position = plan.pg_point(start_lsn or 0)
+    (clock,) = pool.query("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")[0]
     progress(f"creating replication slot {settings.slot}")
     slot = create_exported_slot(spark, url, properties, settings.slot, server_version=version)
     committed = False
@@ -153,7 +159,7 @@ def bootstrap_postgres(
         )
         snapshot_id, rows = _land(
             spark, settings, _converted(frame, columns), key, position, source,
-            slot.consistent_point, progress,
+            slot.consistent_point, progress, None, int(str(clock)),
         )  # fmt: skip
         committed = True
     finally:
@@ -219,8 +225,15 @@ def _land(
     source: str,
     point_text: str,
     progress: Callable[[str], None],
+    version: str | None = None,
+    source_time_ms: int | None = None,
 ) -> tuple[int | None, int]:
-    """Create the table (if missing) and append ``frame`` in one commit holding the point."""
+    """Create the table (if missing) and append ``frame`` in one commit holding the point.
+
+    ``version``: the copied rows' version and the truncate mark (default: the point itself);
+    ``source_time_ms``: the source's clock at (or just before) the copy's snapshot, so cdc_lag
+    knows the table is complete through it."""
+    version = version or position
     import json
 
     from pyspark.sql import functions as F
@@ -238,7 +251,7 @@ def _land(
         *[F.col(f"`{c}`") for c in frame.columns],
         F.lit("r").alias(OP),
         F.current_timestamp().alias(EVENT_TIME),
-        F.lit(position).alias(POSITION),
+        F.lit(version).alias(POSITION),
     )
     if not spark.catalog.tableExists(settings.table):
         columns = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
@@ -255,10 +268,12 @@ def _land(
         CHECKPOINT_ID: CHECKPOINT,
         BATCH_ID: "0",
         MAX_POSITION: position,
-        TRUNCATE_POSITION: position,  # a key the copy does not hold: older changes are late too
+        TRUNCATE_POSITION: version,  # a key the copy does not hold: older changes are late too
         SOURCE_PROGRESS: json.dumps({}),
         BOOTSTRAP_POINT: point_text,
     }
+    if source_time_ms is not None:
+        summary[EVENT_TIME_MAX] = summary[EVENT_TIME_MAX_SO_FAR] = str(source_time_ms)
     writer = typed.select(*[F.col(f"`{c.name}`") for c in table.columns()]).writeTo(settings.table)
     for name, value in summary.items():
         writer = writer.option(f"snapshot-property.{name}", value)
