@@ -40,6 +40,7 @@ BENCHMARKS = (
     "in_spark_sql",
     "reconcile",
     "bootstrap",
+    "cdc_lag",
     "cdc_soak",  # two hours by default (SPARKEXT_SOAK_SECONDS): not part of a run of all
 )
 LONG = {"cdc_soak"}

@@ -131,6 +131,10 @@ def test_one_call_syncs_every_topic_and_later_ones(spark, tmp_path, namespace):
     assert first["pg.public.customers"]["deleted"] == 1
     for name, topic in topics.items():
         assert rows_of(spark, f"{namespace}.{name}") == topic.rows, name
+    # the root's one heartbeat topic is the connector's progress, for every table (cdc_lag)
+    lag = sparkext.sql(f"SELECT * FROM sparkext.cdc_lag(table => '{namespace}.stock')").first()
+    assert lag["heartbeat_time"] is not None and lag["heartbeat_time"] < lag["source_time"]
+    assert lag["complete_through"] == lag["source_time"]  # the newer of the two
 
     topics["orders"].change("c", 4, 13, name="d", qty=4, note="new column").land()
     later = Topic(root, "pg.public.payments").change("c", 1, 40, amount=5).land()
@@ -321,7 +325,7 @@ def _pg_rows(server, database: str, table: str) -> dict:
     return {(str(r["id"]),): r for r in json.loads(out) or []}
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 def test_real_connector_database_lands_table_by_table(spark, postgres_server, tmp_path, namespace):
     """The real Debezium PostgreSQL connector (heartbeats and transaction metadata on) over a
     whole schema, one landing root: the tables of the snapshot, then one created while the
