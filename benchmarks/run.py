@@ -39,6 +39,7 @@ BENCHMARKS = (
     "optimize_service",
     "in_spark_sql",
     "reconcile",
+    "reconcile_live",
     "bootstrap",
     "cdc_lag",
     "cdc_soak",  # two hours by default (SPARKEXT_SOAK_SECONDS): not part of a run of all

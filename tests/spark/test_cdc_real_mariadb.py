@@ -32,6 +32,7 @@ from decimal import Decimal
 
 import pytest
 
+import sparkext
 from tests.helpers import debezium, real_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -275,6 +276,32 @@ def test_real_connector_lake_equals_mariadb(spark, maria, tmp_path):
         extra,
     )
     assert not problems, "\n".join(problems[:40])
+
+    # reconcile against MariaDB itself (MySQL's JDBC driver, SHOW MASTER STATUS, its MD5):
+    # equal, then a row the lake lost and one it holds stale are found
+    def reconcile(table: str, source_table: str) -> dict:
+        url = f"jdbc:mysql://127.0.0.1:{maria.port}/shop"
+        return (
+            sparkext.sql(
+                f"CALL sparkext.reconcile(table => '{table}', source => '{url}', "
+                f"options => map('source-table', '{source_table}', 'user', 'sparkext', "
+                "'password', 'sparkext-test', 'segments', '4', 'leaf-rows', '100', "
+                "'catch-up-timeout', '1 second', 'rounds', '1'))"
+            )
+            .first()
+            .asDict(recursive=True)
+        )
+
+    clean = reconcile("lake.test.my_items", "shop.items")
+    assert clean["equal"] and clean["source_rows"] == clean["lake_rows"], clean
+    assert clean["not_compared"] == "", clean
+    lines_result = reconcile("lake.test.my_lines", "shop.lines")
+    assert lines_result["equal"], lines_result
+    spark.sql("DELETE FROM lake.test.my_items WHERE id = 7")
+    spark.sql("UPDATE lake.test.my_items SET name = 'wrong' WHERE id = 9")
+    faulty = reconcile("lake.test.my_items", "shop.items")
+    found = {(d["kind"], json.loads(d["key"])["id"], d["columns"]) for d in faulty["differences"]}
+    assert found == {("missing", 7, ""), ("stale", 9, "name")}, faulty
 
 
 @pytest.mark.stress
