@@ -17,7 +17,7 @@ from sparkext.procedures.base import (
     parse_count,
 )
 from sparkext.procedures.changelog import parse_names
-from sparkext.procedures.reconcile import CONNECTION_PREFIX, _connection
+from sparkext.procedures.reconcile import CONNECTION_OPTIONS, CONNECTION_PREFIX, _connection
 
 
 def parse_key(text: str) -> list[str]:
@@ -105,12 +105,7 @@ ROUTINE = Routine(
     ),
     options=(
         Option("source-table", "", "the source table: schema.table (database sources)"),
-        Option("user", "", "database user (default: the connection's)"),
-        Option(
-            "password",
-            "",
-            "database password (in the statement's text; a named connection keeps it out)",
-        ),
+        *CONNECTION_OPTIONS,
         Option("segments", "16", "key ranges read in parallel (Spark tasks)", parse_count),
         Option("slot", "debezium", "the replication slot to create (Debezium's slot.name)"),
         Option(

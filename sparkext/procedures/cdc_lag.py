@@ -21,15 +21,14 @@ from sparkext.procedures.base import (
     Routine,
     parse_boolean,
 )
+from sparkext.times import from_millis
 
 HISTORY = "history"
 HISTORY_DEFAULT = "false"
 
 
 def _time(ms: int | None) -> dt.datetime | None:
-    if ms is None:
-        return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
+    return None if ms is None else from_millis(ms)
 
 
 def _as_of_ms(value: Any) -> int | None:

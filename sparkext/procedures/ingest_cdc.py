@@ -24,6 +24,7 @@ from sparkext.procedures.base import (
     parse_boolean,
     parse_count,
 )
+from sparkext.times import from_millis
 
 SOURCE_TABLE = "source-table"
 SOURCE_TABLE_DEFAULT = ""
@@ -123,9 +124,7 @@ def settings_from(args: BoundArgs) -> Any:
 
 
 def _time(ms: int | None) -> dt.datetime | None:
-    if ms is None:
-        return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
+    return None if ms is None else from_millis(ms)
 
 
 def _parse_duration(text: str) -> int:

@@ -107,6 +107,17 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     ]
 
 
+# how a routine that reads a source database logs in (reconcile, bootstrap_cdc)
+CONNECTION_OPTIONS = (
+    Option("user", "", "database user (default: the connection's)"),
+    Option(
+        "password",
+        "",
+        "database password (in the statement's text; a named connection keeps it out)",
+    ),
+)
+
+
 ROUTINE = Routine(
     name="reconcile",
     doc="Compare a lake table with its source database key by key, lag-aware.",
@@ -123,12 +134,7 @@ ROUTINE = Routine(
     ),
     options=(
         Option("source-table", "", "the source table: schema.table or database.table"),
-        Option("user", "", "database user (default: the connection's)"),
-        Option(
-            "password",
-            "",
-            "database password (in the statement's text; a named connection keeps it out)",
-        ),
+        *CONNECTION_OPTIONS,
         Option("segments", "32", "key ranges of the first pass", parse_count),
         Option(
             "leaf-rows", "20000", "a differing range this small is listed key by key", parse_count
