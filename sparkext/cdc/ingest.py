@@ -1126,7 +1126,7 @@ class Ingestor:
         earlier = order.rowsBetween(Window.unboundedPreceding, -1)
         carries = F.col("op").isin("c", "r", "u")
         any_missing = F.lit(False)
-        filled = typed
+        helpers: list[Column] = []  # one projection: a withColumn per column re-analyses the plan
         for name, is_unavailable in checks.items():
             missing = F.coalesce(is_unavailable("after"), F.lit(False))
             any_missing = any_missing | missing
@@ -1137,12 +1137,15 @@ class Ingestor:
             before_has = F.coalesce(
                 F.array_contains(F.json_object_keys("before_json"), name), F.lit(False)
             ) & ~F.coalesce(is_unavailable("before"), F.lit(False))
-            filled = filled.withColumn(
-                f"__prev_{name}", F.last(candidate, ignorenulls=True).over(earlier)
-            ).withColumn(
-                f"__before_{name}", F.when(before_has, F.struct(col("before", name).alias("v")))
+            helpers.append(
+                F.last(candidate, ignorenulls=True).over(earlier).alias(f"__prev_{name}")
             )
-        filled = filled.withColumn("__toasted", any_missing)
+            helpers.append(
+                F.when(before_has, F.struct(col("before", name).alias("v"))).alias(
+                    f"__before_{name}"
+                )
+            )
+        filled = typed.select("*", *helpers, any_missing.alias("__toasted"))
         stored = self._stored_values(filled, batch, checks)
         if stored is not None:
             filled = filled.join(stored, key, "left")
@@ -1164,8 +1167,12 @@ class Ingestor:
                 missing = F.coalesce(checks[name]("after"), F.lit(False))
                 value = F.when(missing, fallback).otherwise(value)
             replaced.append(value.alias(name))
-        helpers = [c for c in filled.columns if c.startswith(("__prev_", "__before_", "__stored_"))]
-        return filled.withColumn("after", F.struct(*replaced)).drop("__toasted", *helpers)
+        return filled.select(  # the input's columns, in its order, ``after`` filled
+            *[
+                F.struct(*replaced).alias("after") if c == "after" else F.col(f"`{c}`")
+                for c in typed.columns
+            ]
+        )
 
     def _stored_values(
         self, filled: DataFrame, batch: _Batch, checks: Mapping[str, Callable[[str], Column]]
