@@ -49,7 +49,7 @@ from sparkext.errors import ProcedureArgumentError, SourceDatabaseError
 from sparkext.planning import bootstrap as plan
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from sparkext.iceberg.jdbc import Pool
 
@@ -68,6 +68,7 @@ class Settings:
     fetch_size: int = 10000
     primary_key: tuple[str, ...] = ()
     position: str = ""
+    unsigned_bigint: str = "long"  # MySQL: the connector's bigint.unsigned.handling.mode
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,171 @@ def bootstrap_postgres(
         rows, len(predicates), position, slot.consistent_point, snapshot_id, settings.slot,
         settings.publication, seconds, rows / seconds if seconds > 0 else 0.0,
     )  # fmt: skip
+
+
+def bootstrap_mysql(
+    spark: SparkSession,
+    settings: Settings,
+    url: str,
+    properties: Mapping[str, str],
+    pool: Pool,
+    progress: Callable[[str], None] = lambda m: None,
+    on_point: Callable[[], None] | None = None,
+) -> Result:
+    """Copy a MySQL/MariaDB table from the binlog position read under a table read lock (see
+    the module): the connector, started before, applies every change after that point again,
+    and full row images make that converge on the source's rows."""
+    started = time.monotonic()
+    check_target(spark, settings.table)
+    if not settings.source_table:
+        raise ProcedureArgumentError(
+            "bootstrap_cdc needs the source table: add options => map('source-table', "
+            "'database.table')."
+        )
+    if url.lower().startswith("jdbc:mariadb:"):
+        raise ProcedureArgumentError(
+            "bootstrap_cdc reads MySQL and MariaDB through Spark's MySQL dialect, which only "
+            "jdbc:mysql:// URLs get; write the URL as jdbc:mysql://... (MariaDB's driver takes "
+            "it with permitMysqlScheme)."
+        )
+    if settings.unsigned_bigint not in ("long", "precise"):
+        raise ProcedureArgumentError(
+            f"bigint-unsigned-handling => '{settings.unsigned_bigint}' is not one of the "
+            "connector's modes this copy follows; write 'long' (its default) or 'precise'."
+        )
+    source = settings.source_table
+    _check_binlog(pool)
+    columns, key = _mysql_columns(pool, source, settings.unsigned_bigint)
+    (clock,) = pool.query("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")[0]
+    progress(f"reading the binlog position under a read lock on {source}")
+    file, offset = _mysql_point(pool, source)
+    position = plan.mysql_point(file, offset)
+    point_text = f"{file}:{offset}"
+    if on_point is not None:
+        on_point()
+    edges = _mysql_edges(pool, source, key[0], settings.segments)
+    numeric = next(c for c in columns if c.name == key[0]).spark_type in ("int", "bigint")
+    predicates = plan.range_predicates(key[0], edges, numeric, "mysql")
+    progress(f"copying {source} in {len(predicates)} key ranges from {point_text}")
+    options = {
+        "useCursorFetch": "true",  # Connector/J: stream each range instead of holding it
+        **properties,
+        "fetchsize": str(max(1, settings.fetch_size)),
+        # a timestamp column's instant and a datetime's wall-clock time, whatever the zone
+        "sessionInitStatement": "SET time_zone = '+00:00'",
+    }
+    frame = spark.read.jdbc(
+        url, plan.select_sql(source, columns, "mysql"), predicates=predicates, properties=options
+    )
+    snapshot_id, rows = _land(
+        spark, settings, _converted(frame, columns), key, position, source, point_text,
+        progress, None, int(str(clock)),
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    return Result(
+        rows, len(predicates), position, point_text, snapshot_id, None, None, seconds,
+        rows / seconds if seconds > 0 else 0.0,
+    )  # fmt: skip
+
+
+def _check_binlog(pool: Pool) -> None:
+    """Debezium's MySQL connector needs the binary log on, in ROW format with FULL images;
+    the copy's convergence needs the full images too."""
+    log_bin, row_format, image = pool.query(
+        "SELECT @@log_bin, @@binlog_format, @@binlog_row_image"
+    )[0]
+    if str(log_bin) not in ("1", "ON"):
+        raise SourceDatabaseError(
+            "The source's binary log is off, so no change after the copy can be streamed; "
+            "start the server with log_bin (and binlog_format = ROW) and restart it."
+        )
+    if str(row_format).upper() != "ROW" or str(image).upper() != "FULL":
+        raise SourceDatabaseError(
+            f"The source's binlog_format is {row_format} and binlog_row_image {image}; Debezium "
+            "and a bootstrap need ROW and FULL: SET GLOBAL binlog_format = 'ROW', "
+            "binlog_row_image = 'FULL'."
+        )
+
+
+def _mysql_columns(
+    pool: Pool, source: str, unsigned_bigint: str
+) -> tuple[list[plan.Column], list[str]]:
+    schema, _, name = source.rpartition(".")
+    where = (
+        f"table_schema = {plan.text_literal(schema) if schema else 'DATABASE()'} "
+        f"AND table_name = {plan.text_literal(name)}"
+    )
+    rows = pool.query(
+        "SELECT column_name, data_type, column_type FROM information_schema.columns "
+        f"WHERE {where} ORDER BY ordinal_position"
+    )
+    if not rows:
+        raise SourceDatabaseError(
+            f"The source has no table {source} (or this user cannot see it); name it as "
+            "database.table in the source-table option."
+        )
+    key = [
+        str(r[0])
+        for r in pool.query(
+            "SELECT column_name FROM information_schema.key_column_usage "
+            f"WHERE {where} AND constraint_name = 'PRIMARY' ORDER BY ordinal_position"
+        )
+    ]
+    if not key:
+        raise SourceDatabaseError(
+            f"The source table {source} has no primary key, and a CDC table is upserted key "
+            f"by key; add one (ALTER TABLE {source} ADD PRIMARY KEY (...)) before bootstrapping."
+        )
+    columns = [plan.mysql_column_plan(str(n), str(t), str(d), unsigned_bigint) for n, t, d in rows]
+    return columns, key
+
+
+def _mysql_point(pool: Pool, source: str) -> tuple[str, int]:
+    """The binlog file and position, read while a read lock on the table is held: taking it
+    waits for every transaction that wrote the table to finish committing, and no new one can
+    write until it is released, so every change below the position is in the rows read after
+    it."""
+    lock = [
+        "SET SESSION lock_wait_timeout = 60",
+        f"LOCK TABLES {plan.table_sql(source, 'mysql')} READ",
+    ]
+    rows: list[tuple[str | None, ...]] = []
+    for status in ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"):  # MySQL 8.4 renamed it
+        try:
+            rows = pool.query_in_session(lock, status, ["UNLOCK TABLES"])
+            break
+        except SourceDatabaseError as error:
+            if "syntax" not in str(error).lower() or status != "SHOW MASTER STATUS":
+                raise
+    if not rows or rows[0][0] is None:
+        raise SourceDatabaseError(
+            "The source's binary log is off (SHOW MASTER STATUS is empty); start the server "
+            "with log_bin, as Debezium's MySQL connector needs."
+        )
+    return str(rows[0][0]), int(str(rows[0][1]))
+
+
+def _mysql_edges(pool: Pool, source: str, key: str, segments: int) -> list[Any]:
+    """Range edges at the quantiles of a key sample sorted by the source (its collation)."""
+    if segments <= 1:
+        return []
+    schema, _, name = source.rpartition(".")
+    estimate = pool.query(
+        "SELECT table_rows FROM information_schema.tables WHERE table_schema = "
+        f"{plan.text_literal(schema) if schema else 'DATABASE()'} "
+        f"AND table_name = {plan.text_literal(name)}"
+    )
+    rows = float(estimate[0][0] or 0) if estimate else 0.0
+    fraction = plan.sample_percent(rows, segments) / 100
+    column = plan.identifier(key, "mysql")
+    sample = f" WHERE RAND() < {fraction}" if fraction < 1 else ""
+    keys = [
+        r[0]
+        for r in pool.query(
+            f"SELECT {column} FROM {plan.table_sql(source, 'mysql')}{sample} ORDER BY {column}"
+        )
+    ]
+    return plan.boundaries(keys, segments)
 
 
 def bootstrap_dump(
@@ -297,9 +463,32 @@ def _converted(frame: DataFrame, columns: Sequence[plan.Column]) -> DataFrame:
             value = ntz_from_micros(value.cast("bigint"))
         elif c.convert == "ltz":
             value = F.timestamp_micros(value.cast("bigint"))
+        elif c.convert == "bits":  # big-endian hex -> the little-endian bytes Debezium sends
+            pairs = F.regexp_extract_all(value, F.lit("(..)"), 1)
+            value = F.unhex(F.array_join(F.reverse(pairs), ""))
+        elif c.convert in ("geometry", "point"):  # as ingest_cdc keeps the connector's struct
+            value = _geometry_json(value, c.convert == "point")
         return value.cast(c.spark_type).alias(c.name)
 
     return frame.select(*[convert(c) for c in columns])
+
+
+def _geometry_json(value: Column, point: bool) -> Column:
+    """``'HEX(wkb):srid[:x:y]'`` -> the JSON text ingest_cdc keeps of the MySQL connector's
+    Geometry struct (``{"wkb": base64, "srid": n}``; a Point's ``x`` and ``y`` first), the
+    SRID 0 of a plain geometry as null, as the connector sends it."""
+    from pyspark.sql import functions as F
+
+    parts = F.split(value, ":")
+    wkb = F.base64(F.unhex(parts[0]))
+    srid = F.when(parts[1] == "0", F.lit("null")).otherwise(parts[1])
+    text = F.concat(F.lit('"wkb":"'), wkb, F.lit('","srid":'), srid, F.lit("}"))
+    if point:
+        x, y = (parts[i].cast("double").cast("string") for i in (2, 3))
+        return F.when(value.isNotNull(), F.concat(
+            F.lit('{"x":'), x, F.lit(',"y":'), y, F.lit(","), text
+        ))  # fmt: skip
+    return F.when(value.isNotNull(), F.concat(F.lit("{"), text))
 
 
 def _check_wal_level(pool: Pool) -> None:

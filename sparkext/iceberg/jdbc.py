@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +129,35 @@ class Pool:
                 raise SourceDatabaseError(
                     f"The source database refused a statement: {_java_message(error)}"
                 ) from None
+
+    def query_in_session(
+        self, setup: Sequence[str], sql: str, teardown: Sequence[str] = ()
+    ) -> list[tuple[str | None, ...]]:
+        """``sql`` on one connection after the ``setup`` statements (``LOCK TABLES ... READ``,
+        say); the ``teardown`` statements run whatever happens."""
+        with self.connection() as connection:
+            statement = None
+            try:
+                statement = connection.createStatement()
+                for line in setup:
+                    statement.execute(line)
+                result = statement.executeQuery(sql)
+                width = result.getMetaData().getColumnCount()
+                rows = []
+                while result.next():
+                    rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
+                return rows
+            except Exception as error:
+                raise SourceDatabaseError(
+                    f"The source database refused a query: {_java_message(error)}"
+                ) from None
+            finally:
+                if statement is not None:
+                    for line in teardown:
+                        with contextlib.suppress(Exception):
+                            statement.execute(line)
+                    with contextlib.suppress(Exception):
+                        statement.close()
 
     def query_in_snapshot(self, snapshot: str, sql: str) -> list[tuple[str | None, ...]]:
         """``sql`` in a REPEATABLE READ transaction on an exported PostgreSQL snapshot."""

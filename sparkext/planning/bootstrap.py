@@ -25,6 +25,8 @@ __all__ = [
     "boundaries",
     "column_plan",
     "lsn_number",
+    "mysql_column_plan",
+    "mysql_point",
     "parse_position",
     "pg_point",
     "range_predicates",
@@ -232,14 +234,104 @@ def column_plan(name: str, source_type: str, variable_scale: str = "decimal(38,1
     return Column(name, source_type, f"{c}::text", "string")
 
 
-def select_sql(table: str, columns: Sequence[Column]) -> str:
+def select_sql(table: str, columns: Sequence[Column], dialect: str = "postgres") -> str:
     """The source query every range reads (Spark's JDBC reader adds the range's WHERE).
 
     >>> select_sql("public.t", [column_plan("id", "integer")])
     '(SELECT "id" AS "id" FROM "public"."t") AS src'
+    >>> select_sql("shop.t", [mysql_column_plan("id", "int", "int(11)")], "mysql")
+    '(SELECT CAST(`id` AS SIGNED) AS `id` FROM `shop`.`t`) AS src'
     """
-    exprs = ", ".join(f"{c.expression} AS {identifier(c.name, 'postgres')}" for c in columns)
-    return f"(SELECT {exprs} FROM {table_sql(table, 'postgres')}) AS src"
+    exprs = ", ".join(f"{c.expression} AS {identifier(c.name, dialect)}" for c in columns)
+    return f"(SELECT {exprs} FROM {table_sql(table, dialect)}) AS src"
+
+
+_MYSQL_INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+_MYSQL_TEXT = {
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set",
+}  # fmt: skip
+_MYSQL_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_MYSQL_GEOMETRY = {
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+    "multipolygon", "geometrycollection", "geomcollection",
+}  # fmt: skip
+_EPOCH_DIFF = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {c})"
+
+
+def mysql_column_plan(
+    name: str, data_type: str, column_type: str, unsigned_bigint: str = "long"
+) -> Column:
+    """How a MySQL/MariaDB column (information_schema's ``data_type`` and ``column_type``) is
+    read and typed, as ingest_cdc types it from the Debezium MySQL connector's events with its
+    default modes (``bigint.unsigned.handling.mode`` is ``unsigned_bigint``: ``long`` wraps
+    values above 2^63 - 1 as the connector does, ``precise`` keeps them as decimal(20,0)).
+    The reading session's time zone is UTC (``SET time_zone = '+00:00'``), so a ``timestamp``
+    is its instant and a ``datetime`` its wall-clock time.
+
+    >>> mysql_column_plan("qty", "int", "int(10) unsigned").spark_type
+    'bigint'
+    >>> mysql_column_plan("flag", "tinyint", "tinyint(1)").spark_type
+    'int'
+    >>> mysql_column_plan("u", "bigint", "bigint(20) unsigned", "precise").spark_type
+    'decimal(20,0)'
+    >>> c = mysql_column_plan("at", "datetime", "datetime(6)")
+    >>> c.expression, c.spark_type, c.convert
+    ("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `at`)", 'timestamp_ntz', 'ntz')
+    >>> mysql_column_plan("b", "bit", "bit(12)").expression
+    "LPAD(HEX(`b`), 4, '0')"
+    """
+    c = identifier(name, "mysql")
+    kind = data_type.strip().lower()
+    detail = column_type.strip().lower()
+    unsigned = "unsigned" in detail
+    if kind in _MYSQL_INTEGERS:
+        if kind == "bigint" and unsigned and unsigned_bigint == "precise":
+            return Column(name, detail, f"CAST({c} AS CHAR)", "decimal(20,0)")
+        # Debezium: INT16 for tinyint and smallint, INT32 for mediumint, int and smallint
+        # unsigned, INT64 for bigint and int unsigned (tinyint(1) too is INT16, not BOOLEAN)
+        wide = kind == "bigint" or (kind in ("int", "integer") and unsigned)
+        return Column(name, detail, f"CAST({c} AS SIGNED)", "bigint" if wide else "int")
+    if kind in ("decimal", "numeric"):
+        match = re.search(r"\((\d+)(?:,(\d+))?\)", detail)
+        precision, scale = (int(match.group(1)), int(match.group(2) or 0)) if match else (10, 0)
+        if precision <= 38:
+            return Column(name, detail, c, f"decimal({precision},{scale})")
+        return Column(name, detail, f"CAST({c} AS CHAR)", "string")
+    if kind == "float":
+        return Column(name, detail, c, "float")
+    if kind in ("double", "real"):
+        return Column(name, detail, c, "double")
+    if kind == "bit":
+        match = re.search(r"\((\d+)\)", detail)
+        bits = int(match.group(1)) if match else 1
+        if bits == 1:  # Debezium: BOOLEAN
+            return Column(name, detail, f"CAST({c} + 0 AS SIGNED)", "boolean")
+        width = (bits + 7) // 8 * 2  # io.debezium.data.Bits: the value's bytes, little-endian
+        return Column(name, detail, f"LPAD(HEX({c}), {width}, '0')", "binary", "bits")
+    if kind in _MYSQL_TEXT:  # read as text, not CHAR(n): Spark would pad that to its length
+        return Column(name, detail, f"CAST({c} AS CHAR)", "string")
+    if kind == "json":
+        return Column(name, detail, f"CAST({c} AS CHAR)", "string")
+    if kind in _MYSQL_BINARY:
+        return Column(name, detail, c, "binary")
+    if kind == "date":
+        return Column(name, detail, f"DATEDIFF({c}, '1970-01-01')", "date", "date")
+    if kind == "datetime":
+        return Column(name, detail, _EPOCH_DIFF.format(c=c), "timestamp_ntz", "ntz")
+    if kind == "timestamp":
+        return Column(name, detail, _EPOCH_DIFF.format(c=c), "timestamp", "ltz")
+    if kind == "time":  # io.debezium.time.MicroTime: microseconds, negative and > 24 h too
+        return Column(name, detail, f"CAST(ROUND(TIME_TO_SEC({c}) * 1000000) AS SIGNED)", "bigint")
+    if kind == "year":
+        return Column(name, detail, f"CAST({c} AS SIGNED)", "int")
+    if kind in _MYSQL_GEOMETRY:  # Debezium's Geometry {wkb, srid} (a Point: {x, y, wkb, srid})
+        parts = f"HEX(ST_AsWKB({c})), ':', ST_SRID({c})"
+        if kind == "point":
+            return Column(
+                name, detail, f"CONCAT({parts}, ':', ST_X({c}), ':', ST_Y({c}))", "string", "point"
+            )
+        return Column(name, detail, f"CONCAT({parts})", "string", "geometry")
+    return Column(name, detail, f"CAST({c} AS CHAR)", "string")
 
 
 def snapshot_guard(snapshot_text: str) -> str:
@@ -258,7 +350,9 @@ def snapshot_guard(snapshot_text: str) -> str:
     )
 
 
-def range_predicates(key: str, edges: Sequence[Any], numeric: bool) -> list[str]:
+def range_predicates(
+    key: str, edges: Sequence[Any], numeric: bool, dialect: str = "postgres"
+) -> list[str]:
     """One WHERE clause per key range, ``lo <= key < hi``, cut at ``edges`` (sorted by the
     source itself, so its own order and collation decide: every key is in exactly one range).
 
@@ -269,12 +363,12 @@ def range_predicates(key: str, edges: Sequence[Any], numeric: bool) -> list[str]
     >>> range_predicates("id", [], True)
     ['1 = 1']
     """
-    column = identifier(key, "postgres")
+    column = identifier(key, dialect)
 
     def literal(value: Any) -> str:
         if numeric:
             return str(int(value))
-        return exp.Literal.string(str(value)).sql(dialect="postgres")
+        return exp.Literal.string(str(value)).sql(dialect=dialect)
 
     bounds = [None, *edges, None]
     found = []

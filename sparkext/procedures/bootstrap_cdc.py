@@ -36,8 +36,13 @@ def _is_database(context: Context, source: str) -> bool:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.bootstrap import Settings, bootstrap_dump, bootstrap_postgres
-    from sparkext.errors import ProcedureArgumentError, SourceDatabaseError
+    from sparkext.cdc.bootstrap import (
+        Settings,
+        bootstrap_dump,
+        bootstrap_mysql,
+        bootstrap_postgres,
+    )
+    from sparkext.errors import ProcedureArgumentError
     from sparkext.iceberg.jdbc import Pool, dialect_of
 
     options, source = args.options, args["source"]
@@ -50,6 +55,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         fetch_size=max(1, options["fetch-size"]),
         primary_key=tuple(options["primary-key"]),
         position=options["position"],
+        unsigned_bigint=options["bigint-unsigned-handling"].strip().lower(),
     )
     if not _is_database(context, source):
         result = bootstrap_dump(context.spark, settings, source, context.progress)
@@ -60,17 +66,10 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
                 "position => is the point of a dump; a database source is copied at a point "
                 "bootstrap_cdc takes itself: leave the position option out."
             )
-        if dialect_of(url) != "postgres":
-            raise SourceDatabaseError(
-                "bootstrap_cdc copies PostgreSQL tables over JDBC; for MySQL or MariaDB take a "
-                "dump (mydumper, DataX) and pass source => its Parquet path with options => "
-                "map('position', '<binlog file>:<pos>', 'primary-key', '...')."
-            )
+        copy = bootstrap_postgres if dialect_of(url) == "postgres" else bootstrap_mysql
         pool = Pool(context.spark, url, properties, 2)
         try:
-            result = bootstrap_postgres(
-                context.spark, settings, url, properties, pool, context.progress
-            )
+            result = copy(context.spark, settings, url, properties, pool, context.progress)
         finally:
             pool.close()
     return [
@@ -104,7 +103,11 @@ ROUTINE = Routine(
         Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
     ),
     options=(
-        Option("source-table", "", "the source table: schema.table (database sources)"),
+        Option(
+            "source-table",
+            "",
+            "the source table: schema.table (PostgreSQL), database.table (MySQL)",
+        ),
         *CONNECTION_OPTIONS,
         Option("segments", "16", "key ranges read in parallel (Spark tasks)", parse_count),
         Option("slot", "debezium", "the replication slot to create (Debezium's slot.name)"),
@@ -120,6 +123,12 @@ ROUTINE = Routine(
             "a dump's point: a PostgreSQL LSN ('0/1D420E8') or MySQL 'binlog-file:pos'",
         ),
         Option("primary-key", "", "a dump's key column(s), comma-separated", parse_key),
+        Option(
+            "bigint-unsigned-handling",
+            "long",
+            "MySQL: the connector's bigint.unsigned.handling.mode (long or precise), so the "
+            "copy types bigint unsigned as its events do",
+        ),
     ),
     output=(
         OutputColumn("rows", "bigint", "rows copied"),
