@@ -17,6 +17,12 @@ PostgreSQL over JDBC (:func:`bootstrap_postgres`):
    table's high-water mark, and the source's clock just before the slot as the time the table
    is complete through (cdc_lag); the slot is closed (and dropped again if anything failed).
 
+MySQL and MariaDB over JDBC (:func:`bootstrap_mysql`), with the connector already streaming:
+the binlog position ``P`` read under ``LOCK TABLES ... READ`` (every change below it is then in
+the table), the ranges read after it in UTC sessions, the same commit with ``P`` as the point.
+The copy is not one snapshot; the connector re-sends every change after ``P`` with the whole
+row, so applying them over the copy ends at the source's rows.
+
 A dump taken by another tool (:func:`bootstrap_dump`): a Spark-readable table or Parquet path,
 and the position the tool recorded; the same commit.
 

@@ -489,3 +489,48 @@ def test_bootstrap_while_writing_then_the_binlog_streams(spark, maria, tmp_path)
             assert ours == theirs, (key, name, ours, theirs)
         checked += 1
     assert checked >= 3, checked
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("no-key", "has no primary key"),
+        ("mariadb-url", "write the URL as jdbc:mysql://"),
+        ("unsigned-mode", "is not one of the connector's modes"),
+        ("statement-binlog", "need ROW and FULL"),
+        ("no-table", "The source has no table shop.nothing"),
+    ],
+)
+def test_a_bad_mysql_bootstrap_is_one_sentence_and_changes_nothing(spark, maria, case, expected):
+    maria.sql(
+        "CREATE TABLE IF NOT EXISTS nokey (a int, b int); INSERT INTO nokey VALUES (1, 2);"
+        "CREATE TABLE IF NOT EXISTS keyed (id int PRIMARY KEY, b int);"
+        "INSERT IGNORE INTO keyed VALUES (1, 2);",
+        "shop",
+    )
+    table = f"lake.test.bad_boot_{case.replace('-', '_')}"
+    url = f"jdbc:mysql://127.0.0.1:{maria.port}/shop"
+    options = {"source-table": "shop.keyed", "user": "sparkext", "password": "sparkext-test"}
+    if case == "no-key":
+        options["source-table"] = "shop.nokey"
+    elif case == "mariadb-url":
+        url = url.replace("jdbc:mysql:", "jdbc:mariadb:")
+    elif case == "unsigned-mode":
+        options["bigint-unsigned-handling"] = "string"
+    elif case == "no-table":
+        options["source-table"] = "shop.nothing"
+    pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+    if case == "statement-binlog":
+        maria.sql("SET GLOBAL binlog_format = 'STATEMENT';", user="root")
+    try:
+        with pytest.raises(Exception) as raised:
+            sparkext.sql(
+                f"CALL sparkext.bootstrap_cdc(table => '{table}', source => '{url}', "
+                f"options => map({pairs}))"
+            ).collect()
+    finally:
+        maria.sql("SET GLOBAL binlog_format = 'ROW';", user="root")
+    message = str(raised.value).strip().splitlines()[0]
+    assert expected in message, message
+    assert not spark.catalog.tableExists(table)
+    assert maria.sql("SELECT COUNT(*) FROM keyed", "shop").strip() == "1"
