@@ -196,7 +196,7 @@ def reconcile(
     )
     differences = tuple(
         Difference(
-            json.dumps(dict(zip(plan.key, k, strict=True))),
+            _key_json(plan, k),
             kind,
             ",".join(columns.get(k, ())),
             ok,
@@ -226,6 +226,16 @@ def reconcile(
 
 
 # ---- planning -----------------------------------------------------------------------------------
+
+
+def _key_json(plan: _Plan, key: Key) -> str:
+    """A differing key as a JSON object, integer key columns as numbers (every dialect alike):
+    ``{"id": 7}``, ``{"order_id": 3, "sku": "a-1"}``."""
+    values = {
+        name: int(value) if plan.kinds.get(name) == "int" and value is not None else value
+        for name, value in zip(plan.key, key, strict=True)
+    }
+    return json.dumps(values)
 
 
 def _source_columns(pool: Pool, dialect: str, source_table: str) -> list[canonical.SourceColumn]:

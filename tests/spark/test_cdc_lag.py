@@ -193,3 +193,41 @@ def test_lag_bad_input_is_one_sentence(spark, tmp_path):
     assert (
         sparkext.sql("SELECT * FROM sparkext.cdc_lag(table => 'lake.test.lag_plain')").count() == 0
     )
+
+
+def test_a_continuous_ingest_confirms_heartbeats_once_it_has_drained(spark, tmp_path):
+    """ingest_cdc_stream's path: a heartbeat read before a trigger that found no new input
+    counts, with no commit to carry it (the source is idle)."""
+    import time
+
+    table = "lake.test.lag_stream"
+    landing, beats, checkpoint = tmp_path / "landing", tmp_path / "beats", tmp_path / "ck"
+    land(landing, "b1.json", [_event("c", 1, 100, T0), _event("c", 2, 200, T0 + 1_000)])
+    beats.mkdir()
+    query = sparkext.ingest_cdc_stream(
+        table, str(landing), str(checkpoint), primary_key="id", create=True,
+        options={"heartbeat-source": str(beats)}, interval="1 second",
+    )  # fmt: skip
+
+    def heartbeat_seen(expected: int) -> bool:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            (row,) = _lag(table, T0 + HOUR)
+            if _ms(row["heartbeat_time"]) == expected:
+                return True
+            time.sleep(0.5)
+        return False
+
+    try:
+        query.processAllAvailable()
+        (row,) = _lag(table, T0 + 5_000)
+        assert row["heartbeat_time"] is None and _ms(row["source_time"]) == T0 + 1_000
+        _heartbeats(beats, 0, [T0 + 30_000, T0 + 60_000])
+        assert heartbeat_seen(T0 + 60_000), _lag(table, T0 + HOUR)
+        _heartbeats(beats, 2, [T0 + 90_000])  # the source still idle: the next one counts too
+        assert heartbeat_seen(T0 + 90_000), _lag(table, T0 + HOUR)
+        assert spark.table(table).count() == 2
+    finally:
+        query.stop()
+    (row,) = _lag(table, T0 + 100_000)
+    assert row["lag_ms"] == 10_000 and row["batch_id"] == 0  # no commit carried them

@@ -100,6 +100,26 @@ def _faulty_lake(spark, source, tmp_path, table, **extra: str):
     connector.wait_for(3000)
     connector.settle()
     assert _ingest(table, landing, tmp_path / "ck")["rejected"] == 0
+    _make_faults(spark, source, table)
+    return connector, landing
+
+
+def _bootstrapped_faulty_lake(spark, source, table: str) -> None:
+    """The same lake and faults, copied by bootstrap_cdc (no connector: the default tier)."""
+    url = f"jdbc:postgresql://127.0.0.1:{source.port}/{source.database}"
+    slot = f"recon_{source.database}"
+    sparkext.sql(
+        f"CALL sparkext.bootstrap_cdc(table => '{table}', source => '{url}', options => "
+        f"map('source-table', 'public.accounts', 'user', 'sparkext', 'slot', '{slot}', "
+        f"'publication', 'pub_{source.database}', 'segments', '4'))"
+    ).collect()
+    source.psql(f"SELECT pg_drop_replication_slot('{slot}')")  # nothing streams from it
+    _make_faults(spark, source, table)
+
+
+def _make_faults(spark, source, table: str) -> None:
+    """Checked equal, then the faults made in the lake: a lost insert, a lost delete, a stale
+    update, a duplicated row."""
     clean = _reconcile(table, source)
     assert clean["equal"], clean
     assert (clean["source_rows"], clean["lake_rows"], clean["not_compared"]) == (3000, 3000, "")
@@ -115,7 +135,6 @@ def _faulty_lake(spark, source, tmp_path, table, **extra: str):
         f"_cdc_position FROM {table} WHERE id = 3"
     )
     spark.sql(f"INSERT INTO {table} SELECT * FROM {table} WHERE id = 400")
-    return connector, landing
 
 
 FAULTS = {
@@ -126,13 +145,28 @@ FAULTS = {
 }
 
 
-def test_reconcile_finds_every_fault_of_an_idle_source(spark, source, tmp_path):
+def test_reconcile_finds_every_fault_of_an_idle_source(spark, source):
+    """A copy at a slot's point (bootstrap_cdc), then the faults: every one found, and each
+    unconfirmed (nothing shows the lake has reached the source's position since)."""
     table = "lake.test.reconciled_idle"
+    _bootstrapped_faulty_lake(spark, source, table)
+    idle = _reconcile(table, source, **{"catch-up-timeout": "2 seconds", "rounds": "1"})
+    _assert_idle(idle)
+
+
+@pytest.mark.stress
+def test_reconcile_finds_every_fault_of_a_streamed_idle_source(spark, source, tmp_path):
+    """The same, the lake streamed by the real connector through ingest_cdc."""
+    table = "lake.test.reconciled_idle_streamed"
     connector, _ = _faulty_lake(spark, source, tmp_path, table)
     try:
         idle = _reconcile(table, source, **{"catch-up-timeout": "2 seconds", "rounds": "1"})
     finally:
         connector.stop()
+    _assert_idle(idle)
+
+
+def _assert_idle(idle: dict) -> None:
     assert not idle["equal"]
     assert _found(idle) == {k: (*v, False) for k, v in FAULTS.items()}, idle
     assert (idle["missing"], idle["extra"], idle["stale"], idle["duplicate"]) == (1, 1, 1, 1)
