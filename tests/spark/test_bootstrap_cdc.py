@@ -29,7 +29,7 @@ COLUMNS = [
     ("dbl", "double precision", "g / 3.0", "float"),
     ("flag", "boolean", "g % 2 = 0", "bool"),
     ("name", "varchar(40)", "'name-' || g", "text"),
-    ("code", "char(6)", "'c' || g", "text"),
+    ("code", "char(6)", "'c' || g % 10000", "text"),
     ("uid", "uuid", "md5(g::text)::uuid", "text"),
     ("doc", "jsonb", "jsonb_build_object('g', g)", "json"),
     ("blob", "bytea", "decode(md5(g::text), 'hex')", "hex"),
