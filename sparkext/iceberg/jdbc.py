@@ -100,11 +100,7 @@ class Pool:
                 statement = connection.createStatement()
                 try:
                     result = statement.executeQuery(sql)
-                    width = result.getMetaData().getColumnCount()
-                    rows = []
-                    while result.next():
-                        rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
-                    return rows
+                    return _rows(result)
                 finally:
                     statement.close()
             except SourceDatabaseError:
@@ -142,11 +138,7 @@ class Pool:
                 for line in setup:
                     statement.execute(line)
                 result = statement.executeQuery(sql)
-                width = result.getMetaData().getColumnCount()
-                rows = []
-                while result.next():
-                    rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
-                return rows
+                return _rows(result)
             except Exception as error:
                 raise SourceDatabaseError(
                     f"The source database refused a query: {_java_message(error)}"
@@ -170,11 +162,7 @@ class Pool:
                     quoted = snapshot.replace("'", "''")
                     statement.execute(f"SET TRANSACTION SNAPSHOT '{quoted}'")
                     result = statement.executeQuery(sql)
-                    width = result.getMetaData().getColumnCount()
-                    rows = []
-                    while result.next():
-                        rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
-                    return rows
+                    return _rows(result)
                 finally:
                     statement.close()
                     connection.rollback()
@@ -192,6 +180,15 @@ class Pool:
                     connection.close()
             self._all.clear()
             self._free.clear()
+
+
+def _rows(result: Any) -> list[tuple[str | None, ...]]:
+    """Every row of a JDBC result set, each value as its string (or None)."""
+    width = result.getMetaData().getColumnCount()
+    rows = []
+    while result.next():
+        rows.append(tuple(result.getString(i) for i in range(1, width + 1)))
+    return rows
 
 
 def _java_message(error: BaseException) -> str:
