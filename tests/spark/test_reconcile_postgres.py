@@ -381,9 +381,7 @@ def test_a_range_the_lake_lost_whole_is_found_key_by_key_or_counted(
     assert (full["missing"], full["extra"], full["stale"], full["ranges_not_listed"]) == (
         1500, 0, 0, 0,
     )  # fmt: skip
-    assert sorted(json.loads(d["key"])["id"] for d in full["differences"]) == list(
-        range(1, 1501)
-    )
+    assert sorted(json.loads(d["key"])["id"] for d in full["differences"]) == list(range(1, 1501))
     capped = check(**{"max-keys": "100"})
     assert not capped["equal"] and capped["ranges_not_listed"] > 0
     assert capped["missing"] <= 100
