@@ -330,20 +330,27 @@ def unscaled_digits(value: Column) -> Column:
     def times_plus(limbs: Column, multiplier: int, add: Column) -> Column:
         """limbs x multiplier + add, little-endian base 10^9 (multiplier, add <= 2^32)."""
         factor = F.lit(multiplier).cast("bigint")
-        state = F.aggregate(
+
+        def finish(state: Column) -> Column:
+            carry = state["carry"]  # at most 2^32 + 1: one or two more limbs
+            high = _fn("div", carry, base)
+            return F.concat(
+                state["out"],
+                F.when(carry > 0, F.array(carry % base)).otherwise(empty),
+                F.when(high > 0, F.array(high)).otherwise(empty),
+            )
+
+        # the carry read in ``finish``, where the state is a lambda variable: read from the
+        # aggregate itself, each reading would repeat the whole fold (and the fold it is
+        # applied to), an expression growing by a factor at every level
+        return F.aggregate(
             limbs,
             F.struct(empty.alias("out"), add.alias("carry")),
             lambda st, limb: F.struct(
                 F.concat(st["out"], F.array((limb * factor + st["carry"]) % base)).alias("out"),
                 _fn("div", limb * factor + st["carry"], base).alias("carry"),
             ),
-        )
-        carry = state["carry"]  # at most 2^32 + 1: one or two more limbs
-        high = _fn("div", carry, base)
-        return F.concat(
-            state["out"],
-            F.when(carry > 0, F.array(carry % base)).otherwise(empty),
-            F.when(high > 0, F.array(high)).otherwise(empty),
+            finish,
         )
 
     limbs = F.aggregate(words, empty, lambda acc, word: times_plus(acc, 1 << 32, word))
@@ -354,8 +361,11 @@ def unscaled_digits(value: Column) -> Column:
             F.reverse(limbs), lambda x: _fn("lpad", x.cast("string"), F.lit(9), F.lit("0"))
         ),
     )
-    digits = F.regexp_replace(text, "^0+", "")
-    digits = F.when(digits == "", F.lit("0")).otherwise(digits)
+    # the digits once (a lambda variable), not the whole computation twice
+    digits = F.transform(
+        F.array(F.regexp_replace(text, "^0+", "")),
+        lambda d: F.when(d == "", F.lit("0")).otherwise(d),
+    )[0]
     return F.when(F.length(value) > 0, F.struct(negative.alias("negative"), digits.alias("digits")))
 
 

@@ -281,17 +281,7 @@ def test_real_connector_lake_equals_mariadb(spark, maria, tmp_path):
     # reconcile against MariaDB itself (MySQL's JDBC driver, SHOW MASTER STATUS, its MD5):
     # equal, then a row the lake lost and one it holds stale are found
     def reconcile(table: str, source_table: str) -> dict:
-        url = f"jdbc:mysql://127.0.0.1:{maria.port}/shop"
-        return (
-            sparkext.sql(
-                f"CALL sparkext.reconcile(table => '{table}', source => '{url}', "
-                f"options => map('source-table', '{source_table}', 'user', 'sparkext', "
-                "'password', 'sparkext-test', 'segments', '4', 'leaf-rows', '100', "
-                "'catch-up-timeout', '1 second', 'rounds', '1'))"
-            )
-            .first()
-            .asDict(recursive=True)
-        )
+        return _reconcile(maria, table, source_table, **{"catch-up-timeout": "1 second"})
 
     clean = reconcile("lake.test.my_items", "shop.items")
     assert clean["equal"] and clean["source_rows"] == clean["lake_rows"], clean
@@ -305,6 +295,133 @@ def test_real_connector_lake_equals_mariadb(spark, maria, tmp_path):
     faulty = reconcile("lake.test.my_items", "shop.items")
     found = {(d["kind"], json.loads(d["key"])["id"], d["columns"]) for d in faulty["differences"]}
     assert found == {("missing", 7, ""), ("stale", 9, "name")}, faulty
+
+
+def _reconcile(maria, table: str, source_table: str, **options: str) -> dict:
+    given = {"source-table": source_table, "user": "sparkext", "password": "sparkext-test",
+             "segments": "4", "leaf-rows": "100", "rounds": "1", **options}  # fmt: skip
+    pairs = ", ".join(f"'{k}', '{v}'" for k, v in given.items())
+    url = f"jdbc:mysql://127.0.0.1:{maria.port}/shop"
+    return (
+        sparkext.sql(
+            f"CALL sparkext.reconcile(table => '{table}', source => '{url}', "
+            f"options => map({pairs}))"
+        )
+        .first()
+        .asDict(recursive=True)
+    )
+
+
+@pytest.mark.stress
+def test_reconcile_under_live_writes_confirms_every_fault_and_no_false_alarm(
+    spark, maria, tmp_path
+):
+    """reconcile against MariaDB while a writer keeps changing other rows and ingest_cdc keeps
+    applying the connector's events: the faults made in the lake (a lost insert, a lost delete,
+    a stale update, a duplicated row) are found and confirmed once the lake has caught up with
+    the binary log position read at the check, and no row that changed during the check is
+    reported."""
+    import threading
+
+    maria.sql(
+        """
+        CREATE TABLE accounts (id int PRIMARY KEY, name varchar(40), balance decimal(12,2),
+                               hits bigint, seen datetime(3), active boolean);
+        INSERT INTO accounts SELECT g, CONCAT('user ', g), g * 1.25, g * 1000,
+          TIMESTAMP '2026-01-01 00:00:00.5' + INTERVAL g MINUTE, g % 2 = 0
+          FROM (SELECT CAST(seq AS SIGNED) AS g FROM seq_1_to_3000) AS s;
+        """,
+        "shop",
+    )
+    connector = debezium.Connector(
+        {
+            "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+            "database.hostname": "127.0.0.1",
+            "database.port": str(maria.port),
+            "database.user": "sparkext",
+            "database.password": "sparkext-test",
+            "database.server.id": "5404",
+            "topic.prefix": "lv",
+            "table.include.list": "shop.accounts",
+            "snapshot.mode": "initial",
+            "include.schema.changes": "false",
+        },
+        tmp_path / "landing",
+    ).start()
+    table, landing, checkpoint = (
+        "lake.test.my_live",
+        connector.topic("lv.shop.accounts"),
+        (tmp_path / "ck"),
+    )
+    try:
+        connector.wait_for(3000)
+        connector.settle()
+        assert _ingest(table, landing, checkpoint, "id")["rejected"] == 0
+        clean = _reconcile(maria, table, "shop.accounts")
+        assert clean["equal"] and (clean["source_rows"], clean["lake_rows"]) == (3000, 3000), clean
+        columns = [c for c in spark.table(table).columns if c != "id"]
+        spark.sql(f"DELETE FROM {table} WHERE id = 17")
+        spark.sql(f"UPDATE {table} SET balance = balance + 0.01 WHERE id = 250")
+        spark.sql(
+            f"INSERT INTO {table} SELECT 5000, {', '.join(columns)} FROM {table} WHERE id = 3"
+        )
+        spark.sql(f"INSERT INTO {table} SELECT * FROM {table} WHERE id = 400")
+
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        written: list[int] = []
+
+        def writes() -> None:
+            step = 0
+            while not stop.is_set():
+                step += 1
+                written.append(step)
+                low = 1000 + (step * 37) % 1900
+                maria.sql(
+                    f"UPDATE accounts SET hits = hits + 1, seen = NOW(3) WHERE id BETWEEN {low} "
+                    f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
+                    f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
+                    "shop",
+                )
+                time.sleep(0.2)
+
+        def ingestion() -> None:
+            while not stop.is_set():
+                try:
+                    _ingest(table, landing, checkpoint, "id")
+                except BaseException as error:  # the test fails with it below
+                    errors.append(error)
+                    return
+                time.sleep(0.5)
+
+        threads = [threading.Thread(target=writes), threading.Thread(target=ingestion)]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(3)
+            live = _reconcile(
+                maria, table, "shop.accounts", **{"catch-up-timeout": "90 seconds", "rounds": "3"}
+            )
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(120)
+        assert not errors, errors
+        assert len(written) >= 10, written  # the check really ran beside the writer
+        found = {
+            json.loads(d["key"])["id"]: (d["kind"], d["columns"], d["confirmed"])
+            for d in live["differences"]
+        }
+        assert found == {
+            17: ("missing", "", True),
+            250: ("stale", "balance", True),
+            5000: ("extra", "", True),
+            400: ("duplicate", "", True),
+        }, live
+        assert live["unconfirmed"] == 0, live
+    finally:
+        connector.stop()
 
 
 @pytest.mark.stress
