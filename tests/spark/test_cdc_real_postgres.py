@@ -181,28 +181,39 @@ def shop(postgres_server):
     reason = debezium.unavailable()
     if reason is not None:
         pytest.skip(reason)
-    postgres_server.psql("CREATE DATABASE shop")
     return postgres_server
 
 
-def _ingest(table: str, source, checkpoint, key: str) -> dict:
-    """One call, one commit per landed file (the connector's batches: schema changes and
-    re-deliveries fall between commits, as with a stream)."""
+def _ingest(table: str, source, checkpoint, key: str, files: str) -> dict:
+    """One call; ``files``: the most landed files one commit takes ('1': one commit per file,
+    the connector's batches, so schema changes and re-deliveries fall between commits as with a
+    stream)."""
     import sparkext
 
     return (
         sparkext.sql(
             f"CALL sparkext.ingest_cdc(table => '{table}', source => '{source}', "
             f"checkpoint => '{checkpoint}', primary_key => '{key}', create => true, "
-            "options => map('max-files-per-batch', '1'))"
+            f"options => map('max-files-per-batch', '{files}'))"
         )
         .first()
         .asDict()
     )
 
 
-def test_real_connector_lake_equals_postgres(spark, shop, tmp_path):
-    db = "shop"
+@pytest.mark.parametrize(
+    "files",
+    [
+        # every file a call finds in one commit: two commits per table, the second holding the
+        # schema changes, the widening, the TRUNCATE and the re-delivery
+        pytest.param("1000", id="all-files-per-commit"),
+        pytest.param("1", id="one-file-per-commit", marks=pytest.mark.stress),
+    ],
+)
+def test_real_connector_lake_equals_postgres(spark, shop, tmp_path, files):
+    db = f"shop{len(files)}"
+    shop.psql(f"CREATE DATABASE {db}")
+    lake = f"lake.test.pg{len(files)}"
     columns = ", ".join(f"{n} {t}" for n, t, _, _ in ITEMS)
     values = ", ".join(v for _, _, v, _ in ITEMS)
     external = ", ".join(f"ALTER COLUMN {n} SET STORAGE EXTERNAL" for n in TOASTED)
@@ -225,7 +236,7 @@ def test_real_connector_lake_equals_postgres(spark, shop, tmp_path):
         debezium.postgres_config(
             shop,
             db,
-            "lake",
+            f"lake{len(files)}",
             r"public\.(items|lines|extra)",
             **{"publication.autocreate.mode": "all_tables"},
         ),
@@ -249,8 +260,8 @@ def test_real_connector_lake_equals_postgres(spark, shop, tmp_path):
             db,
         )
         connector.settle()
-        first = _ingest("lake.test.pg_items", connector.topic("pg.public.items"),
-                        tmp_path / "ck-items", "id")  # fmt: skip
+        first = _ingest(f"{lake}_items", connector.topic("pg.public.items"),
+                        tmp_path / "ck-items", "id", files)  # fmt: skip
         assert first["rejected"] == 0, first
         # a crash: what the connector read since its last flushed offset comes again
         connector.kill()
@@ -279,36 +290,35 @@ def test_real_connector_lake_equals_postgres(spark, shop, tmp_path):
         connector.stop()
 
     results = {
-        "items": _ingest("lake.test.pg_items", connector.topic("pg.public.items"),
-                         tmp_path / "ck-items", "id"),
-        "lines": _ingest("lake.test.pg_lines", connector.topic("pg.public.lines"),
-                         tmp_path / "ck-lines", "order_id,line_no"),
-        "extra": _ingest("lake.test.pg_extra", connector.topic("pg.public.extra"),
-                         tmp_path / "ck-extra", "id"),
+        "items": _ingest(f"{lake}_items", connector.topic("pg.public.items"),
+                         tmp_path / "ck-items", "id", files),
+        "lines": _ingest(f"{lake}_lines", connector.topic("pg.public.lines"),
+                         tmp_path / "ck-lines", "order_id,line_no", files),
+        "extra": _ingest(f"{lake}_extra", connector.topic("pg.public.extra"),
+                         tmp_path / "ck-extra", "id", files),
     }  # fmt: skip
     assert all(r["rejected"] == 0 for r in results.values()), results
 
     # the table types Debezium's documented mapping and ingest_cdc's give (a double that became
     # a string would compare equal as text: the types are held too)
-    assert {c: t for c, t in spark.table("lake.test.pg_items").dtypes if c in LAKE_TYPES} == (
-        LAKE_TYPES
-    )
+    types = {c: t for c, t in spark.table(f"{lake}_items").dtypes if c in LAKE_TYPES}
+    assert types == LAKE_TYPES
     items = [*ITEMS, ("note", "text", "", "text")]
     problems = mismatches(
         pg_rows(shop, db, "items", "id", items),
-        lake_rows(spark, "lake.test.pg_items", "id", items),
+        lake_rows(spark, f"{lake}_items", "id", items),
         items,
     )
     lines = [("sku", "text", "", "text"), ("note", "text", "", "text")]
     problems += mismatches(
         pg_rows(shop, db, "lines", "order_id,line_no", lines),
-        lake_rows(spark, "lake.test.pg_lines", "order_id,line_no", lines),
+        lake_rows(spark, f"{lake}_lines", "order_id,line_no", lines),
         lines,
     )
     extra = [("label", "text", "", "text")]
     problems += mismatches(
         pg_rows(shop, db, "extra", "id", extra),
-        lake_rows(spark, "lake.test.pg_extra", "id", extra),
+        lake_rows(spark, f"{lake}_extra", "id", extra),
         extra,
     )
     assert not problems, "\n".join(problems[:40])
