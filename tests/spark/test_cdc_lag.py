@@ -204,6 +204,11 @@ def test_a_continuous_ingest_confirms_heartbeats_once_it_has_drained(spark, tmp_
     landing, beats, checkpoint = tmp_path / "landing", tmp_path / "beats", tmp_path / "ck"
     land(landing, "b1.json", [_event("c", 1, 100, T0), _event("c", 2, 200, T0 + 1_000)])
     beats.mkdir()
+    # an idle stream reports a trigger that found nothing every noDataProgressEventInterval
+    # (Spark's default 10 s): 1 s here, so each confirmation below waits seconds, not tens
+    idle_report = "spark.sql.streaming.noDataProgressEventInterval"
+    previous = spark.conf.get(idle_report, None)
+    spark.conf.set(idle_report, "1s")
     query = sparkext.ingest_cdc_stream(
         table, str(landing), str(checkpoint), primary_key="id", create=True,
         options={"heartbeat-source": str(beats)}, interval="1 second",
@@ -229,5 +234,9 @@ def test_a_continuous_ingest_confirms_heartbeats_once_it_has_drained(spark, tmp_
         assert spark.table(table).count() == 2
     finally:
         query.stop()
+        if previous is None:
+            spark.conf.unset(idle_report)
+        else:
+            spark.conf.set(idle_report, previous)
     (row,) = _lag(table, T0 + 100_000)
     assert row["lag_ms"] == 10_000 and row["batch_id"] == 0  # no commit carried them
