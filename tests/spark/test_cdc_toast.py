@@ -176,3 +176,14 @@ def test_a_hex_placeholder_is_matched_as_debezium_decodes_it(spark, tmp_path, ta
     land(landing, "2.json", [_pg("u", 20, _row(1, "renamed", "<?>", b"<?>", ["<?>"]))])
     ingest(table_name, landing, checkpoint, options)
     assert _read(spark, table_name) == {1: ("renamed", "kept", b"k", ["k"])}
+
+
+def test_the_same_table_when_no_observed_figure_arrives(spark, tmp_path, table_name, monkeypatch):
+    """Spark may drop an observing node (a plan it proves empty), and then no figure is ever
+    reported: ``observed`` computes the figures instead. Every figure computed so (the guessed
+    types' check of the second batch, the TOAST decision, the write's counts), the batches end
+    exactly as when they are observed."""
+    from sparkext.cdc import ingest as module
+
+    monkeypatch.setattr(module, "observed_metrics", lambda observation: {})
+    test_unchanged_toasted_columns_keep_their_stored_values(spark, tmp_path, table_name)
