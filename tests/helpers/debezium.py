@@ -147,3 +147,21 @@ def postgres_config(server, database: str, slot: str, tables: str, **extra: str)
         "skipped.operations": "none",  # TRUNCATE events too
         **extra,
     }
+
+
+def mysql_config(server, server_id: int, prefix: str, **extra: str) -> dict[str, str]:
+    """The MySQL connector on the MariaDB ``server`` (tests.helpers.mariadb), user ``sparkext``,
+    snapshot ``initial``, no schema-change topic; ``extra`` names the tables (``table.include.list``
+    or ``database.include.list``) and anything else."""
+    return {
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(server.port),
+        "database.user": "sparkext",
+        "database.password": "sparkext-test",
+        "database.server.id": str(server_id),
+        "topic.prefix": prefix,
+        "snapshot.mode": "initial",
+        "include.schema.changes": "false",
+        **extra,
+    }

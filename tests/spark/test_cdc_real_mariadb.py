@@ -35,6 +35,7 @@ import pytest
 
 import sparkext
 from tests.helpers import debezium, real_rows
+from tests.helpers.live import Repeating
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -187,20 +188,16 @@ def test_real_connector_lake_equals_mariadb(spark, maria, tmp_path):
         "shop",
     )
     connector = debezium.Connector(
-        {
-            "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-            "database.hostname": "127.0.0.1",
-            "database.port": str(maria.port),
-            "database.user": "sparkext",
-            "database.password": "sparkext-test",
-            "database.server.id": "5401",
-            "topic.prefix": "my",
-            "database.include.list": "shop",
-            "snapshot.mode": "initial",
-            "include.schema.changes": "false",
-            "skipped.operations": "none",
-            "bigint.unsigned.handling.mode": "precise",
-        },
+        debezium.mysql_config(
+            maria,
+            5401,
+            "my",
+            **{
+                "database.include.list": "shop",
+                "skipped.operations": "none",
+                "bigint.unsigned.handling.mode": "precise",
+            },
+        ),
         tmp_path / "landing",
     ).start()
     try:
@@ -321,8 +318,6 @@ def test_reconcile_under_live_writes_confirms_every_fault_and_no_false_alarm(
     a stale update, a duplicated row) are found and confirmed once the lake has caught up with
     the binary log position read at the check, and no row that changed during the check is
     reported."""
-    import threading
-
     maria.sql(
         """
         CREATE TABLE accounts (id int PRIMARY KEY, name varchar(40), balance decimal(12,2),
@@ -334,18 +329,7 @@ def test_reconcile_under_live_writes_confirms_every_fault_and_no_false_alarm(
         "shop",
     )
     connector = debezium.Connector(
-        {
-            "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-            "database.hostname": "127.0.0.1",
-            "database.port": str(maria.port),
-            "database.user": "sparkext",
-            "database.password": "sparkext-test",
-            "database.server.id": "5404",
-            "topic.prefix": "lv",
-            "table.include.list": "shop.accounts",
-            "snapshot.mode": "initial",
-            "include.schema.changes": "false",
-        },
+        debezium.mysql_config(maria, 5404, "lv", **{"table.include.list": "shop.accounts"}),
         tmp_path / "landing",
     ).start()
     table, landing, checkpoint = (
@@ -367,48 +351,26 @@ def test_reconcile_under_live_writes_confirms_every_fault_and_no_false_alarm(
         )
         spark.sql(f"INSERT INTO {table} SELECT * FROM {table} WHERE id = 400")
 
-        stop = threading.Event()
-        errors: list[BaseException] = []
+        def write(step: int) -> None:
+            low = 1000 + (step * 37) % 1900
+            maria.sql(
+                f"UPDATE accounts SET hits = hits + 1, seen = NOW(3) WHERE id BETWEEN {low} "
+                f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
+                f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
+                "shop",
+            )
 
-        written: list[int] = []
+        def ingest(step: int) -> None:
+            _ingest(table, landing, checkpoint, "id")
 
-        def writes() -> None:
-            step = 0
-            while not stop.is_set():
-                step += 1
-                written.append(step)
-                low = 1000 + (step * 37) % 1900
-                maria.sql(
-                    f"UPDATE accounts SET hits = hits + 1, seen = NOW(3) WHERE id BETWEEN {low} "
-                    f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
-                    f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
-                    "shop",
-                )
-                time.sleep(0.2)
-
-        def ingestion() -> None:
-            while not stop.is_set():
-                try:
-                    _ingest(table, landing, checkpoint, "id")
-                except BaseException as error:  # the test fails with it below
-                    errors.append(error)
-                    return
-                time.sleep(0.5)
-
-        threads = [threading.Thread(target=writes), threading.Thread(target=ingestion)]
-        for thread in threads:
-            thread.start()
-        try:
+        # live: other rows change all along, and ingest_cdc keeps applying them
+        with Repeating((write, 0.2), (ingest, 0.5)) as running:
             time.sleep(3)
             live = _reconcile(
                 maria, table, "shop.accounts", **{"catch-up-timeout": "90 seconds", "rounds": "3"}
             )
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(120)
-        assert not errors, errors
-        assert len(written) >= 10, written  # the check really ran beside the writer
+        assert not running.errors, running.errors
+        assert running.rounds[0] >= 10, running.rounds  # the check really ran beside the writer
         found = {
             json.loads(d["key"])["id"]: (d["kind"], d["columns"], d["confirmed"])
             for d in live["differences"]
@@ -432,18 +394,7 @@ def test_the_mysql_connector_on_mariadb_loses_a_row_at_restart(maria, tmp_path):
         "CREATE TABLE restarts (id int PRIMARY KEY, v int); INSERT INTO restarts VALUES (1, 1);",
         "shop",
     )
-    config = {
-        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(maria.port),
-        "database.user": "sparkext",
-        "database.password": "sparkext-test",
-        "database.server.id": "5402",
-        "topic.prefix": "rs",
-        "table.include.list": "shop.restarts",
-        "snapshot.mode": "initial",
-        "include.schema.changes": "false",
-    }
+    config = debezium.mysql_config(maria, 5402, "rs", **{"table.include.list": "shop.restarts"})
     connector = debezium.Connector(config, tmp_path / "landing").start()
     try:
         connector.wait_for(1)
@@ -498,19 +449,16 @@ def test_bootstrap_while_writing_then_the_binlog_streams(spark, maria, tmp_path)
         "shop",
     )
     connector = debezium.Connector(
-        {
-            "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-            "database.hostname": "127.0.0.1",
-            "database.port": str(maria.port),
-            "database.user": "sparkext",
-            "database.password": "sparkext-test",
-            "database.server.id": "5403",
-            "topic.prefix": "bs",
-            "table.include.list": "shop.boot",
-            "snapshot.mode": "no_data",  # the copy is bootstrap_cdc's
-            "include.schema.changes": "false",
-            "bigint.unsigned.handling.mode": "precise",
-        },
+        debezium.mysql_config(
+            maria,
+            5403,
+            "bs",
+            **{
+                "table.include.list": "shop.boot",
+                "snapshot.mode": "no_data",  # the copy is bootstrap_cdc's
+                "bigint.unsigned.handling.mode": "precise",
+            },
+        ),
         tmp_path / "landing",
     ).start()
     stop = threading.Event()

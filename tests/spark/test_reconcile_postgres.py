@@ -19,6 +19,7 @@ import pytest
 
 import sparkext
 from tests.helpers import debezium
+from tests.helpers.live import Repeating
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -221,43 +222,24 @@ def test_reconcile_confirms_every_fault_and_no_false_alarm_under_live_writes(
     table = "lake.test.reconciled_live"
     connector, landing = _faulty_lake(spark, source, tmp_path, table)
     try:
+
+        def write(step: int) -> None:
+            low = 1000 + (step * 37) % 1900
+            source.psql(
+                f"UPDATE accounts SET hits = hits + 1, seen = now() WHERE id BETWEEN {low} "
+                f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
+                f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
+                source.database,
+            )
+
+        def ingest(step: int) -> None:
+            _ingest(table, landing, tmp_path / "ck")
+
         # live: other rows change all along, and ingest_cdc keeps applying them
-        stop = threading.Event()
-        errors: list[BaseException] = []
-
-        def writes() -> None:
-            step = 0
-            while not stop.is_set():
-                step += 1
-                low = 1000 + (step * 37) % 1900
-                source.psql(
-                    f"UPDATE accounts SET hits = hits + 1, seen = now() WHERE id BETWEEN {low} "
-                    f"AND {low + 20}; INSERT INTO accounts (id, name) VALUES ({10000 + step}, "
-                    f"'new'); DELETE FROM accounts WHERE id = {10000 + step - 3};",
-                    source.database,
-                )
-                time.sleep(0.2)
-
-        def ingestion() -> None:
-            while not stop.is_set():
-                try:
-                    _ingest(table, landing, tmp_path / "ck")
-                except BaseException as error:  # the test fails with it below
-                    errors.append(error)
-                    return
-                time.sleep(0.5)
-
-        threads = [threading.Thread(target=writes), threading.Thread(target=ingestion)]
-        for thread in threads:
-            thread.start()
-        try:
+        with Repeating((write, 0.2), (ingest, 0.5)) as running:
             time.sleep(3)
             live = _reconcile(table, source, **{"catch-up-timeout": "90 seconds"})
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(120)
-        assert not errors, errors
+        assert not running.errors, running.errors
         assert _found(live) == {k: (*v, True) for k, v in FAULTS.items()}, live
         assert live["unconfirmed"] == 0
     finally:
