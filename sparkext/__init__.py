@@ -49,9 +49,11 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     session is used, or one is built with :func:`session`.
     """
     from sparkext.routing.router import run_text
+    from sparkext.security.caller import entered
 
     spark = spark or active_session() or session()
-    return run_text(spark, text)
+    with entered(spark, "python"):
+        return run_text(spark, text)
 
 
 def attach(spark: SparkSession | None = None) -> SparkSession:

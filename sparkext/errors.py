@@ -66,6 +66,18 @@ class CommitStateUnknownError(SparkextError, RuntimeError):
     """The catalog could not say whether a commit landed; nothing was deleted."""
 
 
+class AccessDeniedError(SparkextError, PermissionError):
+    """The policy does not let this user call this routine (on these tables)."""
+
+
+class PolicyError(SparkextError, ValueError):
+    """The policy file cannot be read or says something sparkext cannot follow."""
+
+
+class ServeSetupError(SparkextError, ValueError):
+    """``sparkext-sql serve``'s security settings are missing, unsafe or inconsistent."""
+
+
 class SparkError(SparkextError, RuntimeError):
     """A statement passed through to Spark failed; the message is Spark's own first line."""
 

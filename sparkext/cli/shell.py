@@ -182,7 +182,10 @@ class Shell:
         failures = _Failures(*reporting) if reporting else None
 
         def work() -> int:
-            frame = execute(self.spark, statement, progress)
+            from sparkext.security.caller import entered
+
+            with entered(self.spark, "shell"):
+                frame = execute(self.spark, statement, progress)
             return self._show(frame, progress, quiet, fmt or self.output_format, failures)
 
         try:

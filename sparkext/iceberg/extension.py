@@ -13,6 +13,7 @@ import collections
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
@@ -129,6 +130,21 @@ def _bridge(spark: SparkSession) -> Any:
     return bridge
 
 
+def jvm_caller(spark: SparkSession, route: str, user: str) -> Callable[[], None]:
+    """Name ``route`` and ``user`` on this thread's JVM twin for the statements it passes to Spark
+    (``io.sparkext.spark.Caller``); returns what undoes it. A no-op without the extension's jar."""
+    from py4j.java_gateway import JavaClass
+
+    try:
+        caller = jvm_of(spark).io.sparkext.spark.Caller
+    except Exception:  # a stopped gateway
+        return lambda: None
+    if not isinstance(caller, JavaClass):
+        return lambda: None
+    caller.enter(route, user)
+    return caller.leave
+
+
 def _clone_with_extension(spark: SparkSession) -> SparkSession:
     """Add the extension to a running application and return a clone of ``spark`` that has it."""
     from pyspark.sql import SparkSession
@@ -164,20 +180,41 @@ class _Routines:
     def __init__(self, spark: SparkSession):
         self._context = spark.sparkContext
 
-    def call(self, jsession: Any, sql: str) -> Any:
+    def call(self, jsession: Any, sql: str, caller: str) -> Any:
         from sparkext.routing.in_spark import call_result
 
-        return self._answer(jsession, lambda spark: call_result(spark, sql))
+        return self._answer(jsession, caller, lambda spark: call_result(spark, sql))
 
-    def table(self, jsession: Any, sql: str, start: int) -> Any:
+    def table(self, jsession: Any, sql: str, start: int, caller: str) -> Any:
         from sparkext.routing.in_spark import table_result
 
-        return self._answer(jsession, lambda spark: table_result(spark, sql, start))
+        return self._answer(jsession, caller, lambda spark: table_result(spark, sql, start))
 
-    def cacheTable(self, jsession: Any, sql: str) -> Any:  # the Java interface names it
+    def cacheTable(self, jsession: Any, sql: str, caller: str) -> Any:  # the Java interface's name
         from sparkext.routing.in_spark import cache_table_result
 
-        return self._answer(jsession, lambda spark: cache_table_result(spark, sql))
+        return self._answer(jsession, caller, lambda spark: cache_table_result(spark, sql))
+
+    def beginProcedure(  # the Java interface's name
+        self, jsession: Any, procedure: str, table: str | None, sql: str, caller: str
+    ) -> str:
+        from sparkext.iceberg.errors import one_line
+        from sparkext.security.caller import from_java
+        from sparkext.security.guard import begin_procedure
+
+        try:
+            spark = self._session(jsession)
+            return begin_procedure(spark, from_java(spark, caller), procedure, table, sql)
+        except Exception as error:  # a policy that cannot be read refuses; so does anything else
+            _LOG.debug("sparkext could not check an Iceberg procedure call", exc_info=True)
+            if isinstance(error, SparkextError):
+                return str(error)
+            return one_line(f"sparkext could not check this call ({type(error).__name__}: {error})")
+
+    def endProcedure(self, token: str, error: str | None) -> None:  # the Java interface's name
+        from sparkext.security.guard import end_procedure
+
+        end_procedure(token, error)
 
     def _session(self, jsession: Any) -> SparkSession:
         """The Python face of the calling session (the Thrift server has one per client). Made
@@ -188,11 +225,14 @@ class _Routines:
         jvm_of(self._context).org.apache.spark.sql.SparkSession.setActiveSession(jsession)
         return SparkSession(self._context, jsession)
 
-    def _answer(self, jsession: Any, run) -> Any:
+    def _answer(self, jsession: Any, caller: str, run) -> Any:
         from sparkext.iceberg.errors import one_line, translate
+        from sparkext.security.caller import acting_as, from_java
 
         try:
-            frame: DataFrame = run(self._session(jsession))
+            spark = self._session(jsession)
+            with acting_as(from_java(spark, caller)):
+                frame: DataFrame = run(spark)
             _HANDED.append(frame)
             return frame._jdf
         except SparkextError as error:
@@ -226,7 +266,10 @@ SYNC_EXECUTION = {"spark.sql.hive.thriftServer.async": "false"}
 
 
 def start_thrift_server(
-    spark: SparkSession, host: str = "localhost", port: int = 10000
+    spark: SparkSession,
+    host: str = "localhost",
+    port: int = 10000,
+    hive: dict[str, str] | None = None,
 ) -> ThriftServer:
     """Start the Thrift JDBC/ODBC server on ``spark``'s application; each client gets its own
     session (``spark.newSession()``, so sparkext's SQL works in it).
@@ -246,6 +289,13 @@ def start_thrift_server(
     spark.conf.set("hive.server2.thrift.port", str(port))
     spark.conf.set("hive.server2.transport.mode", "binary")
     jvm = jvm_of(spark)
+    # HiveServer2's settings (authentication, TLS) as JVM system properties: Hive builds its
+    # LDAP and custom providers with a configuration of its own, which reads only those, and a
+    # secret there is out of every session's conf (a client's SET would print it).
+    for key, value in (hive or {}).items():
+        jvm.java.lang.System.setProperty(key, value)
+        if "password" not in key.lower():
+            spark.conf.set(key, value)
     try:
         server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
             spark._jsparkSession.sqlContext()

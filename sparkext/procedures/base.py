@@ -114,6 +114,24 @@ class Routine:
     # an output column whose non-NULL value says that row's part of the work failed (the rows
     # are still the result); the shell's -e/-f exit non-zero when any row has one
     failure_column: str | None = None
+    # whether a call changes a table (a policy's "read-only" grants only the routines that do
+    # not): a flag, or a function of the bound arguments (health_report's record => true)
+    writes: bool | Callable[[BoundArgs], bool] = True
+
+    def writes_for(self, args: BoundArgs) -> bool:
+        return self.writes(args) if callable(self.writes) else self.writes
+
+    def tables_of(self, args: BoundArgs) -> list[str]:
+        """The tables a call names: its table arguments and its ``target``, for the policy's
+        table patterns and the audit log."""
+        names = []
+        for param in self.params:
+            value = args.values.get(param.name)
+            if param.type == ParamType.TABLE and value is not None:
+                names.append(value.name)
+            elif param.name == "target" and isinstance(value, str) and value:
+                names.append(value)
+        return names
 
     def for_kind(self, kind: Kind) -> Routine:
         return self.function if kind == Kind.FUNCTION and self.function is not None else self

@@ -75,6 +75,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="cdc_lag",
     doc="How far a CDC table is behind its source, per ingest job (heartbeats count when idle).",
     kind=Kind.PROCEDURE | Kind.FUNCTION,

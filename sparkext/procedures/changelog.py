@@ -145,6 +145,7 @@ def run(context: Context, args: BoundArgs) -> DataFrame:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="changelog",
     doc="A table's row changes between two snapshots, merge-on-read deletes included.",
     kind=Kind.FUNCTION,

@@ -51,6 +51,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="create_changelog_view",
     doc="Iceberg's create_changelog_view for every table: a temp view of the changes.",
     kind=Kind.PROCEDURE,

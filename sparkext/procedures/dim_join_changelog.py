@@ -74,6 +74,7 @@ def run(context: Context, args: BoundArgs) -> DataFrame:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="dim_join_changelog",
     doc="Facts joined with a dimension as of each fact's time (event) or one snapshot.",
     kind=Kind.FUNCTION,

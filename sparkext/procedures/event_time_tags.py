@@ -62,6 +62,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="event_time_tags",
     kind=Kind.PROCEDURE | Kind.FUNCTION,
     doc="The event-time tags of a table: T0, tagged and base snapshot, size, expiry, staleness.",

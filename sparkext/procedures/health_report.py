@@ -47,6 +47,7 @@ def gather(context: Context, tables: str, log_table: str | None, record: bool):
 
 
 ROUTINE = Routine(
+    writes=lambda args: bool(args["record"]),
     name="health_report",
     kind=Kind.PROCEDURE | Kind.FUNCTION,
     doc="Health of many tables per partition, worst first, with the fix for each and the "

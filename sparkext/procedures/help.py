@@ -55,6 +55,7 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
 
 ROUTINE = Routine(
+    writes=False,
     name="help",
     doc="List sparkext procedures and functions, or describe one: help('table_health').",
     kind=Kind.PROCEDURE | Kind.FUNCTION,

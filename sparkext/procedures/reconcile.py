@@ -119,6 +119,7 @@ CONNECTION_OPTIONS = (
 
 
 ROUTINE = Routine(
+    writes=False,
     name="reconcile",
     doc="Compare a lake table with its source database key by key, lag-aware.",
     params=(

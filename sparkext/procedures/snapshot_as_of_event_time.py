@@ -186,6 +186,7 @@ _FULL_REPLAY = Option(
 )
 
 FUNCTION = Routine(
+    writes=False,
     name="snapshot_as_of_event_time",
     doc="The table's user columns as of event time T0 (a table, usable in FROM and JOIN).",
     kind=Kind.FUNCTION,

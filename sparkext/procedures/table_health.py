@@ -128,6 +128,7 @@ def _empty_unpartitioned():
 
 
 ROUTINE = Routine(
+    writes=False,
     name="table_health",
     doc="Per-partition file counts, sizes, small files, delete files and a 0-100 health score.",
     kind=Kind.PROCEDURE | Kind.FUNCTION,

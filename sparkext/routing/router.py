@@ -61,20 +61,25 @@ def run_invocation(
 ) -> DataFrame:
     """Bind one invocation's arguments, run its routine and return the result's DataFrame."""
     from sparkext.iceberg.catalog import resolve_table
+    from sparkext.security.guard import governed
 
-    routine = _routine(invocation, kind)
-    args = bind(
-        routine,
-        invocation.args,
-        evaluator(spark, routine),
-        lambda name: resolve_table(spark, name),
-    )
-    result = routine.run(Context(spark, progress or _quiet), args)
-    if isinstance(result, list):
-        return local_frame(spark, result, routine.output_ddl)
-    if not routine.output:  # a table whose columns depend on the arguments
-        return result
-    return result.select(*(c.name for c in routine.output))
+    arguments = ", ".join(f"{a.name} => {a.sql}" if a.name else a.sql for a in invocation.args)
+    label = "procedure" if kind == Kind.PROCEDURE else "function"
+    with governed(spark, f"sparkext.{invocation.name.lower()}", label, arguments) as call:
+        routine = _routine(invocation, kind)
+        args = bind(
+            routine,
+            invocation.args,
+            evaluator(spark, routine),
+            lambda name: resolve_table(spark, name),
+        )
+        call.bound(routine, args)
+        result = routine.run(Context(spark, progress or _quiet), args)
+        if isinstance(result, list):
+            return local_frame(spark, result, routine.output_ddl)
+        if not routine.output:  # a table whose columns depend on the arguments
+            return result
+        return result.select(*(c.name for c in routine.output))
 
 
 def failure_column(statement: Statement) -> tuple[str, str] | None:

@@ -404,12 +404,26 @@ class Service:
 
     def _execute(self, job: Job) -> list[runlog.Entry]:
         from sparkext.iceberg.catalog import resolve_table
+        from sparkext.literals import sql_string
+        from sparkext.security.caller import Caller
+        from sparkext.security.guard import governed
+
+        routine = "sparkext.maintain" if job.kind == "maintain" else "sparkext.tiered_optimize"
+        arguments = f"table => {sql_string(job.table)}, job => {sql_string(job.kind)}"
+        caller = Caller("service", self.owner)
+        with governed(self.spark, routine, "procedure", arguments, caller) as call:
+            ref = resolve_table(self.spark, job.table)
+            call.tables = [ref.name]
+            call.check(writes=True, tables=call.tables)
+            call.note_before()
+            return self._run_job(job, ref)
+
+    def _run_job(self, job: Job, ref) -> list[runlog.Entry]:
         from sparkext.procedures.base import Context
         from sparkext.procedures.maintain import maintain
         from sparkext.procedures.tiered_optimize import optimize
 
         context = Context(self.spark)
-        ref = resolve_table(self.spark, job.table)
         now = runlog.utc_now()
         if job.kind == "maintain":
             rows = maintain(context, ref, only=job.actions)

@@ -55,15 +55,16 @@ public final class Bridge {
     }
     Object result;
     try {
+      String caller = Caller.current();
       switch (kind) {
         case CALL:
-          result = python.call(session, sql);
+          result = python.call(session, sql, caller);
           break;
         case TABLE:
-          result = python.table(session, sql, start);
+          result = python.table(session, sql, start, caller);
           break;
         default:
-          result = python.cacheTable(session, sql);
+          result = python.cacheTable(session, sql, caller);
       }
     } catch (RuntimeException e) {
       throw SparkextException.raise(
@@ -74,6 +75,50 @@ public final class Bridge {
       return ((Dataset<?>) result).logicalPlan(); // a command already run: its result
     }
     throw SparkextException.raise(String.valueOf(result));
+  }
+
+  /**
+   * Runs an Iceberg procedure call as Spark would have (its rows, its errors), once sparkext's
+   * policy allows it, and reports it to the audit log. Without a Python driver it runs as is.
+   */
+  static LogicalPlan icebergCall(SparkSession session, IcebergCall call) {
+    Routines python = routines;
+    String token = null;
+    if (python != null) {
+      String answer;
+      try {
+        answer =
+            python.beginProcedure(
+                session, call.procedure(), call.table(), call.sql(), Caller.current());
+      } catch (RuntimeException e) {
+        throw SparkextException.raise(
+            "sparkext's Python driver did not answer (" + firstLine(e.getMessage()) + "); check"
+                + " that the process that attached it is still running.");
+      }
+      if (answer == null || !answer.startsWith("#")) {
+        throw SparkextException.raise(String.valueOf(answer));
+      }
+      token = answer;
+    }
+    try {
+      LogicalPlan result = Dataset.ofRows(session, call.statement()).logicalPlan();
+      end(python, token, null);
+      return result;
+    } catch (Throwable failed) {
+      end(python, token, failed.getMessage() == null ? failed.toString() : failed.getMessage());
+      throw SparkextException.rethrow(failed);
+    }
+  }
+
+  private static void end(Routines python, String token, String error) {
+    if (python == null || token == null) {
+      return;
+    }
+    try {
+      python.endProcedure(token, error == null ? null : firstLine(error));
+    } catch (RuntimeException ignored) {
+      // the audit record is the driver's to lose; the call's own outcome stands
+    }
   }
 
   private static String firstLine(String text) {

@@ -10,14 +10,15 @@ import org.apache.spark.sql.SparkSession;
  * cross py4j) or, when the call is refused, the one-sentence error as a {@code String}.
  */
 public interface Routines {
+  // Every method's {@code caller} is {@link Caller#current()}: route, user and client address.
   /** Runs the procedure of {@code sql}, a whole {@code CALL sparkext.<name>(...)} statement. */
-  Object call(SparkSession session, String sql);
+  Object call(SparkSession session, String sql, String caller);
 
   /**
    * Builds the table of the {@code sparkext.<name>(...)} invocation that starts at character
    * {@code start} of {@code sql} (a statement or a view's text).
    */
-  Object table(SparkSession session, String sql, int start);
+  Object table(SparkSession session, String sql, int start, String caller);
 
   /**
    * Runs {@code sql}, a {@code CACHE TABLE ... AS} statement over sparkext table functions, the
@@ -25,5 +26,17 @@ public interface Routines {
    * reads, so the cache holds what the functions returned then (Spark would store the query's
    * text, run the functions again at each read and never hit the cache).
    */
-  Object cacheTable(SparkSession session, String sql);
+  Object cacheTable(SparkSession session, String sql, String caller);
+
+  /**
+   * Asks whether {@code caller} may run the Iceberg procedure {@code procedure} (its name as
+   * written, e.g. {@code lake.system.rewrite_data_files}) on {@code table} (its table argument, or
+   * null) and opens its audit record. Returns a token starting with {@code #} for {@link
+   * #endProcedure}, or the one-sentence refusal.
+   */
+  String beginProcedure(
+      SparkSession session, String procedure, String table, String sql, String caller);
+
+  /** Closes the audit record of {@code token}: {@code error} is null when the call succeeded. */
+  void endProcedure(String token, String error);
 }

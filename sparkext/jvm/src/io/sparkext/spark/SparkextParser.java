@@ -3,6 +3,7 @@ package io.sparkext.spark;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.SparkSession;
@@ -28,6 +29,8 @@ import scala.collection.Seq;
  * {@link RoutineRule} runs them during analysis, through the Python driver.
  */
 final class SparkextParser implements ParserInterface {
+  private static final String ICEBERG_CALL =
+      "org.apache.spark.sql.catalyst.plans.logical.CallStatement";
   private static final String ICEBERG_VIEWS =
       "org.apache.spark.sql.catalyst.analysis.RewriteViewCommands";
 
@@ -46,8 +49,9 @@ final class SparkextParser implements ParserInterface {
       String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
       return new PendingRoutine(substituted, 0, true, PendingRoutine.nextParse());
     }
+    LogicalPlan parsed;
     try {
-      return delegate.parsePlan(sql);
+      parsed = delegate.parsePlan(sql);
     } catch (ParseException refused) {
       if (!Sql.mentionsSparkext(sql)) {
         throw refused;
@@ -58,6 +62,52 @@ final class SparkextParser implements ParserInterface {
       }
       return icebergViews(plan);
     }
+    return Bridge.isRegistered() ? governed(parsed, sql) : parsed;
+  }
+
+  /**
+   * An Iceberg procedure call held for sparkext's policy and audit log ({@link IcebergCall});
+   * any other plan as it is. Iceberg's classes are read by name: sparkext does not compile
+   * against them, and a session without Iceberg has no such plans.
+   */
+  private static LogicalPlan governed(LogicalPlan plan, String sql) {
+    if (!ICEBERG_CALL.equals(plan.getClass().getName())) {
+      return plan;
+    }
+    try {
+      Seq<?> parts = (Seq<?>) plan.getClass().getMethod("name").invoke(plan);
+      Seq<?> args = (Seq<?>) plan.getClass().getMethod("args").invoke(plan);
+      return new IcebergCall(plan, parts.mkString("."), tableArgument(args), sql);
+    } catch (ReflectiveOperationException | ClassCastException other) {
+      return plan; // another Iceberg version's shape: not recognised, left to Iceberg
+    }
+  }
+
+  /** The literal of the argument named {@code table}, else of the first positional one. */
+  private static String tableArgument(Seq<?> args) throws ReflectiveOperationException {
+    Object positional = null;
+    scala.collection.Iterator<?> each = args.iterator();
+    while (each.hasNext()) {
+      Object arg = each.next();
+      Object expression = arg.getClass().getMethod("expr").invoke(arg);
+      String kind = arg.getClass().getSimpleName();
+      if (kind.equals("NamedArgument")
+          && "table".equalsIgnoreCase((String) arg.getClass().getMethod("name").invoke(arg))) {
+        return literal(expression);
+      }
+      if (kind.equals("PositionalArgument") && positional == null) {
+        positional = expression;
+      }
+    }
+    return positional == null ? null : literal(positional);
+  }
+
+  private static String literal(Object expression) {
+    if (expression instanceof Literal) {
+      Object value = ((Literal) expression).value();
+      return value == null ? null : value.toString();
+    }
+    return null;
   }
 
   @Override
