@@ -101,6 +101,7 @@ NOT_SETTINGS = {
     "spark.a",  # doctest examples
     "spark.b",
     "sparkext.tabel_health",  # a misspelt name in an error's example
+    "spark.sql",  # a route's name in the audit log
 }
 _SUMMARY_PREFIXES = (
     "sparkext.cdc.",
@@ -119,6 +120,7 @@ _SUMMARY_PREFIXES = (
     "sparkext.operation",
     "sparkext.deletes.",
     "sparkext.extension",  # a logger's name
+    "sparkext.audit",  # a logger's name
 )
 _KEY = re.compile(
     r"""["']((?:spark|sparkext|write|history|commit)\.[A-Za-z0-9_.<>-]*[A-Za-z0-9_.]|SPARKEXT_[A-Z_]+)["']"""

@@ -129,7 +129,7 @@ def server(request, spark, warehouse, tmp_path_factory):
     command = [
         sys.executable, "-m", "sparkext.cli.shell", "serve", "--port", str(port),
         "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", "spark.driver.memory=1g",
+        "--conf", "spark.driver.memory=1g", "--conf", "spark.sparkext.audit.flush-interval=1",
     ]  # fmt: skip
     with log.open("w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp)
@@ -306,3 +306,67 @@ def test_a_routine_that_writes_works_from_every_route(spark, server, route, tmp_
     spark.sql(f"REFRESH TABLE {name}")
     assert spark.sql(f"SELECT count(*) FROM {name}.files").first()[0] == 1
     assert sorted(r.id for r in spark.table(name).collect()) == [0, 1, 2]
+
+
+AUDITED = {
+    "python": lambda spark, server, sql, tmp: via_python(spark, sql),
+    "spark.sql": lambda spark, server, sql, tmp: via_spark(spark, sql),
+    "shell": lambda spark, server, sql, tmp: via_shell_f(spark, sql, tmp),
+    "serve": lambda spark, server, sql, tmp: via_jdbc(server, sql),
+}
+
+
+def test_the_audit_log_holds_every_call_from_every_route(spark, table, server, tmp_path):
+    """Issue 53: each route's calls (a sparkext procedure, a refused one, a table function and
+    an Iceberg procedure) are rows of the audit table, with who, route, outcome and the
+    snapshot a writing call produced; the server's rows reach the same table from its process."""
+    from sparkext.security import audit
+
+    name = "lake.test.routes_audit"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} (id bigint) USING iceberg")
+    marks = {}
+    for route, run in AUDITED.items():
+        mark = f"audit-{route}-{time.monotonic_ns()}"
+        marks[route] = mark
+        spark.sql(f"INSERT INTO {name} VALUES (1), (2)")  # a small file for each route's merge
+        spark.sql(f"INSERT INTO {name} VALUES (3)")
+        spark.sql(f"INSERT INTO {name} VALUES (4)")
+        calls = (
+            f"CALL sparkext.tiered_optimize(table => '{name}', levels => 'l0' /* {mark} */)",
+            f"SELECT count(*) FROM sparkext.help('{mark}')",
+            f"CALL lake.system.ancestors_of(table => 'test.routes_audit' /* {mark} */)",
+        )
+        for sql in calls:
+            run(spark, server, sql, tmp_path)
+    audit.flush(spark)
+    table_name = audit.audit_log(spark).table
+    deadline = time.monotonic() + 120
+    while True:  # the server appends its own rows every second
+        spark.sql(f"REFRESH TABLE {table_name}")
+        rows = spark.sql(
+            f"SELECT route, user, routine, kind, arguments, tables, snapshots, outcome, error, "
+            f"client FROM {table_name}"
+        ).collect()
+        found = {r: [x for x in rows if marks[r] in x.arguments] for r in marks}
+        if len(found["serve"]) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    for route, entries in found.items():
+        by_routine = {e.routine: e for e in entries}
+        assert set(by_routine) == {
+            "sparkext.tiered_optimize",
+            "sparkext.help",
+            "lake.system.ancestors_of",
+        }, (route, entries)
+        assert all(e.route == route for e in entries), entries
+        assert all(e.user == ("t" if route == "serve" else spark.sparkContext.sparkUser())
+                   for e in entries), entries  # fmt: skip
+        merge = by_routine["sparkext.tiered_optimize"]
+        assert merge.outcome == "ok" and merge.tables == [name], merge
+        current = spark.sql(f"SELECT snapshot_id FROM {name}.snapshots").collect()
+        assert merge.snapshots[name] in {r.snapshot_id for r in current}, merge
+        assert by_routine["sparkext.help"].outcome == "failed"  # help('<mark>') names nothing
+        assert by_routine["sparkext.help"].error.startswith("Unknown procedure or function")
+        assert by_routine["lake.system.ancestors_of"].tables == [name]
+        assert (by_routine["lake.system.ancestors_of"].client is not None) == (route == "serve")
