@@ -67,6 +67,7 @@ def run_invocation(
     label = "procedure" if kind == Kind.PROCEDURE else "function"
     with governed(spark, f"sparkext.{invocation.name.lower()}", label, arguments) as call:
         routine = _routine(invocation, kind)
+        call.resolved(routine)
         args = bind(
             routine,
             invocation.args,

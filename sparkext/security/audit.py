@@ -209,7 +209,7 @@ def audit_log(spark: SparkSession) -> AuditLog | None:
 
 
 def flush(spark: SparkSession) -> int:
-    """Write the application's queued calls now (``sparkext.audit_flush()``)."""
+    """Write the application's queued calls now (``sparkext.security.audit.flush(spark)``)."""
     log = audit_log(spark)
     return log.flush() if log is not None else 0
 

@@ -78,6 +78,11 @@ class Call:
         if why is not None:
             raise refusal(self.caller, self.routine, why)
 
+    def resolved(self, routine: Routine) -> None:
+        """The routine is known: a user it is refused to whatever the arguments is refused
+        before they are bound (binding would say which tables exist)."""
+        self.check(routine.writes if isinstance(routine.writes, bool) else False)
+
     def bound(self, routine: Routine, args: BoundArgs) -> None:
         """The arguments are known: check the tables and the writing, note the snapshots."""
         self.writes = routine.writes_for(args)

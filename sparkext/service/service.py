@@ -416,9 +416,9 @@ class Service:
             call.tables = [ref.name]
             call.check(writes=True, tables=call.tables)
             call.note_before()
-            return self._run_job(job, ref)
+            return self._perform(job, ref)
 
-    def _run_job(self, job: Job, ref) -> list[runlog.Entry]:
+    def _perform(self, job: Job, ref) -> list[runlog.Entry]:
         from sparkext.procedures.base import Context
         from sparkext.procedures.maintain import maintain
         from sparkext.procedures.tiered_optimize import optimize
