@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 BENCHMARKS = (
     "routing_overhead",
+    "governance",
     "cdc_ingest",
     "cdc_floor",
     "rewrite_equality_deletes",

@@ -364,6 +364,7 @@ def test_the_audit_log_holds_every_call_from_every_route(spark, table, server, t
                    for e in entries), entries  # fmt: skip
         merge = by_routine["sparkext.tiered_optimize"]
         assert merge.outcome == "ok" and merge.tables == [name], merge
+        spark.sql(f"REFRESH TABLE {name}")  # the server committed from its own process
         current = spark.sql(f"SELECT snapshot_id FROM {name}.snapshots").collect()
         assert merge.snapshots[name] in {r.snapshot_id for r in current}, merge
         assert by_routine["sparkext.help"].outcome == "failed"  # help('<mark>') names nothing

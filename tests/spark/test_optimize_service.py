@@ -131,6 +131,19 @@ def test_once_optimises_every_matching_table_and_logs_every_job(spark, namespace
     assert (first, "expire_snapshots") in actions and (second, "remove_orphan_files") in actions
     assert log(spark, log_table, "outcome <> 'ok' AND outcome <> 'skipped'") == []
     assert all(e.service == service.owner and e.duration_ms >= 0 for e in entries)
+    # and the audit log holds each job as a call on the service's route (issue 53)
+    from sparkext.security import audit
+
+    audit.flush(spark)
+    spark.sql(f"REFRESH TABLE {audit.audit_log(spark).table}")
+    calls = spark.sql(
+        f"SELECT user, routine, tables, snapshots, outcome FROM {audit.audit_log(spark).table} "
+        f"WHERE route = 'service' AND tables[0] IN ('{first}', '{second}')"
+    ).collect()
+    merges = {c.tables[0] for c in calls if c.routine == "sparkext.tiered_optimize"}
+    assert merges == {first, second}, calls
+    assert all(c.user == service.owner and c.outcome == "ok" for c in calls), calls
+    assert all(c.snapshots for c in calls if c.routine == "sparkext.tiered_optimize"), calls
 
     # a restart resumes: nothing committed is redone, maintenance is not yet due again
     again = sparkext.optimize_service(
