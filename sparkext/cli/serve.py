@@ -305,7 +305,7 @@ def _configured_password_file(overrides: dict[str, str]) -> Path:
 
 
 def _banner(url: str, auth: str, tls: bool, networked: bool, spark) -> str:
-    from sparkext.security.audit import setting
+    from sparkext.security.settings import setting
 
     shown = url + (";ssl=true" if tls else "")
     login = {"none": "no login", "password": "password file", "ldap": "LDAP"}[auth]

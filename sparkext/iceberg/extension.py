@@ -130,17 +130,24 @@ def _bridge(spark: SparkSession) -> Any:
     return bridge
 
 
+_CALLER: dict[int, Any] = {}  # by gateway: io.sparkext.spark.Caller
+
+
 def jvm_caller(spark: SparkSession, route: str, user: str) -> Callable[[], None]:
     """Name ``route`` and ``user`` on this thread's JVM twin for the statements it passes to Spark
     (``io.sparkext.spark.Caller``); returns what undoes it. A no-op without the extension's jar."""
     from py4j.java_gateway import JavaClass
 
-    try:
-        caller = jvm_of(spark).io.sparkext.spark.Caller
-    except Exception:  # a stopped gateway
-        return lambda: None
-    if not isinstance(caller, JavaClass):
-        return lambda: None
+    gateway = spark.sparkContext._gateway
+    caller = _CALLER.get(id(gateway))
+    if caller is None:
+        try:
+            caller = jvm_of(spark).io.sparkext.spark.Caller  # four round trips: once
+        except Exception:  # a stopped gateway
+            return lambda: None
+        if not isinstance(caller, JavaClass):
+            return lambda: None
+        _CALLER[id(gateway)] = caller
     caller.enter(route, user)
     return caller.leave
 

@@ -24,6 +24,7 @@ from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext import identifiers
+from sparkext.security import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -184,26 +185,23 @@ _LOGS: dict[str, AuditLog] = {}
 _LOGS_LOCK = threading.Lock()
 
 
-def setting(spark: SparkSession, key: str, default: str | None = None) -> str | None:
-    """A ``spark.sparkext.*`` setting of the application (never a session's ``SET``)."""
-    return spark.sparkContext.getConf().get(key, default)
-
-
 def audit_log(spark: SparkSession) -> AuditLog | None:
     """The application's audit log, or None when ``spark.sparkext.audit.enabled`` is false."""
-    if (setting(spark, "spark.sparkext.audit.enabled", "true") or "").strip().lower() == "false":
+    enabled = settings.setting(spark, "spark.sparkext.audit.enabled", "true") or ""
+    if enabled.strip().lower() == "false":
         return None
-    application = spark.sparkContext.applicationId
+    application = settings.application(spark).id
     found = _LOGS.get(application)
     if found is not None:
         return found
     with _LOGS_LOCK:
         if application not in _LOGS:
-            catalog = setting(spark, "spark.sql.defaultCatalog", "spark_catalog")
-            table = setting(spark, "spark.sparkext.audit.table") or (
+            catalog = settings.setting(spark, "spark.sql.defaultCatalog", "spark_catalog")
+            table = settings.setting(spark, "spark.sparkext.audit.table") or (
                 f"{catalog}.{NAMESPACE}.{TABLE}"
             )
-            interval = float(setting(spark, "spark.sparkext.audit.flush-interval", "10") or 10)
+            every = settings.setting(spark, "spark.sparkext.audit.flush-interval", "10")
+            interval = float(every or 10)
             _LOGS[application] = AuditLog(spark, table, max(interval, 0.1))
         return _LOGS[application]
 
@@ -215,7 +213,7 @@ def flush(spark: SparkSession) -> int:
 
 
 def redaction(spark: SparkSession) -> str:
-    return setting(spark, "spark.redaction.regex", SPARK_REDACTION) or SPARK_REDACTION
+    return settings.setting(spark, "spark.redaction.regex", SPARK_REDACTION) or SPARK_REDACTION
 
 
 def now() -> dt.datetime:

@@ -38,8 +38,10 @@ _CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 
 
 def spark_user(spark: SparkSession) -> str:
+    from sparkext.security.settings import application
+
     try:
-        return str(spark.sparkContext.sparkUser())
+        return application(spark).user
     except Exception:  # a stopped context
         import getpass
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext.errors import AccessDeniedError, SparkextError
-from sparkext.security import audit, policy
+from sparkext.security import audit, policy, settings
 from sparkext.security.caller import Caller, current
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def serve_networked() -> None:
 def active_policy(spark: SparkSession, caller: Caller) -> policy.Policy | None:
     """The policy this call answers to: the file of ``spark.sparkext.policy``, else the network
     default for a networked server's clients, else none (everything is allowed)."""
-    path = audit.setting(spark, "spark.sparkext.policy")
+    path = settings.setting(spark, "spark.sparkext.policy")
     if path:
         return policy.load(path)
     if caller.route == "serve" and _networked.is_set():
@@ -114,7 +114,7 @@ class Call:
             outcome=outcome,
             error=error,
             duration_ms=int((time.monotonic() - self.started) * 1000),
-            application=self.spark.sparkContext.applicationId,
+            application=settings.application(self.spark).id,
         )
 
 
@@ -184,7 +184,7 @@ def begin_procedure(
     short = ".".join(procedure.lower().split(".")[-2:])  # system.<name>, whatever the catalog
     writes = short.split(".")[-1] not in policy.ICEBERG_READ_ONLY
     call = Call(spark, caller, short, "iceberg procedure", _arguments(sql), None, procedure)
-    call.tables = [_in_catalog(spark, procedure, table)] if table else []
+    call.tables = [table] if table else []  # made whole in the procedure's catalog by the JVM
     try:
         call.rules = active_policy(spark, caller)
         call.writes = writes
@@ -196,17 +196,6 @@ def begin_procedure(
     token = f"#{next(_tokens)}"
     _open[token] = call
     return token
-
-
-def _in_catalog(spark: SparkSession, procedure: str, table: str) -> str:
-    """An Iceberg procedure's table argument as a whole name: Iceberg reads ``db.t`` in the
-    procedure's catalog (``lake.system.x``), or the current one (``system.x``)."""
-    parts = procedure.split(".")
-    catalog = parts[0] if len(parts) >= 3 else spark.catalog.currentCatalog()
-    first = table.split(".", 1)[0].strip("`")
-    if first == catalog or spark.conf.get(f"spark.sql.catalog.{first}", None):
-        return table
-    return f"{catalog}.{table}"
 
 
 def end_procedure(token: str, error: str | None) -> None:

@@ -2,6 +2,7 @@ package io.sparkext.spark;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.catalog.CatalogManager;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
 /** The one Python driver this JVM serves, and the call into it. */
@@ -89,7 +90,11 @@ public final class Bridge {
       try {
         answer =
             python.beginProcedure(
-                session, call.procedure(), call.table(), call.sql(), Caller.current());
+                session,
+                call.procedure(),
+                qualified(session, call.procedure(), call.table()),
+                call.sql(),
+                Caller.current());
       } catch (RuntimeException e) {
         throw SparkextException.raise(
             "sparkext's Python driver did not answer (" + firstLine(e.getMessage()) + "); check"
@@ -108,6 +113,24 @@ public final class Bridge {
       end(python, token, failed.getMessage() == null ? failed.toString() : failed.getMessage());
       throw SparkextException.rethrow(failed);
     }
+  }
+
+  /**
+   * A procedure's table argument as a whole name: Iceberg reads {@code db.t} in the procedure's
+   * catalog ({@code lake.system.x}), or in the current one ({@code system.x}).
+   */
+  static String qualified(SparkSession session, String procedure, String table) {
+    if (table == null) {
+      return null;
+    }
+    CatalogManager manager = session.sessionState().catalogManager();
+    String[] parts = procedure.split("\\.");
+    String catalog = parts.length >= 3 ? parts[0] : manager.currentCatalog().name();
+    String first = table.split("\\.", 2)[0].replace("`", "");
+    if (first.equals(catalog) || manager.isCatalogRegistered(first)) {
+      return table;
+    }
+    return catalog + "." + table;
   }
 
   private static void end(Routines python, String token, String error) {
