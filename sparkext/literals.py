@@ -50,13 +50,17 @@ def sql_string(text: str) -> str:
     """``text`` as a Spark SQL string literal a user can copy: in single quotes, or in double
     quotes when it holds single quotes (Spark reads both), else with ``\\'`` escapes.
 
-    >>> print(sql_string("a"), sql_string("it's"), sql_string('it\\'s "x"'))
-    'a' "it's" 'it\\'s "x"'
+    A backslash is Spark's escape character, so it is doubled (``'\\'`` alone would leave the
+    literal open).
+
+    >>> print(sql_string("a"), sql_string("it's"), sql_string('it\\'s "x"'), sql_string("a\\\\b"))
+    'a' "it's" 'it\\'s "x"' 'a\\\\b'
     """
-    if "'" not in text:
-        return f"'{text}'"
-    if '"' not in text and "\\" not in text:
-        return f'"{text}"'
+    if "\\" not in text:
+        if "'" not in text:
+            return f"'{text}'"
+        if '"' not in text:
+            return f'"{text}"'
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

@@ -251,6 +251,8 @@ def serve(
     try:
         keystore = tls_keystore.expanduser().resolve() if tls_keystore else None
         keystore_password = _keystore_password(tls_keystore_password_file)
+        # Spark's JVM is started from this environment: a client could read it there.
+        os.environ.pop(KEYSTORE_PASSWORD_ENV, None)
         check_security(host, auth, insecure, users, ldap_url, keystore, keystore_password)
     except ServeSetupError as error:
         fail(error, verbose)

@@ -315,4 +315,25 @@ def start_thrift_server(
                 "is the port taken? Pick another with --port."
             )
         ) from error
+    secrets = [key for key in (hive or {}) if "password" in key.lower()]
+    if secrets:  # read when the server opened its socket; then out of every client's reach
+        _when_listening(host, port)
+        for key in secrets:
+            jvm.java.lang.System.clearProperty(key)
     return ThriftServer(server, host, port)
+
+
+def _when_listening(host: str, port: int, within: float = 120.0) -> None:
+    """Return once ``host:port`` is bound (the server's socket thread opened it)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return
+        time.sleep(0.05)

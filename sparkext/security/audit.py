@@ -122,7 +122,7 @@ class AuditLog:
         if many:
             self._wake.set()
 
-    def flush(self) -> int:
+    def flush(self, quiet: bool = False) -> int:
         """Append every queued call now; returns how many were written (0 when it failed)."""
         with self._write_lock:
             with self._lock:
@@ -133,7 +133,9 @@ class AuditLog:
                 self._append(batch)
             except Exception as error:  # never the caller's failure: kept for the next flush
                 why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-                if why != self._warned:
+                if quiet:
+                    _LOG.debug("sparkext audit log %s not written at exit (%s)", self.table, why)
+                elif why != self._warned:
                     _LOG.warning("sparkext audit log %s not written, kept (%s)", self.table, why)
                     self._warned = why
                 return 0
@@ -149,7 +151,9 @@ class AuditLog:
         self._stopped = True
         self._wake.set()
         try:
-            self.flush()  # a stopped context fails here, quietly: flush() never raises
+            # after spark.stop() there is nothing to write with: the calls of the last
+            # flush interval are lost, quietly (flush() never raises)
+            self.flush(quiet=True)
         except Exception:
             _LOG.debug("audit log not flushed at exit", exc_info=True)
 

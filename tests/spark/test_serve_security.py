@@ -147,6 +147,21 @@ def test_clients_log_in_with_a_password_over_tls_and_are_refused_without(secure)
 
     with pytest.raises(TTransportException, match="Error validating the login"):
         pyhive_tls(secure["port"], secure["stores"]["cert"], "bob", "alice-pw-7")
+    # the server's environment and system properties are out of a client's reach
+    from pyhive import exc
+
+    for variable in ("${system:hive.server2.keystore.password}", "${ENV:HOME}", "${ system:x}"):
+        with pytest.raises(exc.OperationalError) as refused:
+            cursor.execute(f"SELECT '{variable}' AS v")
+        message = refused.value.args[0].status.errorMessage.removeprefix("Error running query: ")
+        assert message == (
+            "A JDBC client's statement cannot read the server's environment or system properties"
+            " (${env:...}, ${system:...}): they hold its secrets; pass a value with SET"
+            " hivevar:name=value and write ${name}."
+        )
+    cursor.execute("SET hivevar:day=2026-12-07")
+    cursor.execute("SELECT '${day}' AS v, '${hiveconf:hive.server2.keystore.password}' AS k")
+    assert cursor.fetchall()[0][0] == "2026-12-07"  # the client's own variables still work
     log = secure["log"].read_text()
     for secret in ("alice-pw-7", "bob-pw-8", "server-secret", "wr0ng-guess"):
         assert secret not in log

@@ -27,6 +27,11 @@ public final class Caller {
     ROUTE.remove();
   }
 
+  /** Whether the statement on this thread comes from a JDBC client of the Thrift server. */
+  static boolean isServe() {
+    return call(USER) != null;
+  }
+
   /** {@code route \t user \t address}; empty fields where nothing says (Python fills them in). */
   static String current() {
     String user = call(USER);

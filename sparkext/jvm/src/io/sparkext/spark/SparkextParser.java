@@ -1,5 +1,6 @@
 package io.sparkext.spark;
 
+import java.util.regex.Pattern;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -43,8 +44,18 @@ final class SparkextParser implements ParserInterface {
     this.delegate = delegate;
   }
 
+  static final String SERVER_VARIABLES =
+      "A JDBC client's statement cannot read the server's environment or system properties"
+          + " (${env:...}, ${system:...}): they hold its secrets; pass a value with SET"
+          + " hivevar:name=value and write ${name}.";
+  private static final Pattern SERVER_VARIABLE =
+      Pattern.compile("\\$\\{\\s*(?:env|system)\\s*:", Pattern.CASE_INSENSITIVE);
+
   @Override
   public LogicalPlan parsePlan(String sql) throws ParseException {
+    if (sql.contains("${") && SERVER_VARIABLE.matcher(sql).find() && Caller.isServe()) {
+      throw SparkextException.raise(SERVER_VARIABLES);
+    }
     if (Sql.isSparkextCall(sql)) {
       String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
       return new PendingRoutine(substituted, 0, true, PendingRoutine.nextParse());
