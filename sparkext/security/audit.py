@@ -158,9 +158,13 @@ class AuditLog:
             _LOG.debug("audit log not flushed at exit", exc_info=True)
 
     def _run(self) -> None:
+        from pyspark import SparkContext
+
         while not self._stopped:
             self._wake.wait(self._interval)
             self._wake.clear()
+            if SparkContext._active_spark_context is not self._context:
+                return  # spark.stop(): nothing to write with any more
             if not self._stopped:
                 self.flush()
 
