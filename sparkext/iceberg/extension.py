@@ -301,7 +301,7 @@ def start_thrift_server(
     # secret there is out of every session's conf (a client's SET would print it).
     for key, value in (hive or {}).items():
         jvm.java.lang.System.setProperty(key, value)
-        if "password" not in key.lower():
+        if not _is_secret(key):
             spark.conf.set(key, value)
     try:
         server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
@@ -315,12 +315,21 @@ def start_thrift_server(
                 "is the port taken? Pick another with --port."
             )
         ) from error
-    secrets = [key for key in (hive or {}) if "password" in key.lower()]
+    secrets = [key for key in (hive or {}) if _is_secret(key)]
     if secrets:  # read when the server opened its socket; then out of every client's reach
         _when_listening(host, port)
         for key in secrets:
             jvm.java.lang.System.clearProperty(key)
     return ThriftServer(server, host, port)
+
+
+def _is_secret(key: str) -> bool:
+    """A HiveServer2 setting that holds a password (not one naming a file of them).
+
+    >>> _is_secret("hive.server2.keystore.password"), _is_secret("sparkext.serve.password-file")
+    (True, False)
+    """
+    return key.lower().endswith(".password")
 
 
 def _when_listening(host: str, port: int, within: float = 120.0) -> None:

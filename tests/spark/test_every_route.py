@@ -11,11 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -119,29 +115,13 @@ def table(spark):
 def server(request, spark, warehouse, tmp_path_factory):
     """``sparkext-sql serve`` in its own process, on the suite's warehouse (the routes' table is
     made while its JVM starts, before it is asked anything)."""
-    from tests.spark.test_thrift_server import free_port
+    from tests.helpers.serve import launch, ready, stop
 
-    tmp = tmp_path_factory.mktemp("routes-serve")
-    port = free_port()
-    log = tmp / "server.log"
-    env = {**os.environ, "HOME": str(tmp), "SPARKEXT_WAREHOUSE": str(warehouse)}
-    env.pop("SPARKEXT_LOG_LEVEL", None)
-    command = [
-        sys.executable, "-m", "sparkext.cli.shell", "serve", "--port", str(port),
-        "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", "spark.driver.memory=1g", "--conf", "spark.sparkext.audit.flush-interval=1",
-    ]  # fmt: skip
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+    served = launch(tmp_path_factory.mktemp("routes-serve"), warehouse)
     request.getfixturevalue("table")
-    deadline = time.monotonic() + 240
-    while "Ctrl-C stops" not in log.read_text():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.02)
-    yield port
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=120)
+    ready(served)
+    yield served.port
+    stop(served)
 
 
 def via_python(spark, sql):

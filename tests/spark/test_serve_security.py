@@ -9,44 +9,17 @@ import shutil
 import signal
 import ssl
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from sparkext.security import passwords
-from tests.spark.test_thrift_server import BIN, free_port, lines
+from tests.helpers.serve import free_port, launch, ready, stop
+from tests.spark.test_thrift_server import BIN, lines
 
 pytestmark = pytest.mark.slow
 SLAPD = Path("/usr/sbin/slapd")
-
-
-def start_server(tmp: Path, warehouse: Path, *options: str) -> tuple[subprocess.Popen, Path, int]:
-    port = free_port()
-    log = tmp / f"server-{port}.log"
-    env = {**os.environ, "HOME": str(tmp), "SPARKEXT_WAREHOUSE": str(warehouse)}
-    env.pop("SPARKEXT_LOG_LEVEL", None)
-    command = [
-        sys.executable, "-m", "sparkext.cli.shell", "serve", "--port", str(port),
-        "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", "spark.driver.memory=1g", "--conf", "spark.sparkext.audit.flush-interval=1",
-        *options,
-    ]  # fmt: skip
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp)
-    deadline = time.monotonic() + 240
-    while "Ctrl-C stops" not in log.read_text():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
-    return process, log, port
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=120)
 
 
 def keystores(tmp: Path) -> dict[str, Path]:
@@ -94,17 +67,17 @@ def secure(tmp_path_factory):
     policy = tmp / "policy.toml"
     policy.write_text(POLICY)
     warehouse = tmp / "warehouse"
-    process, log, port = start_server(
+    served = ready(launch(
         tmp, warehouse, "--host", "0.0.0.0", "--auth", "password", "--password-file", str(users),
         "--tls-keystore", str(stores["keystore"]),
         "--tls-keystore-password-file", str(tmp / "keystore-password"),
         "--conf", f"spark.sparkext.policy={policy}",
-    )  # fmt: skip
+    ))  # fmt: skip
+    port = served.port
     url = f"jdbc:hive2://localhost:{port}/default;ssl=true;sslTrustStore={stores['trust']};"
     url += "trustStorePassword=trust-secret"
-    yield {"port": port, "url": url, "log": log, "stores": stores, "policy": policy,
-           "process": process}  # fmt: skip
-    stop(process)
+    yield {"port": port, "url": url, "log": served.log, "stores": stores, "policy": policy}
+    stop(served)
 
 
 def beeline(url: str, sql: str, *login: str) -> subprocess.CompletedProcess:
@@ -252,10 +225,11 @@ def directory(tmp_path_factory):
 
 
 def test_ldap_users_log_in_through_hiveserver2s_provider(directory, tmp_path):
-    process, log, port = start_server(
+    served = ready(launch(
         tmp_path, tmp_path / "warehouse", "--auth", "ldap", "--ldap-url", directory,
         "--ldap-base-dn", "ou=people,dc=example,dc=org",
-    )  # fmt: skip
+    ))  # fmt: skip
+    log, port = served.log, served.port
     try:
         url = f"jdbc:hive2://localhost:{port}/default"
         ok = beeline(url, "SELECT current_user() AS u", "-n", "carol", "-p", "carol-ldap-pw")
@@ -266,4 +240,4 @@ def test_ldap_users_log_in_through_hiveserver2s_provider(directory, tmp_path):
         assert "Error validating the login" in refused.stdout + refused.stderr
         assert "carol-ldap-pw" not in log.read_text() and "not-it" not in log.read_text()
     finally:
-        stop(process)
+        stop(served)

@@ -24,15 +24,10 @@ import pytest
 
 import sparkext
 from sparkext.procedures.registry import ROUTINES
+from tests.helpers.serve import free_port
 
 BIN = Path(pyspark.__file__).resolve().parent / "bin"
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
 
 
 def environment(tmp_path: Path) -> dict[str, str]:

@@ -1,11 +1,7 @@
 package io.sparkext.spark;
 
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import scala.collection.IndexedSeq;
-import scala.collection.Seq;
-import scala.collection.immutable.Nil$;
 
 /**
  * An Iceberg procedure call ({@code CALL <catalog>.system.<name>(...)}) as Iceberg's parser wrote
@@ -13,7 +9,7 @@ import scala.collection.immutable.Nil$;
  * statement exactly as Spark would have, and reports it to the audit log. Its result and its
  * errors are Iceberg's own.
  */
-public final class IcebergCall extends LogicalPlan {
+public final class IcebergCall extends HeldStatement {
   private static final long serialVersionUID = 1L;
   private static final AtomicLong IDS = new AtomicLong();
 
@@ -44,28 +40,6 @@ public final class IcebergCall extends LogicalPlan {
 
   String sql() {
     return sql;
-  }
-
-  @Override
-  public boolean resolved() {
-    return false;
-  }
-
-  @Override
-  @SuppressWarnings("unchecked")
-  public Seq<Attribute> output() {
-    return (Seq<Attribute>) (Seq<?>) Nil$.MODULE$;
-  }
-
-  @Override
-  @SuppressWarnings("unchecked")
-  public Seq<LogicalPlan> children() {
-    return (Seq<LogicalPlan>) (Seq<?>) Nil$.MODULE$;
-  }
-
-  @Override
-  public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> children) {
-    return this;
   }
 
   @Override

@@ -1,11 +1,6 @@
 package io.sparkext.spark;
 
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import scala.collection.IndexedSeq;
-import scala.collection.Seq;
-import scala.collection.immutable.Nil$;
 
 /**
  * A sparkext routine the analyser has not run yet: {@code CALL sparkext.<name>(...)} ({@code
@@ -15,7 +10,7 @@ import scala.collection.immutable.Nil$;
  * table-valued function on purpose: Spark resolves those while it holds the session catalog's
  * lock, and a routine that runs Spark jobs (a stream, a commit) must not.
  */
-public final class PendingRoutine extends LogicalPlan {
+public final class PendingRoutine extends HeldStatement {
   private static final long serialVersionUID = 1L;
 
   private static final AtomicLong PARSES = new AtomicLong();
@@ -51,28 +46,6 @@ public final class PendingRoutine extends LogicalPlan {
 
   public boolean call() {
     return call;
-  }
-
-  @Override
-  public boolean resolved() {
-    return false;
-  }
-
-  @Override
-  @SuppressWarnings("unchecked")
-  public Seq<Attribute> output() {
-    return (Seq<Attribute>) (Seq<?>) Nil$.MODULE$;
-  }
-
-  @Override
-  @SuppressWarnings("unchecked")
-  public Seq<LogicalPlan> children() {
-    return (Seq<LogicalPlan>) (Seq<?>) Nil$.MODULE$;
-  }
-
-  @Override
-  public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> children) {
-    return this;
   }
 
   @Override

@@ -39,11 +39,14 @@ final class RoutineRule extends Rule<LogicalPlan> {
         new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
           @Override
           public boolean isDefinedAt(LogicalPlan node) {
-            return node instanceof PendingRoutine || node instanceof IcebergCall;
+            return node instanceof HeldStatement;
           }
 
           @Override
           public LogicalPlan apply(LogicalPlan node) {
+            if (node instanceof RefusedStatement) {
+              throw SparkextException.raise(((RefusedStatement) node).sentence());
+            }
             LogicalPlan known = results.get(node);
             if (known != null) {
               return known;

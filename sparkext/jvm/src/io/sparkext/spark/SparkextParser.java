@@ -54,7 +54,7 @@ final class SparkextParser implements ParserInterface {
   @Override
   public LogicalPlan parsePlan(String sql) throws ParseException {
     if (sql.contains("${") && SERVER_VARIABLE.matcher(sql).find() && Caller.isServe()) {
-      throw SparkextException.raise(SERVER_VARIABLES);
+      return new RefusedStatement(SERVER_VARIABLES);
     }
     if (Sql.isSparkextCall(sql)) {
       String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
