@@ -27,6 +27,7 @@ import click
 from sparkext.cli.common import fail, overrides_of
 from sparkext.cli.streaming import _inherited, _session, spark_options
 from sparkext.errors import EnvironmentSetupError, ServeSetupError
+from sparkext.iceberg.extension import port_free
 
 DEFAULT_PASSWORD_FILE = Path("~/.sparkext/serve-users")
 KEYSTORE_PASSWORD_ENV = "SPARKEXT_SERVE_KEYSTORE_PASSWORD"
@@ -35,17 +36,6 @@ PASSWORD_PROVIDER = "io.sparkext.spark.PasswordFile"
 # HiveServer2 settings that hold a secret: JVM system properties only, never a session's conf
 # (a client's SET would print it).
 SECRET_KEYS = frozenset({"hive.server2.keystore.password"})
-
-
-def port_free(host: str, port: int) -> bool:
-    """Whether ``host:port`` can be bound now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def is_loopback(host: str) -> bool:

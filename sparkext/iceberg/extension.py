@@ -332,17 +332,23 @@ def _is_secret(key: str) -> bool:
     return key.lower().endswith(".password")
 
 
+def port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def _when_listening(host: str, port: int, within: float = 120.0) -> None:
     """Return once ``host:port`` is bound (the server's socket thread opened it)."""
-    import socket
     import time
 
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                return
+    while time.monotonic() < deadline and port_free(host, port):
         time.sleep(0.05)

@@ -1,7 +1,8 @@
 """Every routine call passes here: the policy decides, the audit log records.
 
-:func:`governed` wraps one call of a sparkext routine (``run_invocation``, on every route); the
-JVM extension's :class:`IcebergCalls` does the same for Iceberg's procedures, which Spark runs.
+:func:`governed` wraps one call of a sparkext routine (``run_invocation``, on every route);
+:func:`begin_procedure` and :func:`end_procedure` do the same for an Iceberg procedure, which the
+JVM extension holds (``io.sparkext.spark.IcebergCall``) and Spark runs between the two.
 A refusal is :class:`~sparkext.errors.AccessDeniedError`, one sentence naming the user, the routine
 and the policy; the data is untouched.
 """
@@ -144,7 +145,7 @@ def _outcome(error: BaseException) -> tuple[str, str]:
     if isinstance(error, SparkextError):
         return "failed", str(error)
     translated = translate(error) if isinstance(error, Exception) else None
-    return "failed", str(translated) if translated else one_line(f"{type(error).__name__}")
+    return "failed", str(translated) if translated else one_line(f"{type(error).__name__}: {error}")
 
 
 @contextlib.contextmanager
@@ -172,7 +173,7 @@ def governed(
     _record(call, "ok", None)
 
 
-# Iceberg procedure calls between the JVM's begin and end (``IcebergCalls``).
+# Iceberg procedure calls between the JVM's begin and end (``IcebergCall``).
 _open: dict[str, Call] = {}
 _tokens = itertools.count(1)
 

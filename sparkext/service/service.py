@@ -405,12 +405,14 @@ class Service:
     def _execute(self, job: Job) -> list[runlog.Entry]:
         from sparkext.iceberg.catalog import resolve_table
         from sparkext.literals import sql_string
-        from sparkext.security.caller import Caller
+        from sparkext.security.caller import Caller, spark_user
         from sparkext.security.guard import governed
 
         routine = "sparkext.maintain" if job.kind == "maintain" else "sparkext.tiered_optimize"
         arguments = f"table => {sql_string(job.table)}, job => {sql_string(job.kind)}"
-        caller = Caller("service", self.owner)
+        # the policy names users, so the service acts as Spark's user; its owner name (which
+        # holds the host and pid) is the audit row's client
+        caller = Caller("service", spark_user(self.spark), self.owner)
         with governed(self.spark, routine, "procedure", arguments, caller) as call:
             ref = resolve_table(self.spark, job.table)
             call.tables = [ref.name]

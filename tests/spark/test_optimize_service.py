@@ -137,12 +137,15 @@ def test_once_optimises_every_matching_table_and_logs_every_job(spark, namespace
     audit.flush(spark)
     spark.sql(f"REFRESH TABLE {audit.audit_log(spark).table}")
     calls = spark.sql(
-        f"SELECT user, routine, tables, snapshots, outcome FROM {audit.audit_log(spark).table} "
+        f"SELECT user, client, routine, tables, snapshots, outcome FROM "
+        f"{audit.audit_log(spark).table} "
         f"WHERE route = 'service' AND tables[0] IN ('{first}', '{second}')"
     ).collect()
     merges = {c.tables[0] for c in calls if c.routine == "sparkext.tiered_optimize"}
     assert merges == {first, second}, calls
-    assert all(c.user == service.owner and c.outcome == "ok" for c in calls), calls
+    user = spark.sparkContext.sparkUser()
+    assert all(c.user == user and c.client == service.owner for c in calls), calls
+    assert all(c.outcome == "ok" for c in calls), calls
     assert all(c.snapshots for c in calls if c.routine == "sparkext.tiered_optimize"), calls
 
     # a restart resumes: nothing committed is redone, maintenance is not yet due again
