@@ -115,6 +115,9 @@ def attach(spark: SparkSession) -> SparkSession:
             _registered.append(_Routines(spark))
         _bridge(spark).register(_registered[0])
         import_pyspark_short_names(spark)  # PySpark's F.* and select() ask for them each call
+    from sparkext.environment import ship
+
+    ship(spark)  # spark.sparkext.ship: this sparkext to the executors, once per application
     return spark
 
 

@@ -60,6 +60,7 @@ def run_invocation(
     progress: Callable[[str], None] | None = None,
 ) -> DataFrame:
     """Bind one invocation's arguments, run its routine and return the result's DataFrame."""
+    from sparkext.environment import check_executors
     from sparkext.iceberg.catalog import resolve_table
     from sparkext.security.guard import governed
 
@@ -75,6 +76,7 @@ def run_invocation(
             lambda name: resolve_table(spark, name),
         )
         call.bound(routine, args)
+        check_executors(spark)  # once per application: their Python imports this sparkext
         result = routine.run(Context(spark, progress or _quiet), args)
         if isinstance(result, list):
             return local_frame(spark, result, routine.output_ddl)

@@ -1,0 +1,194 @@
+"""sparkext's Python on a cluster's executors: shipped with the job, and checked before use.
+
+Procedures run Python on the executors (``mapInArrow`` and ``foreachPartition`` code in
+``sparkext.cdc``, ``sparkext.deletes``, …), so every executor's Python must import the same
+sparkext as the driver, with the same Python minor version (PySpark's own rule). Two ways:
+
+* sparkext installed on every node (an image, a packed environment in ``spark.archives``), or
+* shipped with the job: :func:`package` zips the driver's sparkext (its Python modules only) for
+  ``spark-submit --py-files`` (``python -m sparkext.environment`` prints the path), and
+  ``spark.sparkext.ship=true`` makes :func:`sparkext.attach` add it to a running application
+  (``SparkContext.addPyFile``), for sessions built in a notebook or by ``sparkext.session()``.
+
+:func:`check_executors` asks the executors once per application, before the first routine that
+runs there, and turns each way it can go wrong into one sentence on the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import weakref
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkext.errors import EnvironmentSetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SHIP = "spark.sparkext.ship"
+CHECK = "spark.sparkext.check-executors"
+GUIDE = "docs/guides/deploy.md"
+_PACKAGE = Path(__file__).resolve().parent
+_SHIPPED_SUFFIXES = (".py", ".typed")
+_LOCK = threading.Lock()
+_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # SparkContexts whose executors answered
+_SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
+_MISMATCH = re.compile(r"different version:? ?(\d+\.\d+) than that in driver:? ?(\d+\.\d+)")
+_NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"')
+
+
+def _files() -> list[Path]:
+    return sorted(
+        p
+        for p in _PACKAGE.rglob("*")
+        if p.is_file() and p.suffix in _SHIPPED_SUFFIXES and "__pycache__" not in p.parts
+    )
+
+
+def package(directory: str | os.PathLike[str] | None = None) -> str:
+    """The path of a zip of this sparkext's Python modules, for ``--py-files``: made once per
+    content in ``directory`` (default: a ``sparkext-ship`` directory in the temp directory) and
+    reused while the modules are unchanged. Its name carries sparkext's version and a hash."""
+    from sparkext import __version__
+
+    files = _files()
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(_PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    where = Path(directory) if directory else Path(tempfile.gettempdir()) / "sparkext-ship"
+    where.mkdir(parents=True, exist_ok=True)
+    target = where / f"sparkext-{__version__}-{digest.hexdigest()[:12]}.zip"
+    if not target.is_file():
+        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, str(Path("sparkext") / path.relative_to(_PACKAGE)))
+        partial.replace(target)
+    return str(target)
+
+
+def _local(spark: SparkSession) -> bool:
+    from sparkext.security.settings import application
+
+    return application(spark).conf.get("spark.master", "local").startswith("local")
+
+
+def ship(spark: SparkSession) -> None:
+    """Add :func:`package` to the application (once) when ``spark.sparkext.ship`` is true."""
+    from sparkext.security.settings import setting
+
+    context = spark.sparkContext
+    if context in _SHIPPED or (setting(spark, SHIP, "false") or "").lower() != "true":
+        return
+    with _LOCK:
+        if context not in _SHIPPED:
+            context.addPyFile(package())
+            _SHIPPED.add(context)
+
+
+def check_executors(spark: SparkSession) -> None:
+    """Raise one sentence unless every executor's Python imports this sparkext (same version,
+    same Python minor version). Once per application; local masters, whose workers run the
+    driver's interpreter unless told otherwise, and ``spark.sparkext.check-executors=false``
+    skip it."""
+    from sparkext.security.settings import setting
+
+    context = spark.sparkContext
+    if context in _CHECKED:
+        return
+    conf = setting(spark, CHECK, "true") or "true"
+    own_python = os.path.realpath(context.pythonExec or "python3") == os.path.realpath(
+        sys.executable
+    )
+    if conf.lower() == "false" or (_local(spark) and own_python):
+        _CHECKED.add(context)
+        return
+    with _LOCK:
+        if context in _CHECKED:
+            return
+        answers = _ask(spark)
+        _judge(answers)
+        _CHECKED.add(context)
+
+
+def _ask(spark: SparkSession) -> list[tuple[str, str, str, str]]:
+    from pyspark import cloudpickle
+
+    from sparkext import executor_probe
+
+    context = spark.sparkContext
+    cloudpickle.register_pickle_by_value(executor_probe)
+    slices = max(int(context.defaultParallelism), 1)
+    python = context.pythonExec or "python3"
+    try:
+        context.setJobDescription("sparkext: check the executors' Python")
+        return list(set(context.parallelize(range(slices), slices).map(executor_probe.probe).collect()))
+    except Exception as error:  # noqa: BLE001  (Py4JJavaError or PythonException: read its text)
+        raise EnvironmentSetupError(_sentence(str(error), python)) from None
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _sentence(text: str, python: str) -> str:
+    found = _MISMATCH.search(text)
+    if found:
+        return (
+            f"The executors run Python {found.group(1)} but the driver runs {found.group(2)}; "
+            f"point spark.pyspark.python at a Python {found.group(2)} on every node or ship one "
+            f"in spark.archives ({GUIDE})."
+        )
+    found = _NO_PROGRAM.search(text)
+    if found:
+        return (
+            f"The executors cannot start Python '{found.group(1)}' (no such program on a "
+            "node); set spark.pyspark.python to an interpreter every node has, or ship one in "
+            f"spark.archives ({GUIDE})."
+        )
+    if "daemon" in text.lower():
+        return (
+            "The executors' Python worker daemon did not start (spark.python.daemon.module "
+            "needs sparkext installed on every node); unset it when sparkext is shipped with "
+            f"the job ({GUIDE})."
+        )
+    first = next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
+    return (
+        f"The executors could not run Python '{python}' ({first}); check spark.pyspark.python "
+        f"and the executors' logs ({GUIDE})."
+    )
+
+
+def _judge(answers: list[tuple[str, str, str, str]]) -> None:
+    from sparkext import __version__
+
+    driver_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for host, python, version, error in sorted(answers):
+        if error:
+            raise EnvironmentSetupError(
+                f"The executors on {host} cannot import sparkext ({error}); install sparkext "
+                "on every node, or ship it with the job (spark.sparkext.ship=true, or "
+                f"spark-submit --py-files of `python -m sparkext.environment`; {GUIDE})."
+            )
+        if python != driver_python:  # PySpark refuses first; kept for a worker that did not
+            raise EnvironmentSetupError(
+                f"The executors on {host} run Python {python} but the driver runs "
+                f"{driver_python}; point spark.pyspark.python at a Python {driver_python} on "
+                f"every node ({GUIDE})."
+            )
+        if version != __version__:
+            raise EnvironmentSetupError(
+                f"The executors on {host} import sparkext {version} but the driver runs "
+                f"{__version__}; install the same version on every node, or ship the driver's "
+                f"with the job (spark.sparkext.ship=true; {GUIDE})."
+            )
+
+
+if __name__ == "__main__":
+    print(package(sys.argv[1] if len(sys.argv) > 1 else None))
