@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sparkext.environment import check_executors
 from sparkext.errors import SparkextError
 from sparkext.session import active_session, session
 
@@ -111,6 +112,7 @@ def ingest_cdc_stream(
     )
 
     spark = spark or active_session() or session()
+    check_executors(spark)
     values = {
         "table": table,
         "checkpoint": checkpoint,
@@ -156,6 +158,7 @@ def ingest_cdc_database_stream(
     )
 
     spark = spark or active_session() or session()
+    check_executors(spark)
     bound = bind_options(routine.ROUTINE, options or {})
     args = BoundArgs({"namespace": namespace, "checkpoint": checkpoint}, bound)
     return start_database(
@@ -216,6 +219,7 @@ def changelog_stream(
     from sparkext.history.changelog_stream import ChangelogStream
 
     spark = spark or active_session() or session()
+    check_executors(spark)
     return ChangelogStream(spark, table, checkpoint, options, progress)
 
 

@@ -403,6 +403,7 @@ class Service:
             self._log_line(entry.outcome, _entry_label(entry), _entry_detail(entry))
 
     def _execute(self, job: Job) -> list[runlog.Entry]:
+        from sparkext.environment import check_executors
         from sparkext.iceberg.catalog import resolve_table
         from sparkext.literals import sql_string
         from sparkext.security.caller import Caller, spark_user
@@ -418,6 +419,7 @@ class Service:
             call.tables = [ref.name]
             call.check(writes=True, tables=call.tables)
             call.note_before()
+            check_executors(self.spark)  # once per application
             return self._perform(job, ref)
 
     def _perform(self, job: Job, ref) -> list[runlog.Entry]:

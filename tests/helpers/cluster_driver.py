@@ -1,0 +1,88 @@
+"""A driver on the test cluster (tests/helpers/cluster.py), in a process of its own:
+``python -m tests.helpers.cluster_driver SPEC.json OUT.json``.
+
+SPEC: ``master``, ``conf`` (Spark settings: the catalog, the executors' Python), ``ns``, ``root``,
+``phase`` and ``scenarios``. Phases:
+
+* ``run``: first a routine before sparkext reaches the executors (the one-sentence error is
+  recorded), then ``SparkContext.addPyFile(sparkext.environment.package())`` — a notebook's way
+  of shipping it — unless the conf ships it (``spark.sparkext.ship``); then the scenarios.
+* ``stream-crash``: ``ingest_cdc`` as a stream; two landings, the second while the process dies
+  (``os._exit``, no clean-up, mid-batch or not).
+* ``stream-restart``: the same stream from the same checkpoint, a third landing, the rows.
+
+OUT: what each scenario returned (or its error), plus facts about the executors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main(spec_path: str, out_path: str) -> int:
+    spec = json.loads(open(spec_path).read())
+    import sparkext
+    from tests.helpers import cluster_scenarios as scenarios
+
+    out: dict = {}
+
+    def save() -> None:
+        with open(out_path, "w") as sink:
+            json.dump(out, sink, indent=1)
+
+    spark = sparkext.session(master=spec["master"], **spec["conf"])
+    ns, root = spec["ns"], spec["root"]
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    out["daemon"] = spark.sparkContext.getConf().get("spark.python.daemon.module", None)
+    phase = spec["phase"]
+    if phase == "run":
+        if spec["conf"].get("spark.sparkext.ship") != "true":
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {ns}.first (id BIGINT) USING iceberg")
+            try:
+                sparkext.sql(f"SELECT * FROM sparkext.changelog('{ns}.first')").collect()
+                out["before_shipping"] = "no error"
+            except Exception as error:  # noqa: BLE001
+                out["before_shipping"] = f"{type(error).__name__}: {error}"
+            from sparkext.environment import package
+
+            spark.sparkContext.addPyFile(package())
+        for name in spec["scenarios"]:
+            started = time.monotonic()
+            try:
+                out[name] = scenarios.SCENARIOS[name](spark, ns, root)
+            except Exception:  # noqa: BLE001
+                out[name] = {"error": traceback.format_exc()}
+            out[f"{name}_seconds"] = round(time.monotonic() - started, 1)
+            save()
+        infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+        out["executors"] = len(infos) - 1  # less the driver's own entry
+    else:
+        table, checkpoint = f"{ns}.stream_orders", f"{root}/ck-stream"
+        query = sparkext.ingest_cdc_stream(
+            table, f"{root}/landing", checkpoint, primary_key="id", create=True,
+            interval="1 second",
+        )  # fmt: skip
+        if phase == "stream-crash":
+            scenarios.land(root, 0)
+            query.processAllAvailable()
+            out["first"] = scenarios.rows(spark, f"SELECT id, name FROM {table}")
+            save()
+            scenarios.land(root, 1)
+            time.sleep(float(spec.get("crash_after", 1.5)))
+            os._exit(17)  # a crash: no stop, no clean-up
+        query.processAllAvailable()
+        scenarios.land(root, 2)
+        query.processAllAvailable()
+        query.stop()
+        out["rows"] = scenarios.rows(spark, f"SELECT id, name FROM {table}")
+    save()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
