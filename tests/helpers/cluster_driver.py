@@ -62,12 +62,13 @@ def main(spec_path: str, out_path: str) -> int:
         out["executors"] = len(infos) - 1  # less the driver's own entry
     else:
         table, checkpoint = f"{ns}.stream_orders", f"{root}/ck-stream"
+        if phase == "stream-crash":
+            scenarios.land(root, 0)  # the stream's source must exist when it starts
         query = sparkext.ingest_cdc_stream(
             table, f"{root}/landing", checkpoint, primary_key="id", create=True,
             interval="1 second",
         )  # fmt: skip
         if phase == "stream-crash":
-            scenarios.land(root, 0)
             query.processAllAvailable()
             out["first"] = scenarios.rows(spark, f"SELECT id, name FROM {table}")
             save()

@@ -212,7 +212,7 @@ def streaming_job(spark, ns: str, root: str) -> list[str]:
     )
     job = CLICKS.format(ns=ns)
     _, results = run_backfill(spark, job, "2026-11-20", "2026-11-21")
-    out = [f"backfill: {r.sink} {r.rows_added} added, {r.rows_deleted} deleted" for r in results]
+    out = [f"backfill: {r.sink.removeprefix(ns)} {r.rows_added} added, {r.rows_deleted} deleted" for r in results]
     query = (
         "SELECT CAST(unix_timestamp(window_start) AS BIGINT), category, clicks "
         f"FROM {ns}.clicks_per_minute"
