@@ -130,8 +130,10 @@ def _ask(spark: SparkSession) -> list[tuple[str, str, str, str]]:
     python = context.pythonExec or "python3"
     try:
         context.setJobDescription("sparkext: check the executors' Python")
-        return list(set(context.parallelize(range(slices), slices).map(executor_probe.probe).collect()))
-    except Exception as error:  # noqa: BLE001  (Py4JJavaError or PythonException: read its text)
+        return list(
+            set(context.parallelize(range(slices), slices).map(executor_probe.probe).collect())
+        )
+    except Exception as error:
         raise EnvironmentSetupError(_sentence(str(error), python)) from None
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]

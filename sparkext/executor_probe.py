@@ -17,6 +17,6 @@ def probe(_: object) -> tuple[str, str, str, str]:
     try:
         import sparkext
         from sparkext.cdc import files  # noqa: F401  (an executor module and its dependencies)
-    except Exception as error:  # noqa: BLE001  (any import failure is the answer)
+    except Exception as error:
         return socket.gethostname(), python, "", f"{type(error).__name__}: {error}"
     return socket.gethostname(), python, str(getattr(sparkext, "__version__", "?")), ""

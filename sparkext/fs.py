@@ -40,14 +40,56 @@ def scheme(location: str) -> str | None:
     return match.group(1).lower() if match else None
 
 
+_DEFAULT_FS: list[str] = []  # Hadoop's fs.defaultFS when it is not the local file system
+
+
+def set_default_filesystem(uri: str | None) -> None:
+    """Record the application's Hadoop ``fs.defaultFS`` (the driver does, when it attaches): on
+    a cluster whose default is ``hdfs://nn:8020`` (or ``abfs://…``), Spark reads a plain path
+    ``/data/ck`` there, so sparkext must too — not on the driver's local disk."""
+    _DEFAULT_FS.clear()
+    if uri and scheme(uri) not in (None, "file"):
+        _DEFAULT_FS.append(uri.rstrip("/"))
+
+
+def on_default_filesystem(path: str) -> str | None:
+    """A plain path as the URI Spark reads it when the default file system is remote (None: it
+    is local). A relative one is refused: Hadoop resolves it against a working directory.
+
+    >>> set_default_filesystem("hdfs://nn:8020/"); on_default_filesystem("/data/ck")
+    'hdfs://nn:8020/data/ck'
+    >>> set_default_filesystem("file:///"); on_default_filesystem("/data/ck") is None
+    True
+    """
+    if not _DEFAULT_FS or scheme(path) is not None:
+        return None
+    if not path.startswith("/"):
+        from sparkext.errors import EnvironmentSetupError
+
+        raise EnvironmentSetupError(
+            f"'{path}' is a relative path but the default file system is {_DEFAULT_FS[0]}; "
+            f"write it in full (e.g. {_DEFAULT_FS[0]}/data/{path}) or as a /absolute/path."
+        )
+    return _DEFAULT_FS[0] + path
+
+
+def absolute(path: str) -> str:
+    """A URI as written; a plain path on the remote default file system, else absolute here."""
+    return path if "://" in path else on_default_filesystem(path) or os.path.abspath(path)
+
+
 def normalize(location: str) -> str:
-    """A URI unchanged (less a trailing ``/``); a local path absolute, symlinks resolved.
+    """A URI unchanged (less a trailing ``/``); a local path absolute, symlinks resolved (on a
+    remote default file system: that file system's URI, see :func:`on_default_filesystem`).
 
     >>> normalize("s3://bucket/ck/"), normalize("/tmp/../tmp/ck")
     ('s3://bucket/ck', '/tmp/ck')
     """
     text = str(location).strip()
     if scheme(text) is None:
+        remote = on_default_filesystem(text)
+        if remote is not None:
+            return remote
         return str(Path(text).expanduser().resolve())
     stripped = text.rstrip("/")
     return text if stripped.endswith(":") else stripped

@@ -7,7 +7,6 @@ merge-on-read table, one atomic commit per micro-batch (see sparkext.cdc.ingest)
 from __future__ import annotations
 
 import datetime as dt
-import os
 from typing import Any
 
 from sparkext.procedures.base import (
@@ -85,14 +84,16 @@ def _variable_scale_decimal(text: str) -> str:
 
 
 def _absolute(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+    from sparkext.fs import absolute
+
+    return absolute(path)
 
 
 def source_location(source: str) -> str:
     """Kafka sources (``kafka:topic``) as written; paths made absolute."""
     if source.startswith("kafka:") or "://" in source:
         return source
-    return os.path.abspath(source)
+    return _absolute(source)
 
 
 def settings_from(args: BoundArgs) -> Any:

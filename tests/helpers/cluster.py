@@ -1,5 +1,6 @@
 """A real Spark standalone cluster for the cluster tier: a master and workers started from the
-installed pyspark's launcher (``bin/spark-class …deploy.master.Master`` / ``…deploy.worker.Worker``),
+installed pyspark's launcher (``bin/spark-class`` with ``…deploy.master.Master`` and
+``…deploy.worker.Worker``),
 each worker with its own work, local (shuffle, block) and temp directories and its own Python;
 executors are JVMs the workers start, whose Python workers run that node's interpreter.
 
@@ -58,7 +59,9 @@ class Cluster:
 
     def logs(self) -> str:
         parts = []
-        for log in sorted(self.base.glob("*.log")) + sorted(self.base.glob("worker-*/work/*/*/stderr")):
+        for log in sorted(self.base.glob("*.log")) + sorted(
+            self.base.glob("worker-*/work/*/*/stderr")
+        ):
             parts.append(f"--- {log}\n{log.read_text(errors='replace')[-4000:]}")
         return "\n".join(parts)
 

@@ -21,10 +21,11 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 
 def main(spec_path: str, out_path: str) -> int:
-    spec = json.loads(open(spec_path).read())
+    spec = json.loads(Path(spec_path).read_text())
     import sparkext
     from tests.helpers import cluster_scenarios as scenarios
 
@@ -45,7 +46,7 @@ def main(spec_path: str, out_path: str) -> int:
             try:
                 sparkext.sql(f"SELECT * FROM sparkext.changelog('{ns}.first')").collect()
                 out["before_shipping"] = "no error"
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 out["before_shipping"] = f"{type(error).__name__}: {error}"
             from sparkext.environment import package
 
@@ -54,7 +55,7 @@ def main(spec_path: str, out_path: str) -> int:
             started = time.monotonic()
             try:
                 out[name] = scenarios.SCENARIOS[name](spark, ns, root)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 out[name] = {"error": traceback.format_exc()}
             out[f"{name}_seconds"] = round(time.monotonic() - started, 1)
             save()

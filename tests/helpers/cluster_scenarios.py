@@ -60,7 +60,9 @@ def replayed(count: int) -> list[str]:
 
 
 def rows(spark, query: str) -> list[str]:
-    return sorted("|".join("NULL" if v is None else str(v) for v in row) for row in spark.sql(query).collect())
+    return sorted(
+        "|".join("NULL" if v is None else str(v) for v in row) for row in spark.sql(query).collect()
+    )
 
 
 def _ingest(ns: str, root: str, table: str, checkpoint: str) -> dict:
@@ -81,10 +83,15 @@ def cdc_and_deletes(spark, ns: str, root: str) -> list[str]:
     for index in range(3):
         land(root, index)
         done = _ingest(ns, root, "orders", "ck-orders")
-        out.append(f"ingest {index}: {done['events']} events, {done['inserted']} inserted, {done['updated']} updated, {done['deleted']} deleted")
+        out.append(
+            f"ingest {index}: {done['events']} events, {done['inserted']} inserted, "
+            f"{done['updated']} updated, {done['deleted']} deleted"
+        )
     out += [f"after ingest: {r}" for r in rows(spark, f"SELECT id, name FROM {ns}.orders")]
     # how many files a commit writes depends on its tasks (parallelism): compared as facts
-    before = spark.sql(f"SELECT count(*) FROM {ns}.orders.delete_files WHERE content = 2").first()[0]
+    before = spark.sql(f"SELECT count(*) FROM {ns}.orders.delete_files WHERE content = 2").first()[
+        0
+    ]
     rewritten = sparkext.sql(
         f"CALL sparkext.rewrite_equality_deletes(table => '{ns}.orders')"
     ).first()
@@ -110,7 +117,10 @@ def cdc_and_deletes(spark, ns: str, root: str) -> list[str]:
         "as_of => TIMESTAMP '1970-01-01 00:00:07 UTC', tag => 'as_of_7s')"
     ).first()
     out.append(f"snapshot_as_of_event_time: {tagged.action}, rows {tagged.rows_written}")
-    out += [f"tag as_of_7s: {r}" for r in rows(spark, f"SELECT id, name FROM {ns}.orders VERSION AS OF 'as_of_7s'")]
+    out += [
+        f"tag as_of_7s: {r}"
+        for r in rows(spark, f"SELECT id, name FROM {ns}.orders VERSION AS OF 'as_of_7s'")
+    ]
     spark.sql(f"DROP TABLE IF EXISTS {ns}.shipments PURGE")
     spark.sql(
         f"CREATE TABLE {ns}.shipments USING iceberg AS SELECT * FROM VALUES "
@@ -150,12 +160,14 @@ def hilbert(spark, ns: str, root: str) -> list[str]:
         "cluster_by => 'x, y', curve => 'hilbert')"
     ).collect()
     out = [
-        f"tiered_optimize: {g.partition} level {g.level}: {g.input_files} files in, "
-        f"error {g.error}"
+        f"tiered_optimize: {g.partition} level {g.level}: {g.input_files} files in, error {g.error}"
         for g in sorted(groups, key=lambda g: str(g.partition))
     ]
     out += [f"before: {r}" for r in before]
-    out += [f"after: {r}" for r in rows(spark, f"SELECT p, count(*), sum(x), sum(y) FROM {ns}.points GROUP BY p")]
+    out += [
+        f"after: {r}"
+        for r in rows(spark, f"SELECT p, count(*), sum(x), sum(y) FROM {ns}.points GROUP BY p")
+    ]
     return out
 
 
@@ -168,10 +180,16 @@ def maintenance(spark, ns: str, root: str) -> list[str]:
         "'history.expire.max-snapshot-age-ms'='1', 'history.expire.min-snapshots-to-keep'='1')"
     )
     for batch in range(4):
-        spark.sql(f"INSERT INTO {ns}.history SELECT id, 'v{batch}' FROM range({batch * 10}, {batch * 10 + 10})")
+        spark.sql(
+            f"INSERT INTO {ns}.history SELECT id, 'v{batch}' "
+            f"FROM range({batch * 10}, {batch * 10 + 10})"
+        )
     spark.sql(f"DELETE FROM {ns}.history WHERE id % 7 = 0")
     done = sparkext.sql(f"CALL sparkext.maintain(table => '{ns}.history')").collect()
-    out = [f"maintain: {r.action} {r.outcome} error {r.error}" for r in sorted(done, key=lambda r: r.action)]
+    out = [
+        f"maintain: {r.action} {r.outcome} error {r.error}"
+        for r in sorted(done, key=lambda r: r.action)
+    ]
     out += [f"rows: {r}" for r in rows(spark, f"SELECT count(*), sum(id) FROM {ns}.history")]
     out += [f"snapshots: {r}" for r in rows(spark, f"SELECT count(*) FROM {ns}.history.snapshots")]
     return out
@@ -202,7 +220,9 @@ def streaming_job(spark, ns: str, root: str) -> list[str]:
         spark.sql(f"DROP TABLE IF EXISTS {ns}.{table} PURGE")
     spark.sql(f"CREATE TABLE {ns}.items (item_id BIGINT, category STRING) USING iceberg")
     spark.sql(f"INSERT INTO {ns}.items VALUES (1, 'books'), (2, 'books'), (3, 'games')")
-    spark.sql(f"CREATE TABLE {ns}.clicks (user_id BIGINT, item_id BIGINT, ts TIMESTAMP) USING iceberg")
+    spark.sql(
+        f"CREATE TABLE {ns}.clicks (user_id BIGINT, item_id BIGINT, ts TIMESTAMP) USING iceberg"
+    )
     spark.sql(
         f"INSERT INTO {ns}.clicks VALUES "
         "(7, 1, TIMESTAMP '2026-11-20 10:00:05 UTC'), (7, 3, TIMESTAMP '2026-11-20 10:00:20 UTC'), "
@@ -212,7 +232,10 @@ def streaming_job(spark, ns: str, root: str) -> list[str]:
     )
     job = CLICKS.format(ns=ns)
     _, results = run_backfill(spark, job, "2026-11-20", "2026-11-21")
-    out = [f"backfill: {r.sink.removeprefix(ns)} {r.rows_added} added, {r.rows_deleted} deleted" for r in results]
+    out = [
+        f"backfill: {r.sink.removeprefix(ns)} {r.rows_added} added, {r.rows_deleted} deleted"
+        for r in results
+    ]
     query = (
         "SELECT CAST(unix_timestamp(window_start) AS BIGINT), category, clicks "
         f"FROM {ns}.clicks_per_minute"

@@ -90,7 +90,9 @@ def test_the_package_holds_every_module_and_nothing_else(tmp_path):
     with zipfile.ZipFile(made) as archive:
         names = set(archive.namelist())
     modules = {
-        f"sparkext/{p.relative_to(ROOT)}" for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts
+        f"sparkext/{p.relative_to(ROOT)}"
+        for p in ROOT.rglob("*.py")
+        if "__pycache__" not in p.parts
     }
     assert modules <= names
     assert not [n for n in names if n.endswith((".jar", ".pyc", ".java"))]
@@ -119,8 +121,10 @@ def test_executor_failures_are_one_sentence(text, expected):
 
 def test_an_executor_without_sparkext_or_with_another_version_is_named():
     with pytest.raises(EnvironmentSetupError, match=r"^The executors on node-2 cannot import"):
-        environment._judge([("node-1", "3.11", sparkext.__version__, ""),
-                            ("node-2", "3.11", "", "ModuleNotFoundError: No module named 'sparkext'")])  # fmt: skip
+        missing = "ModuleNotFoundError: No module named 'sparkext'"
+        environment._judge(
+            [("node-1", "3.11", sparkext.__version__, ""), ("node-2", "3.11", "", missing)]
+        )
     with pytest.raises(EnvironmentSetupError, match=r"import sparkext 0\.0\.1 but the driver"):
         environment._judge([("node-1", f"{__import__('sys').version_info[0]}."
                              f"{__import__('sys').version_info[1]}", "0.0.1", "")])  # fmt: skip

@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ["cdc_and_deletes", "hilbert"]
 
 
-def _driver(spec: dict, tmp: Path, name: str, timeout: float = 900) -> tuple[dict, subprocess.CompletedProcess]:
+def _driver(
+    spec: dict, tmp: Path, name: str, timeout: float = 900
+) -> tuple[dict, subprocess.CompletedProcess]:
     spec_file, out_file = tmp / f"{name}-spec.json", tmp / f"{name}-out.json"
     spec_file.write_text(json.dumps(spec))
     done = subprocess.run(
@@ -68,7 +70,9 @@ def _local(spark, names: list[str], ns: str, root: Path) -> dict:
 def _same(cluster_out: dict, local_out: dict, names: list[str], cluster) -> None:
     for name in names:
         got = cluster_out.get(name)
-        assert not isinstance(got, dict), f"{name} failed on the cluster:\n{got['error']}\n{cluster.logs()}"
+        assert not isinstance(got, dict), (
+            f"{name} failed on the cluster:\n{got['error']}\n{cluster.logs()}"
+        )
         assert got == local_out[name], name
 
 
@@ -96,11 +100,12 @@ def test_on_a_cluster_the_scenarios_equal_local_mode(
     out, done = _driver(spec, tmp_path, "default")
     assert done.returncode == 0, done.stderr[-6000:] + one_worker.logs()
     # before sparkext reached them, the executors were checked: one sentence on the driver
-    assert out["before_shipping"].startswith(
-        "EnvironmentSetupError: The executors on "
-    ), out["before_shipping"]
-    assert "cannot import sparkext (ModuleNotFoundError: No module named 'sparkext')" in (
-        out["before_shipping"]
+    assert out["before_shipping"].startswith("EnvironmentSetupError: The executors on "), out[
+        "before_shipping"
+    ]
+    assert (
+        "cannot import sparkext (ModuleNotFoundError: No module named 'sparkext')"
+        in (out["before_shipping"])
     )
     assert out["daemon"] is None  # no worker daemon where sparkext is not installed
     assert out["executors"] == 1
@@ -124,8 +129,9 @@ def test_two_workers_every_scenario_a_crashed_stream_and_serve(
         warehouse = (tmp_path / "warehouse").as_uri()
         conf = _conf(cluster, postgres_server, warehouse, **{"spark.sparkext.ship": "true"})
         names = list(scenarios.SCENARIOS)
-        spec = {"master": cluster.url, "conf": conf, "ns": "pg.cluster_all",
-                "root": (tmp_path / "cluster-root").as_uri(), "phase": "run", "scenarios": names}  # fmt: skip
+        root = (tmp_path / "cluster-root").as_uri()
+        spec = {"master": cluster.url, "conf": conf, "ns": "pg.cluster_all", "root": root,
+                "phase": "run", "scenarios": names}  # fmt: skip
         out, done = _driver(spec, tmp_path, "all")
         assert done.returncode == 0, done.stderr[-6000:] + cluster.logs()
         assert out["executors"] == 2
@@ -157,11 +163,14 @@ def _serve_on(cluster, tmp_path: Path) -> None:
     try:
         serve.ready(served)
         url = f"jdbc:hive2://localhost:{served.port}/default"
+        insert = (
+            "INSERT INTO lake.s.points "
+            "SELECT CAST(id % 100 AS INT), CAST(id % 37 AS INT) FROM range(1000)"
+        )
         script = (
             "CREATE NAMESPACE IF NOT EXISTS lake.s; "
             "CREATE TABLE lake.s.points (x INT, y INT) USING iceberg; "
-            "INSERT INTO lake.s.points SELECT CAST(id % 100 AS INT), CAST(id % 37 AS INT) FROM range(1000); "
-            "INSERT INTO lake.s.points SELECT CAST(id % 100 AS INT), CAST(id % 37 AS INT) FROM range(1000); "
+            f"{insert}; {insert}; "
             "CALL sparkext.tiered_optimize(table => 'lake.s.points', levels => 'l2', "
             "cluster_by => 'x, y', curve => 'hilbert'); "
             "SELECT count(*) AS n, sum(x) AS sx FROM lake.s.points;"
