@@ -42,6 +42,7 @@ _CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # SparkContexts whose execut
 _SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
 _MISMATCH = re.compile(r"different version:? ?(\d+\.\d+) than that in driver:? ?(\d+\.\d+)")
 _NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"')
+_MISSING = re.compile(r"No module named '?sparkext[.']")
 
 
 def _files() -> list[Path]:
@@ -96,19 +97,17 @@ def ship(spark: SparkSession) -> None:
 
 def check_executors(spark: SparkSession) -> None:
     """Raise one sentence unless every executor's Python imports this sparkext (same version,
-    same Python minor version). Once per application; local masters, whose workers run the
-    driver's interpreter unless told otherwise, and ``spark.sparkext.check-executors=false``
-    skip it."""
+    same Python minor version). Once per application, on cluster masters; local masters (one
+    machine: a routine that needs no Python there, ``help``, runs with any) and
+    ``spark.sparkext.check-executors=false`` skip it. A Python task that fails the same ways
+    later, on any master, gets the same sentences (:func:`executor_failure`)."""
     from sparkext.security.settings import setting
 
     context = spark.sparkContext
     if context in _CHECKED:
         return
     conf = setting(spark, CHECK, "true") or "true"
-    own_python = os.path.realpath(context.pythonExec or "python3") == os.path.realpath(
-        sys.executable
-    )
-    if conf.lower() == "false" or (_local(spark) and own_python):
+    if conf.lower() == "false" or _local(spark):
         _CHECKED.add(context)
         return
     with _LOCK:
@@ -137,6 +136,20 @@ def _ask(spark: SparkSession) -> list[tuple[str, str, str, str]]:
         raise EnvironmentSetupError(_sentence(str(error), python)) from None
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def executor_failure(text: str, python: str) -> str | None:
+    """The sentence for a Python task that failed because of the executors' environment (the
+    text of Spark's error), or None when it failed for another reason."""
+    if _MISSING.search(text):
+        return (
+            f"The executors' Python ('{python}') cannot import sparkext; install sparkext where "
+            "it runs, point spark.pyspark.python at an interpreter that has it, or ship it with "
+            f"the job (spark.sparkext.ship=true; {GUIDE})."
+        )
+    if _MISMATCH.search(text) or _NO_PROGRAM.search(text):
+        return _sentence(text, python)
+    return None
 
 
 def _sentence(text: str, python: str) -> str:

@@ -89,7 +89,7 @@ def normalize(location: str) -> str:
     if scheme(text) is None:
         remote = on_default_filesystem(text)
         if remote is not None:
-            return remote
+            return remote.rstrip("/")
         return str(Path(text).expanduser().resolve())
     stripped = text.rstrip("/")
     return text if stripped.endswith(":") else stripped
@@ -110,6 +110,26 @@ def pyarrow_uri(location: str) -> str:
     return quote(head, safe=":/@!$&'()*+,;=~[]") + mark + query
 
 
+def filesystem(location: str) -> tuple[FileSystem, str]:
+    """pyarrow's file system and path for ``location`` as Hadoop and Iceberg write it — on the
+    driver or in a task: ``s3a://`` under pyarrow's ``s3``, ``file:/x`` and plain paths local,
+    the text literal (see :func:`pyarrow_uri`). The one place sparkext asks pyarrow for one.
+
+    >>> filesystem("file:/tmp/x.parquet")[1], filesystem("/tmp/x.parquet")[1]
+    ('/tmp/x.parquet', '/tmp/x.parquet')
+    >>> filesystem("file:///tmp/a b/50%")[1]
+    '/tmp/a b/50%'
+    >>> type(filesystem("s3a://bucket/wh/t/data?region=us-east-1")[0]).__name__
+    'S3FileSystem'
+    """
+    from pyarrow import fs
+
+    if scheme(location) is None:
+        return fs.LocalFileSystem(), location
+    found, path = fs.FileSystem.from_uri(pyarrow_uri(location))
+    return found, path
+
+
 @dataclass(frozen=True)
 class Location:
     """A place on some filesystem: ``uri`` as written (for Spark and for people), and
@@ -127,8 +147,8 @@ class Location:
         uri = normalize(location)
         if scheme(uri) is None:
             return cls(uri, fs.LocalFileSystem(), uri)
-        filesystem, path = fs.FileSystem.from_uri(pyarrow_uri(uri))
-        return cls(uri, filesystem, path)
+        found, path = filesystem(uri)
+        return cls(uri, found, path)
 
     def child(self, *names: str) -> Location:
         """The location ``names`` below this one."""

@@ -176,9 +176,10 @@ def file_writer(
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
-        from pyarrow import fs
 
-        filesystem, base = fs.FileSystem.from_uri(directory)
+        from sparkext.fs import filesystem as pyarrow_filesystem
+
+        filesystem, base = pyarrow_filesystem(directory)
         writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
         keys: list[pa.Table] = []
         events = _EventLogFile(event_log) if event_log is not None else None
@@ -386,8 +387,10 @@ def remove_written(directory: str, prefix: str) -> int:
     """
     from pyarrow import fs
 
+    from sparkext.fs import filesystem as pyarrow_filesystem
+
     try:
-        filesystem, base = fs.FileSystem.from_uri(directory)
+        filesystem, base = pyarrow_filesystem(directory)
         infos = filesystem.get_file_info(fs.FileSelector(base, allow_not_found=True))
     except Exception:  # the job's own error is what the user needs; orphans are harmless
         return 0

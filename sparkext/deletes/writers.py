@@ -50,16 +50,11 @@ _POSITION_SCHEMA = pa.schema(
 
 
 def _filesystem(uri: str):
-    """pyarrow's filesystem and path for an Iceberg location (``file:/x`` forms included).
+    """pyarrow's filesystem and path for an Iceberg location (``s3a://``, ``file:/x`` forms
+    included: :func:`sparkext.fs.filesystem`)."""
+    from sparkext.fs import filesystem
 
-    >>> _filesystem("file:/tmp/x.parquet")[1], _filesystem("/tmp/x.parquet")[1]
-    ('/tmp/x.parquet', '/tmp/x.parquet')
-    """
-    from pyarrow import fs
-
-    if uri.startswith("file:") and not uri.startswith("file://"):
-        uri = "file://" + uri[len("file:") :]
-    return fs.FileSystem.from_uri(uri)
+    return filesystem(uri)
 
 
 def _uri(directory: str, path: str) -> str:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from sparkext.errors import (
     CommitConflictError,
     CommitStateUnknownError,
+    EnvironmentSetupError,
     SparkError,
     SparkextError,
     SqlParseError,
@@ -256,7 +257,23 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
         return SparkError(_no_namespace())
     if java_name.endswith(("CommitFailedException", "ValidationException")):
         return CommitConflictError(message)
+    environment = _executor_environment(_full_text(error))
+    if environment is not None:
+        return environment
     return SparkError(message)
+
+
+def _executor_environment(text: str) -> EnvironmentSetupError | None:
+    """A Python task that failed for its executor's environment: no sparkext there, another
+    Python minor version, no such interpreter (:mod:`sparkext.environment`)."""
+    from pyspark import SparkContext
+
+    from sparkext.environment import executor_failure
+
+    context = SparkContext._active_spark_context
+    python = (context.pythonExec if context is not None else None) or "python3"
+    sentence = executor_failure(text, python)
+    return EnvironmentSetupError(sentence) if sentence is not None else None
 
 
 _NOT_FOUND = re.compile(r"The table or view (\S+) cannot be found(?: \(line \d+, column \d+\))?")

@@ -77,9 +77,9 @@ class Cluster:
                 process.wait(timeout=30)
 
 
-def node_python(target: Path) -> Path:
+def node_python(target: Path, with_sparkext: bool = False) -> Path:
     """A venv at ``target`` that sees this interpreter's packages but not sparkext: a node where
-    sparkext's dependencies are installed and sparkext is not."""
+    sparkext's dependencies are installed and sparkext is not (``with_sparkext``: installed too)."""
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
     subprocess.run([str(base), "-m", "venv", "--without-pip", str(target)], check=True)
     ours = Path(sysconfig.get_paths()["purelib"])
@@ -89,7 +89,24 @@ def node_python(target: Path) -> Path:
             continue
         if not (theirs / entry.name).exists():
             (theirs / entry.name).symlink_to(entry)
+    if with_sparkext:
+        import sparkext
+
+        (theirs / "sparkext").symlink_to(Path(sparkext.__file__).parent)
     return target / "bin" / "python"
+
+
+def packed_environment(base: Path) -> Path:
+    """A packed environment with sparkext installed, for ``spark.archives …#env`` and
+    ``spark.pyspark.python ./env/bin/python`` (what ``venv-pack`` makes; its links point into
+    this machine's interpreter and packages, as a packed venv's point at the image's)."""
+    import tarfile
+
+    python = node_python(base / "packed-env", with_sparkext=True)
+    archive = base / "sparkext-env.tar.gz"
+    with tarfile.open(archive, "w:gz") as packed:
+        packed.add(python.parent.parent, arcname=".")
+    return archive
 
 
 def start(base: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> Cluster:

@@ -6,7 +6,9 @@ SPEC: ``master``, ``conf`` (Spark settings: the catalog, the executors' Python),
 
 * ``run``: first a routine before sparkext reaches the executors (the one-sentence error is
   recorded), then ``SparkContext.addPyFile(sparkext.environment.package())`` — a notebook's way
-  of shipping it — unless the conf ships it (``spark.sparkext.ship``); then the scenarios.
+  of shipping it — unless the conf ships it (``spark.sparkext.ship``) or the executors' Python
+  has it (``installed``: a packed environment in ``spark.archives``); then the scenarios.
+* ``probe``: one routine (``statement``, default a changelog); what it said (``error``).
 * ``stream-crash``: ``ingest_cdc`` as a stream; two landings, the second while the process dies
   (``os._exit``, no clean-up, mid-batch or not).
 * ``stream-restart``: the same stream from the same checkpoint, a third landing, the rows.
@@ -40,8 +42,19 @@ def main(spec_path: str, out_path: str) -> int:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
     out["daemon"] = spark.sparkContext.getConf().get("spark.python.daemon.module", None)
     phase = spec["phase"]
-    if phase == "run":
-        if spec["conf"].get("spark.sparkext.ship") != "true":
+    if phase == "probe":  # one routine: what the executors' check says
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {ns}.first (id BIGINT) USING iceberg")
+        statement = spec.get("statement", "SELECT * FROM sparkext.changelog('{ns}.first')")
+        if "{root}/landing" in statement:
+            scenarios.land(root, 0)
+        try:
+            sparkext.sql(statement.format(ns=ns, root=root)).collect()
+            out["error"] = None
+        except Exception as error:
+            out["error"] = f"{type(error).__name__}: {error}"
+    elif phase == "run":
+        shipped = spec["conf"].get("spark.sparkext.ship") == "true"
+        if not shipped and not spec.get("installed"):
             spark.sql(f"CREATE TABLE IF NOT EXISTS {ns}.first (id BIGINT) USING iceberg")
             try:
                 sparkext.sql(f"SELECT * FROM sparkext.changelog('{ns}.first')").collect()

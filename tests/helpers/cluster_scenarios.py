@@ -12,6 +12,8 @@ surface), the streaming API.
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import sparkext
@@ -185,11 +187,23 @@ def maintenance(spark, ns: str, root: str) -> list[str]:
             f"FROM range({batch * 10}, {batch * 10 + 10})"
         )
     spark.sql(f"DELETE FROM {ns}.history WHERE id % 7 = 0")
-    done = sparkext.sql(f"CALL sparkext.maintain(table => '{ns}.history')").collect()
+    # an orphan two hours old (a failed writer's file), for remove_orphan_files to find: its
+    # listing and deletes run where Iceberg's action runs them, through the table's FileIO
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {ns}.history").where("col_name = 'Location'")
+    data = Path(location.first()["data_type"].removeprefix("file:")) / "data"
+    orphan = data / "00000-0-orphan.parquet"
+    orphan.write_bytes(b"not referenced by any snapshot")
+    two_hours_ago = time.time() - 7200
+    os.utime(orphan, (two_hours_ago, two_hours_ago))
+    done = sparkext.sql(
+        f"CALL sparkext.maintain(table => '{ns}.history', options => map('orphan-min-age', "
+        "'1 hour', 'manifest-min-count', '2'))"
+    ).collect()
     out = [
-        f"maintain: {r.action} {r.outcome} error {r.error}"
+        f"maintain: {r.action} {r.outcome} items {r.items} error {r.error}"
         for r in sorted(done, key=lambda r: r.action)
     ]
+    out.append(f"orphan left: {orphan.exists()}")
     out += [f"rows: {r}" for r in rows(spark, f"SELECT count(*), sum(id) FROM {ns}.history")]
     out += [f"snapshots: {r}" for r in rows(spark, f"SELECT count(*) FROM {ns}.history.snapshots")]
     return out

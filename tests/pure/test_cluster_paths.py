@@ -128,3 +128,55 @@ def test_an_executor_without_sparkext_or_with_another_version_is_named():
     with pytest.raises(EnvironmentSetupError, match=r"import sparkext 0\.0\.1 but the driver"):
         environment._judge([("node-1", f"{__import__('sys').version_info[0]}."
                              f"{__import__('sys').version_info[1]}", "0.0.1", "")])  # fmt: skip
+
+
+def test_a_plain_path_is_on_the_default_file_system_as_spark_reads_it(tmp_path, monkeypatch):
+    from sparkext import fs
+    from sparkext.procedures.ingest_cdc import source_location
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        fs.set_default_filesystem("hdfs://nn:8020")
+        assert fs.normalize("/data/ck/") == "hdfs://nn:8020/data/ck"
+        assert fs.absolute("/data/landing") == "hdfs://nn:8020/data/landing"
+        assert source_location("/data/landing") == "hdfs://nn:8020/data/landing"
+        assert fs.absolute("s3a://b/ck") == "s3a://b/ck"  # a URI as written
+        with pytest.raises(EnvironmentSetupError) as refused:
+            fs.normalize("ck")
+        assert str(refused.value) == (
+            "'ck' is a relative path but the default file system is hdfs://nn:8020; write it "
+            "in full (e.g. hdfs://nn:8020/data/ck) or as a /absolute/path."
+        )
+        fs.set_default_filesystem("file:///")  # the local default: local paths, as before
+        assert fs.absolute("ck") == str(tmp_path / "ck")
+    finally:
+        fs.set_default_filesystem(None)
+
+
+def test_pyarrow_file_systems_come_from_one_place():
+    """``s3a://`` (Hadoop's name), ``file:/x`` and literal text are translated once, in
+    ``sparkext.fs.filesystem``: a task that asked pyarrow itself failed on an s3a:// table."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if path.name != "fs.py" or path.parent != ROOT
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "from_uri"
+    ]
+    assert not offenders, f"use sparkext.fs.filesystem: {offenders}"
+
+
+def test_a_task_that_failed_for_its_environment_is_named_and_others_are_not():
+    missing = (
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/x/pyspark.zip/pyspark/serializers.py", line 471, in loads\n'
+        "ModuleNotFoundError: No module named 'sparkext'"
+    )
+    assert environment.executor_failure(missing, "/usr/bin/python3") == (
+        "The executors' Python ('/usr/bin/python3') cannot import sparkext; install sparkext "
+        "where it runs, point spark.pyspark.python at an interpreter that has it, or ship it "
+        "with the job (spark.sparkext.ship=true; docs/guides/deploy.md)."
+    )
+    assert environment.executor_failure("No module named 'sparkext.cdc'", "p") is not None
+    assert environment.executor_failure("No module named 'sparkextra'", "p") is None
+    assert environment.executor_failure("Division by zero", "p") is None

@@ -10,12 +10,14 @@ Default tier: one worker, the CDC / delete-conversion / changelog / event-time /
 scenario and Hilbert clustering, sparkext shipped by ``SparkContext.addPyFile`` after the
 executors' check refused it in one sentence. Stress tier (``pytest -m stress``): two workers,
 every scenario, sparkext shipped by ``spark.sparkext.ship``, ``ingest_cdc`` as a stream killed
-mid-run and restarted, and ``sparkext-sql serve`` on the cluster answering a JDBC client.
+mid-run and restarted, ``sparkext-sql serve`` on the cluster answering a JDBC client, and a
+packed environment with sparkext installed in ``spark.archives`` (the worker daemon on).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +148,29 @@ def test_two_workers_every_scenario_a_crashed_stream_and_serve(
         assert done.returncode == 0, done.stderr[-6000:] + cluster.logs()
         assert restarted["rows"] == scenarios.replayed(3)
         _serve_on(cluster, tmp_path)
+
+        # a packed environment with sparkext installed, shipped in spark.archives: each executor
+        # unpacks its own; the worker daemon is known to work there, so it is on
+        packed = {
+            **spec,
+            "ns": "pg.cluster_packed",
+            "root": (tmp_path / "packed-root").as_uri(),
+            "installed": True,
+            "scenarios": ["hilbert"],
+            "conf": {
+                **conf,
+                "spark.sparkext.ship": "false",
+                "spark.archives": f"{clusters.packed_environment(tmp_path)}#env",
+                "spark.pyspark.python": "./env/bin/python",
+                "spark.python.daemon.module": "sparkext.daemon",
+            },
+        }
+        out, done = _driver(packed, tmp_path, "packed")
+        assert done.returncode == 0, done.stderr[-6000:] + cluster.logs()
+        assert out["daemon"] == "sparkext.daemon"
+        _same(out, local, ["hilbert"], cluster)
+        unpacked = [d / "env" / "bin" / "python" for d in cluster.executor_dirs()]
+        assert [p for p in unpacked if p.exists()], "each executor unpacked the environment"
     finally:
         clusters.remove(cluster)
 
@@ -184,3 +209,81 @@ def _serve_on(cluster, tmp_path: Path) -> None:
         assert done.stdout.strip().splitlines()[-1] == expected, done.stdout
     finally:
         serve.stop(served)
+
+
+def _other_python() -> str | None:
+    """An interpreter of another minor version than this one, if the machine has one."""
+    import glob
+    import shutil
+
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    candidates = sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3.*"))
+    candidates += [shutil.which(f"python3.{minor}") or "" for minor in range(8, 15)]
+    for path in candidates:
+        name = Path(path).name.removeprefix("python")
+        if path and re.fullmatch(r"3\.\d+", name) and name != mine and Path(path).exists():
+            return path
+    return None
+
+
+@pytest.mark.stress
+def test_the_executors_check_says_what_is_wrong_in_one_sentence(
+    postgres_server, one_worker, tmp_path
+):
+    warehouse = (tmp_path / "warehouse").as_uri()
+    base = {"master": one_worker.url, "ns": "pg.probe", "root": tmp_path.as_uri(), "phase": "probe"}
+    cases = {
+        "missing interpreter": (
+            {"spark.pyspark.python": "/opt/none/bin/python"},
+            "EnvironmentSetupError: The executors cannot start Python '/opt/none/bin/python' (no "
+            "such program on a node); set spark.pyspark.python to an interpreter every node has, "
+            "or ship one in spark.archives (docs/guides/deploy.md).",
+        ),
+        "daemon without sparkext": (
+            {"spark.python.daemon.module": "sparkext.daemon"},
+            "EnvironmentSetupError: The executors' Python worker daemon did not start "
+            "(spark.python.daemon.module needs sparkext installed on every node); unset it when "
+            "sparkext is shipped with the job (docs/guides/deploy.md).",
+        ),
+    }
+    other = _other_python()
+    if other is not None:
+        minor = Path(other).name.removeprefix("python")
+        mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        cases["another minor version"] = (
+            {"spark.pyspark.python": other},
+            f"EnvironmentSetupError: The executors run Python {minor} but the driver runs {mine}; "
+            f"point spark.pyspark.python at a Python {mine} on every node or ship one in "
+            "spark.archives (docs/guides/deploy.md).",
+        )
+    said = {}
+    for name, (extra, _) in cases.items():
+        conf = _conf(one_worker, postgres_server, warehouse, **extra)
+        out, done = _driver({**base, "conf": conf}, tmp_path, name.replace(" ", "-"))
+        assert done.returncode == 0, done.stderr[-6000:]
+        said[name] = out["error"]
+    assert said == {name: sentence for name, (_, sentence) in cases.items()}
+
+
+@pytest.mark.stress
+def test_in_local_mode_an_executor_python_without_sparkext_is_one_sentence(tmp_path):
+    """Local masters are not checked before a routine (``help`` needs no Python there); a
+    routine whose Python tasks fail for want of sparkext still ends in one sentence."""
+    python = clusters.node_python(tmp_path / "python")
+    spec = {
+        "master": "local[1]",
+        "conf": {"spark.pyspark.python": str(python), "spark.driver.memory": "1g"},
+        "ns": "lake.probe",
+        "root": tmp_path.as_uri(),
+        "phase": "probe",
+        "statement": "CALL sparkext.ingest_cdc(table => '{ns}.t', source => '{root}/landing', "
+        "checkpoint => '{root}/ck', primary_key => 'id', create => true)",
+    }
+    spec["conf"]["spark.sql.catalog.lake.warehouse"] = str(tmp_path / "warehouse")
+    out, done = _driver(spec, tmp_path, "local-probe")
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert out["error"] == (
+        f"EnvironmentSetupError: The executors' Python ('{python}') cannot import sparkext; "
+        "install sparkext where it runs, point spark.pyspark.python at an interpreter that has "
+        "it, or ship it with the job (spark.sparkext.ship=true; docs/guides/deploy.md)."
+    )
