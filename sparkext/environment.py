@@ -40,7 +40,10 @@ _SHIPPED_SUFFIXES = (".py", ".typed")
 _LOCK = threading.Lock()
 _CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # SparkContexts whose executors answered
 _SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
-_MISMATCH = re.compile(r"different version:? ?(\d+\.\d+) than that in driver:? ?(\d+\.\d+)")
+# PySpark 3.5's worker: "…has different version (3, 10) than that in driver 3.11, …"
+_MISMATCH = re.compile(
+    r"different version:? ?\(?(\d+)(?:\.|, )(\d+)\)? than that in driver:? ?(\d+\.\d+)"
+)
 _NO_PROGRAM = re.compile(r'Cannot run program "([^"]+)"')
 _MISSING = re.compile(r"No module named '?sparkext[.']")
 
@@ -155,9 +158,10 @@ def executor_failure(text: str, python: str) -> str | None:
 def _sentence(text: str, python: str) -> str:
     found = _MISMATCH.search(text)
     if found:
+        worker, driver = f"{found.group(1)}.{found.group(2)}", found.group(3)
         return (
-            f"The executors run Python {found.group(1)} but the driver runs {found.group(2)}; "
-            f"point spark.pyspark.python at a Python {found.group(2)} on every node or ship one "
+            f"The executors run Python {worker} but the driver runs {driver}; "
+            f"point spark.pyspark.python at a Python {driver} on every node or ship one "
             f"in spark.archives ({GUIDE})."
         )
     found = _NO_PROGRAM.search(text)

@@ -231,6 +231,9 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
         return None
     if isinstance(error, SparkextError):
         return error
+    environment = _executor_environment(_full_text(error))
+    if environment is not None:
+        return environment
     raised = _raised_in_python(_full_text(error))
     if raised is not None:
         return raised
@@ -257,9 +260,6 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
         return SparkError(_no_namespace())
     if java_name.endswith(("CommitFailedException", "ValidationException")):
         return CommitConflictError(message)
-    environment = _executor_environment(_full_text(error))
-    if environment is not None:
-        return environment
     return SparkError(message)
 
 

@@ -103,7 +103,7 @@ def test_the_package_holds_every_module_and_nothing_else(tmp_path):
     [
         (
             "PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] Python in worker has different "
-            "version: 3.10 than that in driver: 3.11, PySpark cannot run with different minor",
+            "version (3, 10) than that in driver 3.11, PySpark cannot run with different minor",
             "The executors run Python 3.10 but the driver runs 3.11; point spark.pyspark.python "
             "at a Python 3.11 on every node or ship one in spark.archives (docs/guides/deploy.md).",
         ),

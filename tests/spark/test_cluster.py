@@ -37,9 +37,15 @@ def _driver(
 ) -> tuple[dict, subprocess.CompletedProcess]:
     spec_file, out_file = tmp / f"{name}-spec.json", tmp / f"{name}-out.json"
     spec_file.write_text(json.dumps(spec))
+    # the driver's working directory is not the checkout: a local master's Python workers start
+    # there, and would import sparkext from it
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+        "from tests.helpers.cluster_driver import main; sys.exit(main(*sys.argv[1:]))"
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.cluster_driver", str(spec_file), str(out_file)],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+        [sys.executable, "-c", bootstrap, str(spec_file), str(out_file)],
+        cwd=tmp, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     out = json.loads(out_file.read_text()) if out_file.exists() else {}
     return out, done
