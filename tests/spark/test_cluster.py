@@ -7,7 +7,7 @@ process of its own and, on the same input, in local mode on the shared session: 
 print the same lines, and ``ingest_cdc``'s rows must equal a brute-force replay of the events.
 
 Default tier: one worker, the CDC / delete-conversion / changelog / event-time / dimension-join
-scenario and Hilbert clustering, sparkext shipped by ``SparkContext.addPyFile`` after the
+scenario (through ``sparkext.sql`` and ``spark.sql``), sparkext shipped by ``SparkContext.addPyFile`` after the
 executors' check refused it in one sentence. Stress tier (``pytest -m stress``): two workers,
 every scenario, sparkext shipped by ``spark.sparkext.ship``, ``ingest_cdc`` as a stream killed
 mid-run and restarted, ``sparkext-sql serve`` on the cluster answering a JDBC client, and a
@@ -29,7 +29,7 @@ from tests.helpers import cluster_scenarios as scenarios
 from tests.helpers.postgres import JDBC_JAR, catalog_conf
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = ["cdc_and_deletes", "hilbert"]
+DEFAULT = ["cdc_and_deletes"]
 
 
 def _driver(
