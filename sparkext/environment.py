@@ -40,6 +40,7 @@ _SHIPPED_SUFFIXES = (".py", ".typed")
 _LOCK = threading.Lock()
 _CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()  # SparkContexts whose executors answered
 _SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
+_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()
 # PySpark 3.5's worker: "…has different version (3, 10) than that in driver 3.11, …"
 _MISMATCH = re.compile(
     r"different version:? ?\(?(\d+)(?:\.|, )(\d+)\)? than that in driver:? ?(\d+\.\d+)"
@@ -96,6 +97,51 @@ def ship(spark: SparkSession) -> None:
         if context not in _SHIPPED:
             context.addPyFile(package())
             _SHIPPED.add(context)
+
+
+def hadoop_catalogs_on_a_cluster(conf: dict[str, str]) -> list[str]:
+    """The Hadoop catalogs a cluster application writes through (their commit lock is one
+    host's ``flock``): a warning's subject, empty in local mode.
+
+    >>> hadoop_catalogs_on_a_cluster({"spark.master": "yarn",
+    ...     "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+    ...     "spark.sql.catalog.lake.type": "hadoop", "spark.sql.catalog.pg.type": "jdbc"})
+    ['lake']
+    >>> hadoop_catalogs_on_a_cluster({"spark.master": "local[2]",
+    ...     "spark.sql.catalog.lake.type": "hadoop"})
+    []
+    """
+    if conf.get("spark.master", "local").startswith("local"):
+        return []
+    suffix = ".type"
+    return sorted(
+        key[len("spark.sql.catalog.") : -len(suffix)]
+        for key, value in conf.items()
+        if key.startswith("spark.sql.catalog.")
+        and key.endswith(suffix)
+        and value == "hadoop"
+        and key.count(".") == 4
+    )
+
+
+def warn_about_the_catalog(spark: SparkSession) -> None:
+    """Once per application: say so when a cluster application has a Hadoop catalog."""
+    import logging
+
+    from sparkext.security.settings import application
+
+    context = spark.sparkContext
+    if context in _WARNED:
+        return
+    _WARNED.add(context)
+    for name in hadoop_catalogs_on_a_cluster(dict(application(spark).conf)):
+        logging.getLogger("sparkext.environment").warning(
+            "Catalog %s is a Hadoop catalog: sparkext serialises its commits with a lock that "
+            "holds on one host only, so concurrent writers on a cluster can lose commits; use "
+            "Iceberg's JDBC, REST or Hive catalog (%s).",
+            name,
+            GUIDE,
+        )
 
 
 def check_executors(spark: SparkSession) -> None:

@@ -115,12 +115,13 @@ def attach(spark: SparkSession) -> SparkSession:
             _registered.append(_Routines(spark))
         _bridge(spark).register(_registered[0])
         import_pyspark_short_names(spark)  # PySpark's F.* and select() ask for them each call
-    from sparkext.environment import ship
+    from sparkext.environment import ship, warn_about_the_catalog
     from sparkext.fs import set_default_filesystem
 
     # a plain path is where Spark reads it: on the default file system (hdfs://… on YARN)
     set_default_filesystem(spark._jsc.hadoopConfiguration().get("fs.defaultFS", "file:///"))
     ship(spark)  # spark.sparkext.ship: this sparkext to the executors, once per application
+    warn_about_the_catalog(spark)
     return spark
 
 

@@ -213,6 +213,10 @@ def _serve_on(cluster, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr[-4000:] + served.log.read_text()[-4000:]
         expected = f"{2000},{2 * sum(i % 100 for i in range(1000))}"
         assert done.stdout.strip().splitlines()[-1] == expected, done.stdout
+        # serve's default catalog is the embedded Hadoop one: on a cluster it says what that means
+        assert "Catalog lake is a Hadoop catalog: sparkext serialises its commits with a lock " in (
+            served.log.read_text()
+        )
     finally:
         serve.stop(served)
 
