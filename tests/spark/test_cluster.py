@@ -7,8 +7,9 @@ process of its own and, on the same input, in local mode on the shared session: 
 print the same lines, and ``ingest_cdc``'s rows must equal a brute-force replay of the events.
 
 Default tier: one worker, the CDC / delete-conversion / changelog / event-time / dimension-join
-scenario (through ``sparkext.sql`` and ``spark.sql``), sparkext shipped by ``SparkContext.addPyFile`` after the
-executors' check refused it in one sentence. Stress tier (``pytest -m stress``): two workers,
+scenario (through ``sparkext.sql`` and ``spark.sql``), sparkext shipped by
+``SparkContext.addPyFile`` after the executors' check refused it in one sentence. Stress tier
+(``pytest -m stress``): two workers,
 every scenario, sparkext shipped by ``spark.sparkext.ship``, ``ingest_cdc`` as a stream killed
 mid-run and restarted, ``sparkext-sql serve`` on the cluster answering a JDBC client, and a
 packed environment with sparkext installed in ``spark.archives`` (the worker daemon on).
