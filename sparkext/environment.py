@@ -176,15 +176,18 @@ def _ask(spark: SparkSession) -> list[tuple[str, str, str, str]]:
     cloudpickle.register_pickle_by_value(executor_probe)
     slices = max(int(context.defaultParallelism), 1)
     python = context.pythonExec or "python3"
+    described = context.getLocalProperty("spark.job.description")  # the caller's, kept
     try:
         context.setJobDescription("sparkext: check the executors' Python")
         return list(
             set(context.parallelize(range(slices), slices).map(executor_probe.probe).collect())
         )
     except Exception as error:
+        if "cancelled" in str(error).lower():  # Ctrl-C, a job group cancelled: not the nodes'
+            raise
         raise EnvironmentSetupError(_sentence(str(error), python)) from None
     finally:
-        context.setJobDescription(None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", described)  # type: ignore[arg-type]
 
 
 def executor_failure(text: str, python: str) -> str | None:
