@@ -105,7 +105,7 @@ def hadoop_catalogs_on_a_cluster(conf: dict[str, str]) -> list[str]:
 
     >>> hadoop_catalogs_on_a_cluster({"spark.master": "yarn",
     ...     "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-    ...     "spark.sql.catalog.lake.type": "hadoop", "spark.sql.catalog.pg.type": "jdbc"})
+    ...     "spark.sql.catalog.lake.type": "hadoop"})
     ['lake']
     >>> hadoop_catalogs_on_a_cluster({"spark.master": "local[2]",
     ...     "spark.sql.catalog.lake.type": "hadoop"})
@@ -113,15 +113,9 @@ def hadoop_catalogs_on_a_cluster(conf: dict[str, str]) -> list[str]:
     """
     if conf.get("spark.master", "local").startswith("local"):
         return []
-    suffix = ".type"
-    return sorted(
-        key[len("spark.sql.catalog.") : -len(suffix)]
-        for key, value in conf.items()
-        if key.startswith("spark.sql.catalog.")
-        and key.endswith(suffix)
-        and value == "hadoop"
-        and key.count(".") == 4
-    )
+    found = (key.split(".") for key, value in conf.items() if value == "hadoop")
+    return sorted(p[3] for p in found if len(p) == 5 and p[:3] == ["spark", "sql", "catalog"]
+                  and p[4] == "type")  # fmt: skip
 
 
 def warn_about_the_catalog(spark: SparkSession) -> None:
