@@ -20,7 +20,6 @@ import hashlib
 import os
 import re
 import sys
-import tempfile
 import threading
 import weakref
 import zipfile
@@ -59,8 +58,11 @@ def _files() -> list[Path]:
 
 def package(directory: str | os.PathLike[str] | None = None) -> str:
     """The path of a zip of this sparkext's Python modules, for ``--py-files``: made once per
-    content in ``directory`` (default: a ``sparkext-ship`` directory in the temp directory) and
-    reused while the modules are unchanged. Its name carries sparkext's version and a hash."""
+    content in ``directory`` and reused while the modules are unchanged. Its name carries
+    sparkext's version and a hash of the modules. The default directory is the user's own
+    (``$XDG_CACHE_HOME/sparkext/ship``, else ``~/.cache/sparkext/ship``, mode 0700), never a
+    shared temp directory: a zip found there is sent to every executor and run as is, so a name
+    anyone can predict must not be anyone's to plant."""
     from sparkext import __version__
 
     files = _files()
@@ -68,8 +70,13 @@ def package(directory: str | os.PathLike[str] | None = None) -> str:
     for path in files:
         digest.update(str(path.relative_to(_PACKAGE)).encode())
         digest.update(path.read_bytes())
-    where = Path(directory) if directory else Path(tempfile.gettempdir()) / "sparkext-ship"
-    where.mkdir(parents=True, exist_ok=True)
+    if directory:
+        where = Path(directory)
+        where.mkdir(parents=True, exist_ok=True)
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        where = Path(cache) / "sparkext" / "ship"
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = where / f"sparkext-{__version__}-{digest.hexdigest()[:12]}.zip"
     if not target.is_file():
         partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")

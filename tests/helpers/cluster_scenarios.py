@@ -49,16 +49,35 @@ def land(root: str, index: int) -> str:
     return str(directory)
 
 
-def replayed(count: int) -> list[str]:
-    """The brute-force oracle: the table's rows after the first ``count`` landings."""
+def _state(count: int, until: int | None = None) -> dict[int, str]:
     state: dict[int, str] = {}
     for landing in LANDINGS[:count]:
-        for op, key, _, name in landing:
+        for op, key, pos, name in landing:
+            if until is not None and pos > until:
+                continue
             if op == "d":
                 state.pop(key, None)
             else:
                 state[key] = name
-    return [f"{key}|{name}" for key, name in sorted(state.items())]
+    return state
+
+
+def replayed(count: int, until: int | None = None) -> list[str]:
+    """The brute-force oracle: the table's rows after the first ``count`` landings (``until``:
+    only the events at or before that second, the event time being the position)."""
+    return [f"{key}|{name}" for key, name in sorted(_state(count, until).items())]
+
+
+SHIPMENTS = [(1, 4), (1, 6), (2, 7), (2, 13), (5, 6), (5, 10)]  # (order id, second)
+
+
+def joined() -> list[str]:
+    """The dimension join's oracle: each shipment with its order's name as of its second."""
+    out = []
+    for order, second in SHIPMENTS:
+        name = _state(len(LANDINGS), second).get(order)
+        out.append(f"{order}|{second}|{'NULL' if name is None else name}")
+    return sorted(out)
 
 
 def rows(spark, query: str) -> list[str]:
@@ -124,11 +143,9 @@ def cdc_and_deletes(spark, ns: str, root: str) -> list[str]:
         for r in rows(spark, f"SELECT id, name FROM {ns}.orders VERSION AS OF 'as_of_7s'")
     ]
     spark.sql(f"DROP TABLE IF EXISTS {ns}.shipments PURGE")
+    values = ", ".join(f"({o}, TIMESTAMP_SECONDS({s}))" for o, s in SHIPMENTS)
     spark.sql(
-        f"CREATE TABLE {ns}.shipments USING iceberg AS SELECT * FROM VALUES "
-        "(1, TIMESTAMP '1970-01-01 00:00:04 UTC'), (1, TIMESTAMP '1970-01-01 00:00:06 UTC'), "
-        "(2, TIMESTAMP '1970-01-01 00:00:07 UTC'), (2, TIMESTAMP '1970-01-01 00:00:13 UTC'), "
-        "(5, TIMESTAMP '1970-01-01 00:00:06 UTC'), (5, TIMESTAMP '1970-01-01 00:00:10 UTC') "
+        f"CREATE TABLE {ns}.shipments USING iceberg AS SELECT * FROM VALUES {values} "
         "AS t(order_id, ts)"
     )
     out += [

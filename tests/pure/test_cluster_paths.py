@@ -180,3 +180,11 @@ def test_a_task_that_failed_for_its_environment_is_named_and_others_are_not():
     assert environment.executor_failure("No module named 'sparkext.cdc'", "p") is not None
     assert environment.executor_failure("No module named 'sparkextra'", "p") is None
     assert environment.executor_failure("Division by zero", "p") is None
+
+
+def test_the_package_is_made_in_the_users_own_directory(tmp_path, monkeypatch):
+    """Executors run the zip as found: it is never looked up in a shared temp directory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = Path(environment.package())
+    assert made.parent == tmp_path / "cache" / "sparkext" / "ship"
+    assert made.parent.stat().st_mode & 0o777 == 0o700
