@@ -37,7 +37,7 @@ def _floor_batch(spark, landing: Path, checkpoint: Path, table: str) -> None:
     """The cheapest micro-batch: available-now file stream -> Python decode -> one append."""
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.decode import DECODED_DDL, decode_lines
+    from sparkext.executors.cdc.decode import DECODED_DDL, decode_lines
 
     def body(lines, _batch_id: int) -> None:
         decoded = lines.select(

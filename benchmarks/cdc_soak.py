@@ -15,7 +15,7 @@ figures swung between 90 and 340 MiB within a run and the end-vs-warm-up rule re
 things were then found (class histograms, ``jcmd <pid> GC.class_histogram``, and Python's
 ``gc`` module): part of the swing was the batch in flight; part was earlier batches' Java
 objects pinned by py4j proxies in Python reference cycles (each stream batch now collects them,
-``sparkext.iceberg.observe.release_proxies``; what PySpark's caller holds past the batch can
+``sparkext.spark.observe.release_proxies``; what PySpark's caller holds past the batch can
 still pin one or two batches' worth, ~65 MiB each here); and the slow climb of the floor
 (55 -> 147 MiB over the first 40 min, flat after) was Spark's status store filling up to its
 default 1,000 SQL executions (two per batch): conf/spark-defaults.conf now keeps 100.
@@ -62,9 +62,9 @@ def _parent(pid: str) -> str | None:
 
 
 # Spark's own daemon, sparkext's (``spark.python.daemon.module``, local masters: until
-# 2026-11-29 only the first was counted, so runs since sparkext.daemon counted 0 workers) and
-# workers Spark starts without a daemon
-_WORKER_COMMANDS = (b"pyspark.daemon", b"sparkext.daemon", b"pyspark.worker")
+# 2026-11-29 only the first was counted, so runs since sparkext.executors.daemon counted 0 workers)
+# and workers Spark starts without a daemon
+_WORKER_COMMANDS = (b"pyspark.daemon", b"sparkext.executors.daemon", b"pyspark.worker")
 
 
 def _workers(pid: int) -> int:

@@ -20,9 +20,10 @@ ROUNDS = 200
 
 def run(spark) -> list[Result]:
     import sparkext
-    from sparkext.iceberg import extension
-    from sparkext.iceberg.extension import attach, detach
+    from sparkext import attach
     from sparkext.security import audit, guard, policy
+    from sparkext.spark import extension
+    from sparkext.spark.extension import detach
 
     table = "lake.bench.governed"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")

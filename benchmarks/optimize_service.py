@@ -281,7 +281,7 @@ def latency(spark, minutes: float) -> tuple[list[Result], dict]:
         f"SELECT table_name, min(health_score) AS low, max_by(health_score, ts) AS last, "
         f"count(*) AS points FROM {log_table} WHERE job = 'health' GROUP BY table_name"
     ).collect()
-    from sparkext.service import report
+    from sparkext.actions import health_report as report
 
     now_scores = {p.table: p.table_score for p in report.health(spark, names)}
     figures = {

@@ -244,7 +244,7 @@ def run(spark) -> list[Result]:
     from pyspark.sql import functions as F
 
     import sparkext
-    from sparkext.history.daily import write_partition
+    from sparkext.actions.history.daily import write_partition
 
     rows = int(os.environ.get("SPARKEXT_BENCH_ASOF_ROWS", "5000000"))
     days = int(os.environ.get("SPARKEXT_BENCH_ASOF_DAYS", "30"))

@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sparkext.environment import check_executors
 from sparkext.errors import SparkextError
-from sparkext.session import active_session, session
+from sparkext.spark import session as _session
+from sparkext.spark.environment import check_executors
+from sparkext.spark.session import active_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from sparkext.history.changelog_stream import ChangelogStream
+    from sparkext.actions.history.changelog_stream import ChangelogStream
     from sparkext.planning.changelog_stream import ConsumerReport
     from sparkext.service.service import Service
 
@@ -57,6 +58,18 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
         return run_text(spark, text)
 
 
+def session(**overrides: Any) -> SparkSession:
+    """Return a SparkSession configured from conf/ plus ``overrides``, with Iceberg available
+    and sparkext's SQL in ``spark.sql``.
+
+    If a session is already running it is returned as is (Spark cannot change static settings of
+    a running session); runtime settings among ``overrides`` are applied to it.
+    """
+    from sparkext.routing.in_spark import ANSWERS  # start-up: routing imports every routine
+
+    return _session.session(ANSWERS, **overrides)
+
+
 def attach(spark: SparkSession | None = None) -> SparkSession:
     """Make ``spark.sql`` run sparkext's SQL: ``CALL sparkext.<procedure>(...)`` and
     ``sparkext.<function>(...)`` in FROM, in this session and every other session of its
@@ -68,9 +81,10 @@ def attach(spark: SparkSession | None = None) -> SparkSession:
     them gets the extension added and a clone of it (same settings, temp views and catalogs) is
     returned and made active: write ``spark = sparkext.attach(spark)``.
     """
-    from sparkext.iceberg.extension import attach as attach_driver
+    from sparkext.routing.in_spark import ANSWERS  # start-up: routing imports every routine
+    from sparkext.spark.extension import attach as attach_driver
 
-    return attach_driver(spark or active_session() or session())
+    return attach_driver(spark or active_session() or session(), ANSWERS)
 
 
 def spark_conf() -> dict[str, str]:
@@ -79,8 +93,8 @@ def spark_conf() -> dict[str, str]:
     ``spark.driver.extraClassPath`` (the Iceberg runtime and sparkext's extension jar). Pass them
     to ``spark-submit --conf`` or a notebook's ``SparkSession.builder.config``, then call
     :func:`attach`."""
-    from sparkext.iceberg.extension import spark_conf as with_extension
-    from sparkext.session import ICEBERG_EXTENSION, iceberg_jars
+    from sparkext.spark.extension import spark_conf as with_extension
+    from sparkext.spark.session import ICEBERG_EXTENSION, iceberg_jars
 
     return with_extension(iceberg_jars({"spark.sql.extensions": ICEBERG_EXTENSION}))
 
@@ -100,9 +114,8 @@ def ingest_cdc_stream(
     Same parameters, options, table and checkpoint layout as the procedure, so a continuous job
     and a catch-up CALL can share a checkpoint (not at the same time). Stop with ``query.stop()``.
     """
-    from sparkext.cdc.stream import start
-    from sparkext.procedures.base import BoundArgs, Context
-    from sparkext.procedures.binding import bind_options
+    from sparkext.actions.cdc.stream import start
+    from sparkext.declarations import BoundArgs, Context, bind_options
     from sparkext.procedures.ingest_cdc import (
         OPTIMIZE_EVERY,
         ROUTINE,
@@ -147,10 +160,9 @@ def ingest_cdc_database_stream(
     job and a catch-up CALL can share a checkpoint (not at the same time). Stop with
     ``query.stop()``.
     """
-    from sparkext.cdc.database import start_database
+    from sparkext.actions.cdc.database import start_database
+    from sparkext.declarations import BoundArgs, Context, bind_options
     from sparkext.procedures import ingest_cdc_database as routine
-    from sparkext.procedures.base import BoundArgs, Context
-    from sparkext.procedures.binding import bind_options
     from sparkext.procedures.ingest_cdc import (
         MAX_FILES_PER_BATCH,
         OPTIMIZE_EVERY,
@@ -201,7 +213,7 @@ def changelog_stream(
         progress: called with one line per batch (``print`` will do).
 
     Returns:
-        A :class:`~sparkext.history.changelog_stream.ChangelogStream`: set the consumer with
+        A :class:`~sparkext.actions.history.changelog_stream.ChangelogStream`: set the consumer with
         ``foreach_batch(fn)``, then ``process_available()`` (what is there now) or
         ``start(interval)`` / ``stop()`` / ``await_termination()``.
 
@@ -216,7 +228,7 @@ def changelog_stream(
         stream.foreach_batch(lambda frame, batch_id: frame.write.mode("append").parquet(out))
         stream.process_available()
     """
-    from sparkext.history.changelog_stream import ChangelogStream
+    from sparkext.actions.history.changelog_stream import ChangelogStream
 
     spark = spark or active_session() or session()
     check_executors(spark)
@@ -226,7 +238,7 @@ def changelog_stream(
 def changelog_consumers(table: str, spark: SparkSession | None = None) -> ConsumerReport:
     """The changelog consumers registered on ``table`` (``consumers``: each registration and
     whether it is stale) and ``needed``: the oldest snapshot they still need."""
-    from sparkext.history.changelog_stream import changelog_consumers as report
+    from sparkext.actions.history.changelog_stream import changelog_consumers as report
 
     spark = spark or active_session() or session()
     return report(spark, table)
@@ -234,7 +246,7 @@ def changelog_consumers(table: str, spark: SparkSession | None = None) -> Consum
 
 def unregister_changelog_consumer(table: str, name: str, spark: SparkSession | None = None) -> bool:
     """Remove consumer ``name``'s registration from ``table`` (True when it was there)."""
-    from sparkext.history.changelog_stream import unregister_changelog_consumer as remove
+    from sparkext.actions.history.changelog_stream import unregister_changelog_consumer as remove
 
     spark = spark or active_session() or session()
     return remove(spark, table, name)
@@ -283,9 +295,9 @@ def health_report(
     path; without, return the rows ``CALL sparkext.health_report`` returns."""
     from pathlib import Path
 
-    from sparkext.procedures.base import Context
+    from sparkext.actions import health_report as report
+    from sparkext.declarations import Context
     from sparkext.procedures.health_report import gather
-    from sparkext.service import report
 
     spark = spark or active_session() or session()
     if out is None:

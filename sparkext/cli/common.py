@@ -113,7 +113,7 @@ def start_session(overrides: dict[str, str], verbose: bool, announce: bool = Fal
     started (master, catalog, warehouse) and when it is ready — Spark takes 10–30 s to start."""
     import sparkext
     from sparkext.iceberg.errors import quiet_task_failures
-    from sparkext.session import active_session, build_conf, describe
+    from sparkext.spark.session import active_session, build_conf, describe
 
     started = time.perf_counter()
     if announce and active_session() is None:

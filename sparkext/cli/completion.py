@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.procedures.base import Kind, ParamType, Routine
+from sparkext.declarations import Kind, ParamType, Routine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

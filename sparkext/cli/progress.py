@@ -13,7 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from sparkext import cancellation
+from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,7 +78,7 @@ class Progress:
         self._thread.start()
 
     def __call__(self, message: str) -> None:
-        """A procedure's stage message (``progress(...)`` in :class:`~sparkext.procedures.base.
+        """A procedure's stage message (``progress(...)`` in :class:`~sparkext.declarations.
         Context`); also a cancel point: after Ctrl-C the statement stops at its next stage."""
         cancellation.raise_if_cancelled()
         with self._lock:

@@ -27,7 +27,7 @@ import click
 from sparkext.cli.common import fail, overrides_of
 from sparkext.cli.streaming import _inherited, _session, spark_options
 from sparkext.errors import EnvironmentSetupError, ServeSetupError
-from sparkext.iceberg.extension import port_free
+from sparkext.spark.extension import port_free
 
 DEFAULT_PASSWORD_FILE = Path("~/.sparkext/serve-users")
 KEYSTORE_PASSWORD_ENV = "SPARKEXT_SERVE_KEYSTORE_PASSWORD"
@@ -226,8 +226,9 @@ def serve(
     insecure: bool,
 ) -> None:
     """Serve sparkext over JDBC/ODBC (HiveServer2 protocol): jdbc:hive2://HOST:PORT/default."""
-    from sparkext.iceberg.extension import SYNC_EXECUTION, start_thrift_server
+    from sparkext.routing.in_spark import ANSWERS
     from sparkext.security.guard import serve_networked
+    from sparkext.spark.extension import SYNC_EXECUTION, start_thrift_server
 
     confs, master, verbose = _inherited(confs, master, verbose)
     overrides = overrides_of(confs, master)
@@ -267,7 +268,7 @@ def serve(
     if networked:
         serve_networked()
     try:
-        server = start_thrift_server(spark, host, port, {**hive, **security})
+        server = start_thrift_server(spark, ANSWERS, host, port, {**hive, **security})
     except Exception as error:
         fail(error, verbose)
     stopped = threading.Event()
@@ -297,7 +298,7 @@ def _configured_password_file(overrides: dict[str, str]) -> Path:
 
 
 def _banner(url: str, auth: str, tls: bool, networked: bool, spark) -> str:
-    from sparkext.security.settings import setting
+    from sparkext.spark.settings import setting
 
     shown = url + (";ssl=true" if tls else "")
     login = {"none": "no login", "password": "password file", "ldap": "LDAP"}[auth]

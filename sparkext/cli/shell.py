@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from sparkext import cancellation, times
-from sparkext.cancellation import Runner, StatementCancelled
-from sparkext.cancellation import Statement as Running
+from sparkext import times
 from sparkext.cli.common import error_message, fail, overrides_of, parse_conf, start_session
 from sparkext.cli.output import FORMATS, write
 from sparkext.cli.progress import Progress
+from sparkext.spark import cancellation
+from sparkext.spark.cancellation import Runner, StatementCancelled
+from sparkext.spark.cancellation import Statement as Running
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -114,7 +115,7 @@ class _Failures:
 class Shell:
     """Runs SQL text statement by statement and prints each result.
 
-    Each statement runs under a :class:`~sparkext.cancellation.Runner`: Ctrl-C cancels its
+    Each statement runs under a :class:`~sparkext.spark.cancellation.Runner`: Ctrl-C cancels its
     Spark jobs (one job group per statement) and what it would still commit, prints one line
     and leaves the session usable.
     """
@@ -293,7 +294,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         return
     from importlib.metadata import version
 
-    from sparkext.session import ICEBERG_JAR
+    from sparkext.spark.session import ICEBERG_JAR
 
     iceberg = ICEBERG_JAR.rsplit("-", 1)[-1].removesuffix(".jar")
     click.echo(f"sparkext {version('sparkext')} (PySpark {version('pyspark')}, Iceberg {iceberg})")
@@ -382,7 +383,7 @@ def cli(
         click.echo(f"Error: cannot read '{error.filename}': {error.strerror}.", err=True)
         sys.exit(1)
     interactive = execute_text is None and script is None and sys.stdin.isatty()
-    from sparkext.session import active_session
+    from sparkext.spark.session import active_session
 
     owns_session = active_session() is None
     overrides = overrides_of(confs, master)  # a malformed --conf is a usage error (status 2)

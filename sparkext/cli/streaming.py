@@ -158,8 +158,8 @@ def _read(job: str) -> str:
 @click.option("--output-format", type=click.Choice(FORMATS), default="table", show_default=True)
 def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, output_format) -> None:
     """Run a streaming job file as bounded batch SQL over [--from, --to)."""
-    from sparkext.cancellation import Runner, Statement, StatementCancelled
     from sparkext.cli.progress import Progress
+    from sparkext.spark.cancellation import Runner, Statement, StatementCancelled
 
     confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
@@ -256,7 +256,7 @@ def stream(
     _check(text, job, verbose)
     _check_options(verbose, start=start_from, interval=interval)
     spark = _session(overrides_of(confs, master), verbose)
-    from sparkext.cancellation import Runner, StatementCancelled
+    from sparkext.spark.cancellation import Runner, StatementCancelled
     from sparkext.streaming.stream import run_stream
 
     def start():

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import NotAnIcebergTableError, TableNotFoundError
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
-from sparkext.iceberg.java import string_map
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sparkext.cdc.files import WrittenFile
-    from sparkext.cdc.partitioning import PartitionField
+    from sparkext.executors.cdc.files import WrittenFile
+    from sparkext.executors.cdc.partitioning import PartitionField
 
-from sparkext.cdc.summary import (
+from sparkext.iceberg.types import iceberg_type
+from sparkext.planning.summary import (
     BATCH_ID,
     CHECKPOINT_ID,
     EVENT_LOGS,
@@ -32,10 +33,9 @@ from sparkext.cdc.summary import (
     SOURCE_PROGRESS,
     TRUNCATE_POSITION,
 )
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
-from sparkext.iceberg.java import string_map
-from sparkext.iceberg.types import iceberg_type
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.java import string_map
 
 __all__ = [
     "BATCH_ID",
@@ -236,7 +236,7 @@ class CdcTable:
         return self._memo("partition_fields", self._partition_fields)
 
     def _partition_fields(self) -> list[PartitionField]:
-        from sparkext.cdc.partitioning import PartitionField
+        from sparkext.executors.cdc.partitioning import PartitionField
 
         types = {c.field_id: c.type for c in self.columns()}
         schema = self._table.schema()
@@ -745,9 +745,9 @@ def remove_live_files(table, delta, snapshot_id: int | None):
 
 
 def add_written_files(spark: SparkSession, table, delta, files: Sequence[WrittenFile], key):
-    """``delta`` adding files written by :func:`sparkext.cdc.files.file_writer`: data files and
-    equality deletes on the ``key`` columns, with the metrics their writers computed."""
-    from sparkext.cdc.files import DATA
+    """``delta`` adding files written by :func:`sparkext.executors.cdc.files.file_writer`: data
+    files and equality deletes on the ``key`` columns, with the metrics their writers computed."""
+    from sparkext.executors.cdc.files import DATA
 
     iceberg = jvm_of(spark).org.apache.iceberg
     spec = table.spec()
@@ -779,8 +779,8 @@ def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, del
     """Iceberg ``Metrics`` for a file an executor wrote.
 
     ``metrics`` is the JSON the executor computed from its own Parquet footer
-    (:func:`sparkext.cdc.files.parquet_metrics`); without it the footer is read here (slower:
-    one read per file on the driver).
+    (:func:`sparkext.executors.cdc.files.parquet_metrics`); without it the footer is read here
+    (slower: one read per file on the driver).
     """
     iceberg = jvm_of(spark).org.apache.iceberg
     if metrics is None:

@@ -33,8 +33,6 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.changelog import (
     Change,
     EqualityDelete,
@@ -48,6 +46,8 @@ from sparkext.planning.changelog import (
     SnapshotFiles,
     SnapshotMeta,
 )
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

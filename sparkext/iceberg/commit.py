@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkext import cancellation
 from sparkext.errors import CommitConflictError, CommitStateUnknownError
 from sparkext.iceberg.errors import java_exception_classes, translate
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
-from sparkext.iceberg.java import string_map
+from sparkext.spark import cancellation
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
-from sparkext.iceberg.java import map_values
 from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.java import map_values
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn

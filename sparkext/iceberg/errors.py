@@ -15,7 +15,7 @@ from sparkext.errors import (
     SqlParseError,
     TableNotFoundError,
 )
-from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.spark.java import jvm as jvm_of
 
 # Where Spark says a failure is: "...(line 1, pos 7)" (parse errors), "...; line 1 pos 7"
 # (analysis errors, at the end of the message) or a "== SQL(line 1, position 8) ==" header.
@@ -265,10 +265,10 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
 
 def _executor_environment(text: str) -> EnvironmentSetupError | None:
     """A Python task that failed for its executor's environment: no sparkext there, another
-    Python minor version, no such interpreter (:mod:`sparkext.environment`)."""
+    Python minor version, no such interpreter (:mod:`sparkext.spark.environment`)."""
     from pyspark import SparkContext
 
-    from sparkext.environment import executor_failure
+    from sparkext.spark.environment import executor_failure
 
     context = SparkContext._active_spark_context
     python = (context.pythonExec if context is not None else None) or "python3"
@@ -283,7 +283,7 @@ def _with_catalog(message: str) -> str:
     """Spark's TABLE_OR_VIEW_NOT_FOUND as one sentence that says which catalog and warehouse
     were searched (the same statement with another conf or warehouse sees another catalog)."""
     from sparkext.iceberg.catalog import location
-    from sparkext.session import active_session
+    from sparkext.spark.session import active_session
 
     spark = active_session()
     named = _NOT_FOUND.search(message)
@@ -304,7 +304,7 @@ def _with_catalog(message: str) -> str:
 def _no_namespace() -> str:
     """Iceberg's Hadoop catalog has no namespace of its own: a statement naming no namespace
     (``SHOW TABLES`` at start-up, ``CREATE TABLE t``) before any ``USE`` fails there."""
-    from sparkext.session import active_session
+    from sparkext.spark.session import active_session
 
     spark = active_session()
     catalog = spark.catalog.currentCatalog() if spark is not None else "the current catalog"

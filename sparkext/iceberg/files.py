@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.optimize import DataFileFact
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import SourceDatabaseError
-from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from sparkext.errors import CommitConflictError
 from sparkext.iceberg.errors import java_exception_classes
-from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

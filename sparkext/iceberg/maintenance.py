@@ -19,8 +19,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.iceberg.java import jvm as jvm_of
 from sparkext.planning.maintenance import ManifestStats, Ref, Snapshot
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext import identifiers
 from sparkext.iceberg.delete_files import DeleteTable, partition_key
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import jvm as jvm_of
-from sparkext.iceberg.java import map_values
 from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.java import map_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -20,14 +20,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sparkext.errors import EventTimeError, SnapshotExpiredError
-from sparkext.iceberg.java import iterate as _iterate
-from sparkext.iceberg.java import string_map
 from sparkext.planning.event_time_tags import TAGS_PROPERTY, TagRecord, load_records, with_record
+from sparkext.spark.java import iterate as _iterate
+from sparkext.spark.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sparkext.cdc.files import WrittenFile
+    from sparkext.executors.cdc.files import WrittenFile
     from sparkext.iceberg.cdc_table import CdcTable
 
 

@@ -5,7 +5,7 @@ The Java sources are in ``src/``; ``sparkext-spark.jar`` beside them is built fr
 the repository so an install needs no JDK. A test rebuilds it and checks the classes are the same.
 
 The extension only routes: ``CALL sparkext.<name>(...)`` and ``sparkext.<name>(...)`` in FROM are
-turned into calls back into the Python driver (``sparkext.iceberg.extension``), which binds and
+turned into calls back into the Python driver (``sparkext.spark.extension``), which binds and
 runs the routine exactly as ``sparkext.sql`` does and hands Spark the result's plan.
 """
 

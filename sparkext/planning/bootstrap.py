@@ -2,7 +2,8 @@
 column lands as (the type ingest_cdc gives the same column from Debezium's events), the SQL that
 reads it, and the key ranges. No Spark, no database: unit-tested alone.
 
-Positions are :mod:`sparkext.cdc.positions` strings. A bootstrap point sorts *below* every change
+Positions are :mod:`sparkext.planning.positions` strings. A bootstrap point sorts *below* every
+change
 made after it and *at or above* every change the copy already holds, so a following ingest_cdc
 applies exactly the changes after it (its per-key version of every copied row, and its truncate
 mark, is the point).
@@ -59,7 +60,7 @@ def pg_point(lsn: int) -> str:
     of a transaction that commits after it. Debezium's ``sequence`` is [the end of the previous
     commit, the change's LSN], so a transaction whose predecessor committed at or after ``lsn``
     sorts above ``p:<lsn>:0``; the first transaction a new connector sends has no previous
-    commit and sorts by its change LSN (:func:`sparkext.cdc.positions.position`).
+    commit and sorts by its change LSN (:func:`sparkext.planning.positions.position`).
 
     >>> pg_point(30679272)
     'p:00000000000030679272:00000000000000000000'

@@ -2,7 +2,7 @@
 
 Pure Python over snapshot metadata (no pyspark, no py4j), so every rule is unit-tested in
 milliseconds. The Iceberg side (:mod:`sparkext.iceberg.changelog`) supplies the facts and runs the
-reads; the runner (:mod:`sparkext.history.changelog`) turns the rows into changes.
+reads; the runner (:mod:`sparkext.actions.history.changelog`) turns the rows into changes.
 
 **Range.** Start exclusive, end inclusive, along the end's ancestry (parent links from the end
 back to the start), as Iceberg's ``create_changelog_view``. Each end is a snapshot id, a tag or

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparkext.cdc.summary import (
+from sparkext.errors import SnapshotExpiredError
+from sparkext.planning.summary import (
     EVENT_TIME_MAX,
     EVENT_TIME_MAX_SO_FAR,
     EVENT_TIME_MIN,
@@ -28,7 +29,6 @@ from sparkext.cdc.summary import (
     MAX_POSITION,
     TRUNCATE_POSITION,
 )
-from sparkext.errors import SnapshotExpiredError
 
 
 @dataclass(frozen=True)

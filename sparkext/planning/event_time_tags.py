@@ -29,9 +29,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from sparkext.cdc.summary import EVENT_TIME_MAX, EVENT_TIME_MAX_SO_FAR, EVENT_TIME_MIN
 from sparkext.errors import EventTimeError
 from sparkext.planning.event_time import EventTimePlan, SnapshotFact
+from sparkext.planning.summary import EVENT_TIME_MAX, EVENT_TIME_MAX_SO_FAR, EVENT_TIME_MIN
 
 TAGS_PROPERTY = "sparkext.event-time-tags"
 TAG_PREFIX_DEFAULT = "et_"

@@ -3,7 +3,8 @@
 For each checkpoint (one ingest job) the lake holds every source change up to its
 *complete-through* time: the newest source commit time it applied (``source.ts_ms``, the snapshot
 summaries' ``sparkext.event-time.max-so-far``), or a newer Debezium heartbeat that a run confirmed
-after draining its source (:mod:`sparkext.cdc.heartbeats`). Lag is ``as_of - complete_through``:
+after draining its source (:mod:`sparkext.actions.cdc.heartbeats`). Lag is ``as_of -
+complete_through``:
 with heartbeats it stays right while the source is idle; without them it grows from the last
 change, which is all a lake can know (Debezium's own MilliSecondsBehindSource keeps its last value
 instead, DBZ-8885).
@@ -25,7 +26,7 @@ class Commit:
     batch_id: int | None
     source_time_ms: int | None  # newest source commit time applied so far (max-so-far)
     batch_source_time_ms: int | None  # newest source commit time of this batch's events
-    position: str | None  # the family-encoded high-water mark (sparkext.cdc.positions)
+    position: str | None  # the family-encoded high-water mark (sparkext.planning.positions)
 
 
 @dataclass(frozen=True)

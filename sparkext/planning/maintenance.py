@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sparkext.cdc.summary import CHECKPOINT_ID
 from sparkext.planning.changelog_stream import Registration
+from sparkext.planning.summary import CHECKPOINT_ID
 
 PROPERTY_PREFIX = "sparkext.maintenance."
 HOUR_MS = 3_600_000

@@ -1,12 +1,12 @@
 """CALL sparkext.bootstrap_cdc(table, source [, options]): copy a large source table into a new
 CDC table at one consistent point, recorded so that ingest_cdc goes on from exactly there (see
-:mod:`sparkext.cdc.bootstrap`)."""
+:mod:`sparkext.actions.cdc.bootstrap`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Option,
@@ -15,8 +15,8 @@ from sparkext.procedures.base import (
     ParamType,
     Routine,
     parse_count,
+    parse_names,
 )
-from sparkext.procedures.changelog import parse_names
 from sparkext.procedures.reconcile import CONNECTION_OPTIONS, CONNECTION_PREFIX, _connection
 
 
@@ -36,7 +36,7 @@ def _is_database(context: Context, source: str) -> bool:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.bootstrap import (
+    from sparkext.actions.cdc.bootstrap import (
         Settings,
         bootstrap_dump,
         bootstrap_mysql,

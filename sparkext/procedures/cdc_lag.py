@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -47,8 +47,8 @@ def _as_of_ms(value: Any) -> int | None:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.lag import table_lags
-    from sparkext.cdc.positions import family, readable
+    from sparkext.actions.cdc.lag import table_lags
+    from sparkext.planning.positions import family, readable
 
     table = args.table()
     context.progress(f"reading the commits of {table.name}")

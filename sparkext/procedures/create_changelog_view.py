@@ -4,15 +4,16 @@ table.
 Iceberg's parameters, defaults and output (one column ``changelog_view``, the view's name):
 switching from ``CALL lake.system.create_changelog_view(...)`` is a change of catalog name, and
 it works on merge-on-read tables where Iceberg's view fails. The view is a session temp view of
-:func:`sparkext.history.changelog.changelog` (the rows are read when the view is queried; the
-range is resolved, and bad arguments refused, when the procedure runs).
+:func:`sparkext.actions.history.changelog.changelog` (the rows are read when the view is queried;
+the range is resolved, and bad arguments refused, when the procedure runs).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.actions.history.changelog import RANGE_OPTIONS, range_request
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -21,7 +22,6 @@ from sparkext.procedures.base import (
     ParamType,
     Routine,
 )
-from sparkext.procedures.changelog import RANGE_OPTIONS, range_request
 
 
 def view_name(args: BoundArgs) -> str:
@@ -34,7 +34,7 @@ def view_name(args: BoundArgs) -> str:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.history.changelog import changelog
+    from sparkext.actions.history.changelog import changelog
 
     frame = changelog(
         context.spark,

@@ -5,16 +5,15 @@
 version valid at the fact's time — the last change at or before it. ``'processing'``: every fact
 joins one snapshot (option ``as-of``; default the current one). Streaming jobs get the same join
 from ``JOIN dim FOR SYSTEM_TIME AS OF f.ts`` with the dimension's state kept in executor memory
-(:mod:`sparkext.streaming.dim_state`). How the batch join works: :mod:`sparkext.history.dim_join`.
+(:mod:`sparkext.streaming.dim_state`). How the batch join works:
+:mod:`sparkext.actions.history.dim_join`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkext.errors import ProcedureArgumentError
-from sparkext.planning.dim_join import MODES
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -25,8 +24,10 @@ from sparkext.procedures.base import (
     one_of,
     or_empty,
     parse_boolean,
+    parse_names,
 )
-from sparkext.procedures.changelog import parse_names
+from sparkext.errors import ProcedureArgumentError
+from sparkext.planning.dim_join import MODES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,7 +45,7 @@ AS_OF_DEFAULT = ""  # processing mode: the current snapshot
 
 
 def run(context: Context, args: BoundArgs) -> DataFrame:
-    from sparkext.history.dim_join import DimJoinRequest, dim_join
+    from sparkext.actions.history.dim_join import DimJoinRequest, dim_join
 
     options = args.options
     mode = (args["mode"] or ("event" if args["fact_time"] else "processing")).lower()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkext import times
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,

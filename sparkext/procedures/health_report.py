@@ -4,14 +4,14 @@ One row per partition of every table the patterns name, worst score first, with 
 would raise it and the table's score change over the run log's window; ``record`` (default
 true) also appends the tables' current health to the run log, where the trends come from.
 ``sparkext-sql report --out report.html`` renders the same data as a page
-(:mod:`sparkext.service.report`).
+(:mod:`sparkext.actions.health_report`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -24,15 +24,16 @@ from sparkext.procedures.base import (
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
     partitions, trend = gather(context, args["tables"], args["log_table"], args["record"])
-    from sparkext.service.report import rows
+    from sparkext.actions.health_report import rows
 
     return rows(partitions, trend)
 
 
 def gather(context: Context, tables: str, log_table: str | None, record: bool):
     """(partitions worst first, trends) for the report and the procedure."""
-    from sparkext.service import report, runlog
-    from sparkext.service.lease import owner_name
+    from sparkext.actions import health_report as report
+    from sparkext.actions import runlog
+    from sparkext.actions.lease import owner_name
     from sparkext.service.service import discover, parse_patterns
 
     patterns = parse_patterns(tables)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkext.errors import UnknownRoutineError, did_you_mean
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -15,6 +14,7 @@ from sparkext.procedures.base import (
     Routine,
     describe,
 )
+from sparkext.errors import UnknownRoutineError, did_you_mean
 
 
 def _rows_for(routine: Routine) -> list[tuple[Any, ...]]:

@@ -1,7 +1,7 @@
 """CALL sparkext.ingest_cdc(table, source, checkpoint [, primary_key, create, options]).
 
 Debezium change events in a file landing zone become equality-delete upserts into an Iceberg
-merge-on-read table, one atomic commit per micro-batch (see sparkext.cdc.ingest).
+merge-on-read table, one atomic commit per micro-batch (see sparkext.actions.cdc.ingest).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Expected,
@@ -56,7 +56,7 @@ HEARTBEAT_SOURCE_DEFAULT = ""
 
 
 def _partition_by(text: str):
-    from sparkext.cdc.partitioning import parse_partition_by
+    from sparkext.executors.cdc.partitioning import parse_partition_by
 
     try:
         return parse_partition_by(text)
@@ -97,7 +97,7 @@ def source_location(source: str) -> str:
 
 
 def settings_from(args: BoundArgs) -> Any:
-    from sparkext.cdc.model import Settings
+    from sparkext.actions.cdc.model import Settings
 
     key = tuple(k.strip() for k in (args["primary_key"] or "").split(",") if k.strip())
     return Settings(
@@ -142,11 +142,11 @@ def between_batches(context: Context, table: str, every_ms: int | None):
         return None
     import time
 
-    from sparkext import cancellation
     from sparkext.errors import SparkextError
     from sparkext.iceberg.catalog import resolve_table
     from sparkext.iceberg.errors import translate
     from sparkext.procedures.tiered_optimize import optimize
+    from sparkext.spark import cancellation
 
     last = [time.monotonic()]
 
@@ -170,7 +170,7 @@ def between_batches(context: Context, table: str, every_ms: int | None):
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.stream import ingest
+    from sparkext.actions.cdc.stream import ingest
 
     source = args["source"]
     metrics = ingest(

@@ -2,15 +2,14 @@
 
 Every Debezium topic of a landing root (or of a Kafka topic pattern) into an Iceberg table of its
 own in ``namespace``, created on first sight, each with its own commit per micro-batch, from one
-Spark stream and one checkpoint (see sparkext.cdc.database).
+Spark stream and one checkpoint (see sparkext.actions.cdc.database).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures import ingest_cdc
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Expected,
@@ -20,6 +19,7 @@ from sparkext.procedures.base import (
     ParamType,
     Routine,
 )
+from sparkext.procedures import ingest_cdc
 
 TABLE_NAME = "table-name"
 TABLE_NAME_DEFAULT = "{table}"
@@ -37,7 +37,7 @@ PRIMARY_KEY_PREFIX = "primary-key."
 
 
 def _template(text: str) -> str:
-    from sparkext.cdc.topics import check_template
+    from sparkext.actions.cdc.topics import check_template
 
     try:
         return check_template(text)
@@ -46,7 +46,7 @@ def _template(text: str) -> str:
 
 
 def _pattern(text: str):
-    from sparkext.cdc.topics import check_pattern
+    from sparkext.actions.cdc.topics import check_pattern
 
     try:
         return check_pattern(text)
@@ -59,7 +59,7 @@ def _columns(text: str) -> tuple[str, ...]:
 
 
 def naming_from(options: Any) -> Any:
-    from sparkext.cdc.topics import Naming
+    from sparkext.actions.cdc.topics import Naming
 
     return Naming(
         template=options[TABLE_NAME],
@@ -71,7 +71,7 @@ def naming_from(options: Any) -> Any:
 
 
 def keys_from(options: Any) -> Any:
-    from sparkext.cdc.database import Keys
+    from sparkext.actions.cdc.database import Keys
 
     per_table = {
         key[len(PRIMARY_KEY_PREFIX) :].lower(): _columns(value)
@@ -93,7 +93,7 @@ def after_table(context: Context, every_ms: int | None):
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.database import ingest_database
+    from sparkext.actions.cdc.database import ingest_database
 
     results = ingest_database(
         context.spark,

@@ -14,11 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from sparkext import cancellation
-from sparkext.errors import SnapshotExpiredError, SparkextError
-from sparkext.planning import maintenance as plan
-from sparkext.planning.changelog_stream import registrations
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Expected,
@@ -31,11 +27,15 @@ from sparkext.procedures.base import (
     parse_bytes,
     parse_count,
 )
+from sparkext.errors import SnapshotExpiredError, SparkextError
+from sparkext.planning import maintenance as plan
+from sparkext.planning.changelog_stream import registrations
 from sparkext.procedures.tiered_optimize import (
     parse_duration,
     parse_number_above,
     resolve_options,
 )
+from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
     from sparkext.iceberg.catalog import TableRef
@@ -302,7 +302,7 @@ def _side_locations_inside(context: Context, ref: TableRef, location: str) -> li
     checkpoints) that lie under the table location, where Iceberg would see them as orphans."""
     import json
 
-    from sparkext.cdc.summary import EVENT_LOGS
+    from sparkext.planning.summary import EVENT_LOGS
 
     properties = _fresh_properties(context, ref)
     places = list(json.loads(properties.get(EVENT_LOGS) or "{}").values())

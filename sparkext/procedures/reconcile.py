@@ -1,11 +1,11 @@
 """CALL sparkext.reconcile(table, source [, options]): is the lake table equal to its source
-database, and if not, which keys differ (see :mod:`sparkext.cdc.reconcile`)."""
+database, and if not, which keys differ (see :mod:`sparkext.actions.cdc.reconcile`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Option,
@@ -44,7 +44,7 @@ def _connection(context: Context, source: str, options: Any) -> tuple[str, dict[
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.cdc.reconcile import Settings, reconcile
+    from sparkext.actions.cdc.reconcile import Settings, reconcile
     from sparkext.errors import ProcedureArgumentError
     from sparkext.iceberg.cdc_table import CdcTable
     from sparkext.iceberg.jdbc import Pool, dialect_of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sparkext.declarations import Routine
 from sparkext.procedures import (
     bootstrap_cdc,
     cdc_lag,
@@ -21,7 +22,6 @@ from sparkext.procedures import (
     tag_event_time_days,
     tiered_optimize,
 )
-from sparkext.procedures.base import Routine
 
 ROUTINES: dict[str, Routine] = {
     r.name: r

@@ -3,7 +3,7 @@
 Turns equality deletes into position deletes (format v2) or deletion vectors (v3) and merges
 small position-delete files, so readers stop testing every row against every delete key
 (Yanxuan's two steps; Apache Amoro's "minor optimizing"). Each round: plan from metadata
-(sparkext.planning.equality_deletes), join on executors (sparkext.deletes.rewrite), ONE
+(sparkext.planning.equality_deletes), join on executors (sparkext.actions.rewrite_deletes), ONE
 RewriteFiles commit validated from the planned snapshot (sparkext.iceberg.delete_files).
 """
 
@@ -12,9 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sparkext.errors import ProcedureArgumentError
-from sparkext.literals import sql_string
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Option,
@@ -27,6 +25,8 @@ from sparkext.procedures.base import (
     parse_bytes,
     parse_count,
 )
+from sparkext.errors import ProcedureArgumentError
+from sparkext.literals import sql_string
 
 MIN_EQUALITY_DELETE_FILES = "min-equality-delete-files"
 MIN_EQUALITY_DELETE_FILES_DEFAULT = "1"
@@ -65,7 +65,7 @@ def check_where(table: str, partitioned: bool, where: str | None) -> None:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.deletes.rewrite import run_round
+    from sparkext.actions.rewrite_deletes import run_round
     from sparkext.iceberg.delete_files import DeleteTable
     from sparkext.planning.equality_deletes import PlanSettings, plan_round
 

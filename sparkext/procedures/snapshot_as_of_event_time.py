@@ -6,7 +6,7 @@ columns as they were at T0. Procedure: ``CALL sparkext.snapshot_as_of_event_time
 as_of => TIMESTAMP ..., target => 'lake.ods.orders_daily' [, partition_value => '2026-11-21'])``
 writes that state into one partition of a target table (created if missing); re-running the
 same partition replaces it in one atomic overwrite, so a rerun is idempotent.
-See :mod:`sparkext.history.as_of` for how the state is computed.
+See :mod:`sparkext.actions.history.as_of` for how the state is computed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import warnings
 from typing import Any
 
 from sparkext import times
-from sparkext.errors import EventTimeError, ProcedureArgumentError
-from sparkext.planning.event_time_tags import MAX_REF_AGE_DEFAULT
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -30,6 +28,8 @@ from sparkext.procedures.base import (
     Routine,
     parse_boolean,
 )
+from sparkext.errors import EventTimeError, ProcedureArgumentError
+from sparkext.planning.event_time_tags import MAX_REF_AGE_DEFAULT
 from sparkext.procedures.tiered_optimize import parse_duration
 
 REPLACE_TAG = "replace-tag"
@@ -41,7 +41,7 @@ PARTITION_COLUMN_DEFAULT = "dt"
 
 
 def _state(context: Context, args: BoundArgs):
-    from sparkext.history.as_of import state_as_of
+    from sparkext.actions.history.as_of import state_as_of
 
     as_of = _as_of(args)
     when = times.wall_clock_text(as_of, times.session_zone(context.spark))
@@ -83,7 +83,7 @@ def _as_of(args: BoundArgs) -> dt.datetime:
 
 
 def run_tag(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.history.tags import create_tag
+    from sparkext.actions.history.tags import create_tag
 
     started = time.monotonic()
     tag = args["tag"]
@@ -122,7 +122,7 @@ def run_tag(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.history.daily import write_partition
+    from sparkext.actions.history.daily import write_partition
 
     if args["tag"] is not None and args["target"] is not None:
         raise ProcedureArgumentError(

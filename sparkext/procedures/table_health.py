@@ -9,15 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkext.iceberg.files import table_files
-from sparkext.planning.health import (
-    PartitionLoad,
-    partition_score,
-    small_file_threshold,
-    table_score,
-)
-from sparkext.planning.optimize import Layout, Settings, layouts
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -29,6 +21,14 @@ from sparkext.procedures.base import (
     or_empty,
     parse_bytes,
 )
+from sparkext.iceberg.files import table_files
+from sparkext.planning.health import (
+    PartitionLoad,
+    partition_score,
+    small_file_threshold,
+    table_score,
+)
+from sparkext.planning.optimize import Layout, Settings, layouts
 
 SMALL_FILE_THRESHOLD_BYTES = "small-file-threshold-bytes"
 SMALL_FILE_THRESHOLD_BYTES_DEFAULT = ""  # empty: 75% of write.target-file-size-bytes
@@ -93,9 +93,9 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
 def _cdc_state(context: Context, name: str) -> tuple[Any, Any, Any]:
     """(source time, source position, complete through) of the table's freshest ingest job
     (cdc_lag's columns; the lag itself depends on the clock, cdc_lag has it); NULLs without."""
-    from sparkext.cdc.lag import table_lags
-    from sparkext.cdc.positions import readable
+    from sparkext.actions.cdc.lag import table_lags
     from sparkext.planning.lag import table_lag
+    from sparkext.planning.positions import readable
     from sparkext.procedures.cdc_lag import _time
 
     found = table_lag(table_lags(context.spark, name))

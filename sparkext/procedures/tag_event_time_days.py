@@ -16,14 +16,7 @@ import time
 from typing import Any
 
 from sparkext import times
-from sparkext.errors import EventTimeError
-from sparkext.planning.event_time_tags import (
-    GRACE_DEFAULT,
-    MAX_REF_AGE_DEFAULT,
-    TAG_PREFIX_DEFAULT,
-    check_tag_name,
-)
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
@@ -34,6 +27,13 @@ from sparkext.procedures.base import (
     Routine,
     parse_boolean,
     parse_count,
+)
+from sparkext.errors import EventTimeError
+from sparkext.planning.event_time_tags import (
+    GRACE_DEFAULT,
+    MAX_REF_AGE_DEFAULT,
+    TAG_PREFIX_DEFAULT,
+    check_tag_name,
 )
 from sparkext.procedures.tiered_optimize import parse_duration
 
@@ -66,7 +66,7 @@ def _duration_text(ms: int) -> str:
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.history.tags import create_tag
+    from sparkext.actions.history.tags import create_tag
     from sparkext.iceberg import tags as iceberg_tags
     from sparkext.iceberg.cdc_table import CdcTable
     from sparkext.iceberg.snapshots import ancestry

@@ -5,7 +5,7 @@ L0 merges small files and converts equality deletes, L1 clusters the level-0 dat
 has accumulated, L2 re-clusters the whole partition after N L1 runs, when its layout has
 decayed, or when it has been idle (:mod:`sparkext.planning.optimize` decides, from metadata
 only). Each (partition, level) group reads exactly its planned files at the planned snapshot,
-is laid out on the executors (:mod:`sparkext.optimize.cluster`) and committed as ONE
+is laid out on the executors (:mod:`sparkext.actions.cluster`) and committed as ONE
 RewriteFiles validated from that snapshot with its data sequence number
 (:mod:`sparkext.iceberg.optimize_table`). A group that conflicts with a concurrent change
 fails alone, with one sentence in its row, and leaves nothing behind; the others commit.
@@ -22,17 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sparkext import cancellation
-from sparkext.errors import (
-    CommitConflictError,
-    CommitStateUnknownError,
-    OptionError,
-    ProcedureArgumentError,
-)
-from sparkext.literals import sql_string
-from sparkext.planning.changelog_stream import parse_duration_ms
-from sparkext.planning.optimize import LEVELS, Group, Settings, plan
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     BoundArgs,
     Context,
     Expected,
@@ -46,6 +36,16 @@ from sparkext.procedures.base import (
     parse_bytes,
     parse_count,
 )
+from sparkext.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    OptionError,
+    ProcedureArgumentError,
+)
+from sparkext.literals import sql_string
+from sparkext.planning.changelog_stream import parse_duration_ms
+from sparkext.planning.optimize import LEVELS, Group, Settings, plan
+from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
     from sparkext.iceberg.catalog import TableRef
@@ -217,7 +217,7 @@ def optimize(
     optimisation service with one job's level and partition).
 
     Unless ``leased`` (the caller holds it) or ``dry_run``, the run holds the table's
-    optimisation lease (:mod:`sparkext.service.lease`): while another process optimises the
+    optimisation lease (:mod:`sparkext.actions.lease`): while another process optimises the
     table, it raises :class:`~sparkext.errors.TableBusyError` and changes nothing.
     """
     from sparkext.iceberg.optimize_table import OptimizeTable
@@ -249,7 +249,7 @@ def optimize(
 def _lease_for(context: Context, ref: TableRef):
     """The table's lease, taken only once the plan has work (a call with nothing to do makes no
     metadata commit: a loop of calls beside a writer must not crowd its commits out)."""
-    from sparkext.service import lease
+    from sparkext.actions import lease
 
     return lease.held(context.spark, ref.name, lease.owner_name("tiered_optimize"))
 
@@ -362,6 +362,7 @@ READ_SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionByte
 
 
 def _run_group(context, table, facts, group: Group, curve, settings, converted, name):
+    from sparkext.actions.cluster import cluster, output_tasks
     from sparkext.iceberg.optimize_table import (
         OPERATION,
         SUMMARY_CLUSTER_BY,
@@ -371,7 +372,6 @@ def _run_group(context, table, facts, group: Group, curve, settings, converted, 
         SUMMARY_PARTITION,
         SUMMARY_REASON,
     )
-    from sparkext.optimize.cluster import cluster, output_tasks
 
     started = time.monotonic()
     paths = [f.path for f in group.files]
@@ -451,7 +451,7 @@ def _sentence(failure: Exception, group: Group) -> str:
 def _convert_equality_deletes(context, table, where, partitions, options):
     """Convert the equality deletes of ``partitions`` (L0) with rewrite_equality_deletes'
     planner and runner, in one commit; return {partition: (files removed, snapshot)}."""
-    from sparkext.deletes.rewrite import run_round
+    from sparkext.actions.rewrite_deletes import run_round
     from sparkext.planning.equality_deletes import PlanSettings, plan_round
 
     deletes = table.deletes
@@ -548,7 +548,7 @@ def _check_cluster_columns(name: str, table, cluster_by, levels) -> None:
 
 
 def _curve(name: str, cluster_by: tuple[str, ...]) -> str:
-    from sparkext.optimize.cluster import resolve_curve
+    from sparkext.actions.cluster import resolve_curve
 
     return resolve_curve(name, cluster_by) if cluster_by else "linear"
 

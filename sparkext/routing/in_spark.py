@@ -7,16 +7,26 @@ the same code as ``sparkext.sql``, so arguments, defaults, output and error sent
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from sparkext.declarations import Kind
 from sparkext.errors import SparkextError
-from sparkext.procedures.base import Kind
+from sparkext.iceberg.errors import one_line, translate
 from sparkext.routing.invocations import find_table_functions, parse_call
 from sparkext.routing.router import expand_and_run, run_invocation
 from sparkext.routing.tokens import split_statements
+from sparkext.security import guard
+from sparkext.security.caller import acting_as as acting_as_caller
+from sparkext.security.caller import from_java
+from sparkext.spark.extension import Answers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+_LOG = logging.getLogger("sparkext.extension")
 
 
 def call_result(spark: SparkSession, sql: str) -> DataFrame:
@@ -60,3 +70,44 @@ def cache_table_result(spark: SparkSession, sql: str) -> DataFrame:
         "The statement holds no sparkext.<function>(...); write e.g. CACHE TABLE c AS "
         "SELECT * FROM sparkext.help()."
     )
+
+
+def begin_procedure(
+    spark: SparkSession, caller: str, procedure: str, table: str | None, sql: str
+) -> str:
+    """Check an Iceberg procedure call: its token, or the sentence that refuses it. A policy that
+    cannot be read refuses; so does anything else that fails here."""
+    try:
+        return guard.begin_procedure(spark, from_java(spark, caller), procedure, table, sql)
+    except Exception as error:
+        _LOG.debug("sparkext could not check an Iceberg procedure call", exc_info=True)
+        if isinstance(error, SparkextError):
+            return str(error)
+        return one_line(f"sparkext could not check this call ({type(error).__name__}: {error})")
+
+
+@contextmanager
+def acting_as(spark: SparkSession, caller: str) -> Iterator[None]:
+    """Run the block as the caller the JVM reports for this statement."""
+    with acting_as_caller(from_java(spark, caller)):
+        yield
+
+
+def sentence(error: BaseException) -> str:
+    """The one sentence a failed routine reaches Spark SQL's caller as."""
+    if isinstance(error, SparkextError):
+        return str(error)
+    translated = translate(error)
+    return str(translated) if translated else one_line(f"{type(error).__name__}: {error}")
+
+
+ANSWERS = Answers(
+    call=call_result,
+    table=table_result,
+    cache_table=cache_table_result,
+    begin_procedure=begin_procedure,
+    end_procedure=guard.end_procedure,
+    acting_as=acting_as,
+    sentence=sentence,
+    translate=translate,
+)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from sqlglot.tokens import TokenType
 
+from sparkext.declarations import Context, Kind, Routine
 from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
-from sparkext.procedures.base import Context, Kind, Routine
-from sparkext.procedures.binding import bind, evaluator
 from sparkext.procedures.registry import ROUTINES
+from sparkext.routing.binding import bind, evaluator
 from sparkext.routing.invocations import Invocation, find_table_functions, parse_call
 from sparkext.routing.local_rows import local_frame
 from sparkext.routing.tokens import Statement, line_col, split_statements
@@ -60,9 +60,9 @@ def run_invocation(
     progress: Callable[[str], None] | None = None,
 ) -> DataFrame:
     """Bind one invocation's arguments, run its routine and return the result's DataFrame."""
-    from sparkext.environment import check_executors
     from sparkext.iceberg.catalog import resolve_table
     from sparkext.security.guard import governed
+    from sparkext.spark.environment import check_executors
 
     arguments = ", ".join(f"{a.name} => {a.sql}" if a.name else a.sql for a in invocation.args)
     label = "procedure" if kind == Kind.PROCEDURE else "function"
@@ -181,7 +181,7 @@ def _stored_query(statement: Statement) -> str | None:
 
 
 def _in_spark(spark: SparkSession) -> bool:
-    from sparkext.iceberg.extension import is_attached
+    from sparkext.spark.extension import is_attached
 
     return is_attached(spark)
 

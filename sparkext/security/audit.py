@@ -24,7 +24,7 @@ from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext import identifiers
-from sparkext.security import settings
+from sparkext.spark import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,7 +170,7 @@ class AuditLog:
 
     def _append(self, batch: list[Entry]) -> None:
         from sparkext.iceberg.catalog import activate_session, split_name
-        from sparkext.iceberg.extension import thread_session
+        from sparkext.spark.extension import thread_session
 
         spark = thread_session(self._context)
         if spark is None:

@@ -38,7 +38,7 @@ _CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 
 
 def spark_user(spark: SparkSession) -> str:
-    from sparkext.security.settings import application
+    from sparkext.spark.settings import application
 
     try:
         return application(spark).user
@@ -75,7 +75,7 @@ def entered(spark: SparkSession, route: str, user: str | None = None) -> Iterato
         return
     caller = Caller(route, user or spark_user(spark))
     token = _CURRENT.set(caller)
-    from sparkext.iceberg.extension import jvm_caller
+    from sparkext.spark.extension import jvm_caller
 
     leave = jvm_caller(spark, caller.route, caller.user)
     try:

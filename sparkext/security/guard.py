@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext.errors import AccessDeniedError, SparkextError
-from sparkext.security import audit, policy, settings
+from sparkext.security import audit, policy
 from sparkext.security.caller import Caller, current
+from sparkext.spark import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sparkext.procedures.base import BoundArgs, Routine
+    from sparkext.declarations import BoundArgs, Routine
 
 # Set by ``sparkext-sql serve`` when it listens beyond this machine: its clients then get
 # policy.NETWORK_DEFAULT when no policy file is configured.

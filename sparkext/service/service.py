@@ -12,10 +12,10 @@ Each cycle (every ``poll_interval``):
    plan is always made from the table's state, never from an event.
 3. **run** jobs from the priority queue (:mod:`sparkext.service.queue`) on up to
    ``max_concurrent`` threads, one job per table at a time, each under the table's lease across
-   processes (:mod:`sparkext.service.lease`); a job re-plans its (partition, level) when it
+   processes (:mod:`sparkext.actions.lease`); a job re-plans its (partition, level) when it
    starts, so work another process already committed is not redone.
 
-Every job ends as one log line and rows in the run log (:mod:`sparkext.service.runlog`).
+Every job ends as one log line and rows in the run log (:mod:`sparkext.actions.runlog`).
 :meth:`Service.stop` (Ctrl-C) stops taking jobs and lets the running ones finish;
 :meth:`Service.cancel` (a second Ctrl-C) cancels them: they commit nothing more.
 """
@@ -32,11 +32,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkext import cancellation, identifiers
+from sparkext import identifiers
+from sparkext.actions import lease, runlog
 from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
 from sparkext.planning.changelog_stream import parse_duration_ms
-from sparkext.service import lease, runlog
 from sparkext.service.queue import MAINTENANCE, Job, JobQueue, benefit, tier_of
+from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -220,7 +221,7 @@ class Service:
         """Log a CDC table whose lag crosses its threshold (the table property
         ``sparkext.cdc.lag-alert``, else the service's), once when it crosses and once when it
         is back within; :attr:`lagging` and the status line show the tables over it."""
-        from sparkext.cdc.lag import table_lags
+        from sparkext.actions.cdc.lag import table_lags
         from sparkext.iceberg.catalog import resolve_table
         from sparkext.planning.lag import table_lag
 
@@ -256,8 +257,8 @@ class Service:
             self._log_line("ok", f"{name} lag", f"back within the threshold: {detail}")
 
     def _plan(self, name: str, current: int | None) -> None:
+        from sparkext.declarations import Context
         from sparkext.iceberg.catalog import resolve_table
-        from sparkext.procedures.base import Context
         from sparkext.procedures.tiered_optimize import planned
 
         try:
@@ -403,11 +404,11 @@ class Service:
             self._log_line(entry.outcome, _entry_label(entry), _entry_detail(entry))
 
     def _execute(self, job: Job) -> list[runlog.Entry]:
-        from sparkext.environment import check_executors
         from sparkext.iceberg.catalog import resolve_table
         from sparkext.literals import sql_string
         from sparkext.security.caller import Caller, spark_user
         from sparkext.security.guard import governed
+        from sparkext.spark.environment import check_executors
 
         routine = "sparkext.maintain" if job.kind == "maintain" else "sparkext.tiered_optimize"
         arguments = f"table => {sql_string(job.table)}, job => {sql_string(job.kind)}"
@@ -423,7 +424,7 @@ class Service:
             return self._perform(job, ref)
 
     def _perform(self, job: Job, ref) -> list[runlog.Entry]:
-        from sparkext.procedures.base import Context
+        from sparkext.declarations import Context
         from sparkext.procedures.maintain import maintain
         from sparkext.procedures.tiered_optimize import optimize
 
@@ -483,7 +484,7 @@ class Service:
 
     def _record_health(self, name: str) -> None:
         """A data point of the report's trends, with each maintenance run (hourly)."""
-        from sparkext.service import report
+        from sparkext.actions import health_report as report
 
         try:
             report.record(self.spark, self.log_table, self.owner, report.health(self.spark, [name]))

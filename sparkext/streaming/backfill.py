@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from sparkext import cancellation
 from sparkext.identifiers import col
+from sparkext.spark import cancellation
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
 from sparkext.streaming.rewrite import BatchPlan, BatchQuery, parse_time, plan_batch, table_ddl
@@ -113,7 +113,7 @@ def registered_views(spark: SparkSession, views, states=None) -> Iterator[None]:
 
     ``states``: a stream's :class:`~sparkext.streaming.dim_state.DimensionStates`, which serves
     the views from the dimension state it keeps; without it each view is read from the table."""
-    from sparkext.history.versions import cdc_versions
+    from sparkext.actions.history.versions import cdc_versions
 
     try:
         for view in views:

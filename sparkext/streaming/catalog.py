@@ -62,7 +62,7 @@ class SparkCatalog:
 
     @cache  # noqa: B019 - one catalog object per rewrite
     def cdc(self, table: str) -> bool:
-        from sparkext.history.versions import is_cdc_table
+        from sparkext.actions.history.versions import is_cdc_table
 
         return self._table(table) is not None and is_cdc_table(self.spark, self.name(table))
 

@@ -1,7 +1,7 @@
 """Stream mode for jobs reading a changelog: ``FROM t /*+ OPTIONS('changelog'='true') */``.
 
 The hinted table is read as its changes: each micro-batch of
-:class:`~sparkext.history.changelog_stream.ChangelogStream` (the changelog of the snapshots
+:class:`~sparkext.actions.history.changelog_stream.ChangelogStream` (the changelog of the snapshots
 committed since the last batch) stands in for the table, with the table's columns plus
 ``_change_type`` (INSERT, DELETE, UPDATE_BEFORE, UPDATE_AFTER: Flink's +I, -D, -U, +U),
 ``_change_ordinal``, ``_commit_snapshot_id`` and ``_commit_timestamp``, as ordinary columns (as
@@ -39,7 +39,7 @@ from sparkext.streaming.job import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkext.history.changelog_stream import ChangelogStream
+    from sparkext.actions.history.changelog_stream import ChangelogStream
     from sparkext.streaming.stream import StreamRun
 
 CHANGELOG_HINT = "changelog"
@@ -205,7 +205,7 @@ def run_changelog_job(
 ) -> StreamRun:
     """Start a job whose source is hinted ``'changelog'='true'`` (see the module text); what
     :func:`~sparkext.streaming.stream.run_stream` does for such a job."""
-    from sparkext.history.changelog_stream import ChangelogStream
+    from sparkext.actions.history.changelog_stream import ChangelogStream
     from sparkext.iceberg.commit import RUN_ID, new_run_id
     from sparkext.streaming.backfill import (
         commit_counts,

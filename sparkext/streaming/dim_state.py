@@ -18,7 +18,8 @@ snapshot. Here each dimension is read once; every later micro-batch
 
 Event mode keeps the state as of the range's start (``low``) plus the *pending* events — logged
 events later than ``low`` — from which each range's versions are built
-(:func:`sparkext.history.versions.versions_from`), so a micro-batch sees exactly the versions
+(:func:`sparkext.actions.history.versions.versions_from`), so a micro-batch sees exactly the
+versions
 ``backfill`` computes from scratch for the same range and the same dimension snapshot. A delta
 is as cheap as the new events, so one commit is visible to the next micro-batch however rarely
 the dimension commits, and a backlog of many commits is one delta (or one reload, if cheaper).
@@ -128,11 +129,11 @@ class DimensionStates:
         return self.pins[table]
 
     def _plan(self, table: str, held: _Held | None, pinned: int | None, cdc: bool) -> Refresh:
-        from sparkext.cdc.checkpoint import tree_size
-        from sparkext.cdc.summary import EVENTS_LOCATION
+        from sparkext.actions.cdc.checkpoint import tree_size
         from sparkext.iceberg.catalog import resolve_table
         from sparkext.iceberg.delete_files import SUMMARY_OPERATION
         from sparkext.iceberg.snapshots import ancestry
+        from sparkext.planning.summary import EVENTS_LOCATION
 
         ref = resolve_table(self.spark, table)
         total = 0
@@ -194,8 +195,14 @@ class DimensionStates:
     def _versions(self, view: ViewSpec) -> DataFrame:
         from pyspark.sql import functions as F
 
-        from sparkext.history.as_of import EVENT_TIME, OP, POSITION, SYSTEM_NAMES, _read_logs
-        from sparkext.history.versions import (
+        from sparkext.actions.history.as_of import (
+            EVENT_TIME,
+            OP,
+            POSITION,
+            SYSTEM_NAMES,
+            _read_logs,
+        )
+        from sparkext.actions.history.versions import (
             MARK,
             cdc_range,
             earlier_events,
@@ -288,7 +295,7 @@ class DimensionStates:
     # ---- processing mode: one snapshot ---------------------------------------------------
 
     def _lookup(self, table: str) -> DataFrame:
-        from sparkext.history.versions import is_cdc_table
+        from sparkext.actions.history.versions import is_cdc_table
         from sparkext.iceberg.catalog import identifier_columns
 
         started = time.monotonic()
@@ -379,7 +386,8 @@ def _fold(
 ) -> DataFrame:
     """``state`` (user columns, ``_cdc_position``, ``_cdc_event_time``) after ``events``:
     per key the newest source position wins (a delete removes the key); a truncate removes every
-    row older than it. ``events`` may carry marks (op :data:`~sparkext.history.versions.MARK`:
+    row older than it. ``events`` may carry marks (op
+    :data:`~sparkext.actions.history.versions.MARK`:
     earlier events the state already reflects, deletes included): a mark never becomes a row,
     but a change older than it is dropped, as ingest_cdc drops it. The winners are small and
     broadcast: the state is scanned in memory and
@@ -387,8 +395,8 @@ def _fold(
     on the way are added to ``temporaries`` (released once the result is kept)."""
     from pyspark.sql import functions as F
 
-    from sparkext.history.as_of import EVENT_TIME, OP, POSITION
-    from sparkext.history.versions import MARK
+    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
+    from sparkext.actions.history.versions import MARK
 
     others = [n for n in names if n not in key]
     newest = F.struct(POSITION, F.col(OP) != MARK)  # a mark loses a tie with its own event
@@ -451,8 +459,8 @@ def _fold_logs(
     after the events of ``logs``: the fold ingest_cdc itself applies (a late change older than
     the key's last event, a delete included, or than a truncate is dropped), so it equals the
     table at the new snapshot."""
-    from sparkext.history.as_of import SYSTEM_NAMES, _read_logs
-    from sparkext.history.versions import earlier_events
+    from sparkext.actions.history.as_of import SYSTEM_NAMES, _read_logs
+    from sparkext.actions.history.versions import earlier_events
 
     schema = dict((f.name, f.dataType) for f in state.schema.fields)
     user = [(n, schema[n]) for n in names if n not in SYSTEM_NAMES]
@@ -488,7 +496,7 @@ def _fold_changelog(
     identifier fields, every changed row) are replaced by the range's net inserts."""
     from pyspark.sql import functions as F
 
-    from sparkext.history.changelog import changelog
+    from sparkext.actions.history.changelog import changelog
     from sparkext.iceberg.catalog import resolve_table
     from sparkext.planning.changelog import RangeRequest
 

@@ -40,8 +40,8 @@ from sqlglot import exp
 from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.fs import Location
-from sparkext.iceberg.observe import release_proxies
 from sparkext.identifiers import col
+from sparkext.spark.observe import release_proxies
 from sparkext.streaming.backfill import (
     commit_counts,
     commit_of_run,

@@ -92,9 +92,9 @@ def register(spark: SparkSession, name: str, spec: UdfSpec) -> None:
 
 def register_job_functions(spark: SparkSession, job: Job) -> None:
     """Register every CREATE FUNCTION of the job in the session (its Python runs on the
-    executors: they are checked first, see :mod:`sparkext.environment`)."""
+    executors: they are checked first, see :mod:`sparkext.spark.environment`)."""
     if job.functions:
-        from sparkext.environment import check_executors
+        from sparkext.spark.environment import check_executors
 
         check_executors(spark)
     for name, target in job.functions.items():

@@ -6,7 +6,8 @@ its start (``old``; in stream mode the sink itself) — and the difference is wr
 Flink's upsert sinks and ``ingest_cdc`` write: for a key whose row changed, an equality delete
 on the key and the new row; for a key that disappeared, the delete alone. Both kinds go into one
 snapshot, where Iceberg applies the deletes only to older data (a delete and its new row share a
-sequence number). Files are written on the executors (:mod:`sparkext.cdc.files`); the driver
+sequence number). Files are written on the executors (:mod:`sparkext.executors.cdc.files`); the
+driver
 commits them through the commit layer, validated from the snapshot the write started from: any
 other commit to the sink meanwhile (a compaction excepted) fails the write, which then removes
 its files and says so in one sentence.
@@ -78,7 +79,7 @@ def changes(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.files import DATA, EQUALITY_DELETES, KIND
+    from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
 
     columns = list(new.columns)
     n = _one_per_key(new, key).withColumn(PRESENT, F.lit(True)).alias("n")
@@ -166,10 +167,10 @@ def upsert(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
-    from sparkext.cdc.files import remove_written as remove
-    from sparkext.cdc.partitioning import unsupported
     from sparkext.errors import CommitStateUnknownError
+    from sparkext.executors.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
+    from sparkext.executors.cdc.files import remove_written as remove
+    from sparkext.executors.cdc.partitioning import unsupported
     from sparkext.iceberg.cdc_table import CdcTable
 
     by_lower = {c.lower(): c for c in new.columns}

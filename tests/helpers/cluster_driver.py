@@ -5,8 +5,8 @@ SPEC: ``master``, ``conf`` (Spark settings: the catalog, the executors' Python),
 ``phase`` and ``scenarios``. Phases:
 
 * ``run``: first a routine before sparkext reaches the executors (the one-sentence error is
-  recorded), then ``SparkContext.addPyFile(sparkext.environment.package())`` — a notebook's way
-  of shipping it — unless the conf ships it (``spark.sparkext.ship``) or the executors' Python
+  recorded), then ``SparkContext.addPyFile(sparkext.spark.environment.package())`` — a notebook's
+  way of shipping it — unless the conf ships it (``spark.sparkext.ship``) or the executors' Python
   has it (``installed``: a packed environment in ``spark.archives``); then the scenarios.
 * ``probe``: one routine (``statement``, default a changelog); what it said (``error``).
 * ``stream-crash``: ``ingest_cdc`` as a stream; two landings, the second while the process dies
@@ -61,7 +61,7 @@ def main(spec_path: str, out_path: str) -> int:
                 out["before_shipping"] = "no error"
             except Exception as error:
                 out["before_shipping"] = f"{type(error).__name__}: {error}"
-            from sparkext.environment import package
+            from sparkext.spark.environment import package
 
             spark.sparkContext.addPyFile(package())
         for name in spec["scenarios"]:

@@ -1,4 +1,4 @@
-"""Just what :class:`sparkext.cancellation.Runner` asks of a SparkSession, for pure tests of
+"""Just what :class:`sparkext.spark.cancellation.Runner` asks of a SparkSession, for pure tests of
 signal handling (a real session is in tests/spark)."""
 
 from __future__ import annotations

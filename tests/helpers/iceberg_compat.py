@@ -256,7 +256,7 @@ def _session(mode: str, workdir: str):
     from pyspark.sql import SparkSession
 
     from sparkext import jvm
-    from sparkext.session import build_conf
+    from sparkext.spark.session import build_conf
 
     conf = build_conf({"warehouse": f"{workdir}/warehouse", "master": "local[1]"})
     conf["spark.sql.shuffle.partitions"] = "2"

@@ -62,7 +62,7 @@ def _key() -> str:
     import pyspark
 
     from sparkext.jvm import jar_path
-    from sparkext.session import ICEBERG_JAR, check_java
+    from sparkext.spark.session import ICEBERG_JAR, check_java
 
     java = Path(os.path.realpath(check_java()))
     parts = [str(java)]

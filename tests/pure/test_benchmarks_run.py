@@ -114,7 +114,7 @@ def test_the_soak_counts_only_the_worker_processes_under_its_own_jvm():
     starter = (
         "import subprocess, sys, time\n"
         "nap = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
-        "for name in ('sparkext.' + 'daemon', 'pyspark.' + 'worker', None):\n"
+        "for name in ('sparkext.executors.' + 'daemon', 'pyspark.' + 'worker', None):\n"
         "    subprocess.Popen(nap + ([name] if name else []))\n"
         "time.sleep(60)\n"
     )

@@ -4,9 +4,9 @@ import datetime as dt
 
 import pytest
 
+from sparkext.declarations import Option, OutputColumn, Param, ParamType, Routine
 from sparkext.errors import OptionError, ProcedureArgumentError
-from sparkext.procedures.base import Option, OutputColumn, Param, ParamType, Routine
-from sparkext.procedures.binding import bind
+from sparkext.routing.binding import bind
 from sparkext.routing.constants import literal_value
 from sparkext.routing.invocations import parse_call
 from sparkext.routing.tokens import split_statements

@@ -1,13 +1,13 @@
 """The bootstrap point against Debezium's positions of the changes around it
-(sparkext/planning/bootstrap.py, sparkext/cdc/positions.py): every change after the point sorts
+(sparkext/planning/bootstrap.py, sparkext/planning/positions.py): every change after the point sorts
 above it, every change before at or below it."""
 
 from __future__ import annotations
 
 import json
 
-from sparkext.cdc.positions import position
 from sparkext.planning.bootstrap import mysql_point, parse_position, pg_point
+from sparkext.planning.positions import position
 
 X = 30_679_272  # the WAL position just before the slot was made
 

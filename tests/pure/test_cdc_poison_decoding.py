@@ -6,8 +6,8 @@ import json
 
 import pyarrow as pa
 
-from sparkext.cdc.debezium import MAX_DEPTH, decode
-from sparkext.cdc.decode import INPUT_REJECT, decode_documents, decode_lines, merge_types
+from sparkext.executors.cdc.debezium import MAX_DEPTH, decode
+from sparkext.executors.cdc.decode import INPUT_REJECT, decode_documents, decode_lines, merge_types
 
 EVENT = {
     "op": "c",
@@ -112,7 +112,7 @@ def test_the_files_a_batch_planned_and_which_of_them_vanished(tmp_path):
     holding the earlier batches too; paths percent-encoded."""
     from urllib.parse import quote
 
-    from sparkext.cdc.stream import planned_files, vanished
+    from sparkext.actions.cdc.stream import planned_files, vanished
 
     landing = tmp_path / "in dir"
     landing.mkdir()
@@ -134,7 +134,7 @@ def test_the_files_a_batch_planned_and_which_of_them_vanished(tmp_path):
 
 
 def test_a_byte_order_mark_opening_a_file_is_not_a_reject():
-    from sparkext.cdc.debezium import decode
+    from sparkext.executors.cdc.debezium import decode
 
     line = '\ufeff{"op": "c", "after": {"id": 1}, "source": {"file": "b.1", "pos": 4}}'
     event = decode(line.encode("utf-8"))

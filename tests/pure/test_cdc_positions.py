@@ -1,11 +1,11 @@
-"""Source positions per connector family (sparkext/cdc/positions.py), from Debezium's documented
-source blocks; the expected orders are worked by hand."""
+"""Source positions per connector family (sparkext/planning/positions.py), from Debezium's
+documented source blocks; the expected orders are worked by hand."""
 
 from __future__ import annotations
 
 import json
 
-from sparkext.cdc.positions import family, incomparable, position
+from sparkext.planning.positions import family, incomparable, position
 
 
 def _pg(lsn: int, last_commit: int | None) -> dict:

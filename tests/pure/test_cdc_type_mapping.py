@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sparkext.cdc.model import Settings, batch_types
-from sparkext.cdc.types import (
+from sparkext.actions.cdc.model import Settings, batch_types
+from sparkext.actions.cdc.types import (
     UnknownLogicalTypeWarning,
     connect_column,
     connect_columns,
@@ -21,7 +21,7 @@ from sparkext.cdc.types import (
 from sparkext.errors import SchemaChangeError
 from sparkext.planning.cdc_schema import plan_schema
 from sparkext.procedures.ingest_cdc import _variable_scale_decimal
-from sparkext.session import PARQUET_REBASE, build_conf
+from sparkext.spark.session import PARQUET_REBASE, build_conf
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 UUID, DATE = "io.debezium.data.Uuid", "io.debezium.time.Date"

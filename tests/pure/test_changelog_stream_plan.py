@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from sparkext.actions.history.changelog_stream import ROUTINE
+from sparkext.declarations import bind_options
 from sparkext.errors import ChangelogRangeLostError, OptionError
-from sparkext.history.changelog_stream import ROUTINE
 from sparkext.planning.changelog import History, Ref, SnapshotMeta
 from sparkext.planning.changelog_stream import (
     PlannedBatch,
@@ -21,7 +22,6 @@ from sparkext.planning.changelog_stream import (
     registrations,
     start_position,
 )
-from sparkext.procedures.binding import bind_options
 
 DAY = 86_400_000
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from sparkext.cdc.checkpoint import LOCK_NAME, hold
+from sparkext.actions.cdc.checkpoint import LOCK_NAME, hold
 from sparkext.errors import IngestError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,7 @@ def _child(code: str) -> subprocess.CompletedProcess:
 def test_another_process_is_told_who_holds_the_checkpoint(tmp_path):
     with hold(str(tmp_path), "ingest_cdc into lake.db.orders"):
         other = _child(f"""
-            from sparkext.cdc.checkpoint import hold
+            from sparkext.actions.cdc.checkpoint import hold
             try:
                 with hold({str(tmp_path)!r}, "ingest_cdc into lake.db.orders"):
                     print("acquired")
@@ -46,7 +46,7 @@ def test_another_process_is_told_who_holds_the_checkpoint(tmp_path):
 def test_a_holder_that_crashed_on_this_host_lets_go_at_once(tmp_path):
     crashed = _child(f"""
         import os
-        from sparkext.cdc.checkpoint import hold
+        from sparkext.actions.cdc.checkpoint import hold
         with hold({str(tmp_path)!r}, "ingest_cdc into t"):
             os._exit(3)
     """)

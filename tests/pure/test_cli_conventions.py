@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from sparkext.cli.output import write
 from sparkext.cli.shell import cli, vertical_terminators
-from sparkext.session import build_conf, describe, log_options
+from sparkext.spark.session import build_conf, describe, log_options
 from tests.helpers.fake_spark import FakeSpark
 
 pytestmark = pytest.mark.pure
@@ -255,7 +255,7 @@ def test_ctrl_c_while_a_stream_starts_cancels_the_start_in_one_line(tmp_path, mo
     import threading
     import time
 
-    from sparkext import cancellation
+    from sparkext.spark import cancellation
 
     main = threading.main_thread().ident
     reached: list[bool] = []

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import sparkext
-from sparkext import environment
 from sparkext.errors import EnvironmentSetupError
+from sparkext.spark import environment
 
 ROOT = Path(sparkext.__file__).parent
 # Packages whose paths are tables, checkpoints, event logs, key caches or landing zones.
@@ -177,7 +177,7 @@ def test_a_task_that_failed_for_its_environment_is_named_and_others_are_not():
         "where it runs, point spark.pyspark.python at an interpreter that has it, or ship it "
         "with the job (spark.sparkext.ship=true; docs/guides/deploy.md)."
     )
-    assert environment.executor_failure("No module named 'sparkext.cdc'", "p") is not None
+    assert environment.executor_failure("No module named 'sparkext.actions.cdc'", "p") is not None
     assert environment.executor_failure("No module named 'sparkextra'", "p") is None
     assert environment.executor_failure("Division by zero", "p") is None
 

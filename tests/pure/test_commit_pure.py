@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sparkext.cdc.files import DATA, EQUALITY_DELETES, KIND, file_writer, remove_written
+from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND, file_writer, remove_written
 from sparkext.iceberg.commit import _NotAnAncestor, ancestors_between
 
 
@@ -95,7 +95,7 @@ def test_remove_written_deletes_only_the_attempts_files(tmp_path):
 def test_event_log_rows_stream_into_one_file_moved_into_place_whole(tmp_path):
     import pyarrow.parquet as pq
 
-    from sparkext.cdc.files import EVENT_LOG, EventLog
+    from sparkext.executors.cdc.files import EVENT_LOG, EventLog
 
     data, events = tmp_path / "data", tmp_path / "events"
     write = file_writer(
@@ -115,7 +115,7 @@ def test_event_log_rows_stream_into_one_file_moved_into_place_whole(tmp_path):
 
 
 def test_a_failing_task_leaves_no_event_log_file(tmp_path):
-    from sparkext.cdc.files import EVENT_LOG, EventLog
+    from sparkext.executors.cdc.files import EVENT_LOG, EventLog
 
     events = tmp_path / "events"
     write = file_writer(

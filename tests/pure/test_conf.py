@@ -7,7 +7,7 @@ import pytest
 from sparkext.conf import absolutize_warehouses, expand, load_defaults, parse_defaults
 from sparkext.errors import EnvironmentSetupError
 from sparkext.resources import resource_dir
-from sparkext.session import build_conf, iceberg_jars, java_version
+from sparkext.spark.session import build_conf, iceberg_jars, java_version
 
 
 def test_shipped_defaults_configure_catalog_lake():
@@ -82,7 +82,7 @@ def test_java_version_parsing(tmp_path):
 
 
 def test_missing_or_old_java_is_one_actionable_sentence(monkeypatch, tmp_path):
-    from sparkext.session import check_java
+    from sparkext.spark.session import check_java
 
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
     with pytest.raises(EnvironmentSetupError) as caught:

@@ -1,4 +1,4 @@
-"""sparkext.optimize.curves: quantile ranks and Z-order/Hilbert keys, held against oracles.
+"""sparkext.executors.curves: quantile ranks and Z-order/Hilbert keys, held against oracles.
 
 The oracles are written here independently of the module: a recursive Hilbert curve built from
 its textbook definition (four transformed copies of the previous order), the reflected Gray
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pytest
 
 from sparkext.errors import ProcedureArgumentError
-from sparkext.optimize import curves
-from sparkext.optimize.curves import (
+from sparkext.executors import curves
+from sparkext.executors.curves import (
     bits_per_column,
     boundaries,
     curve_key,

@@ -6,7 +6,7 @@ import importlib
 import subprocess
 import sys
 
-from sparkext.daemon import preload
+from sparkext.executors.daemon import preload
 
 
 def test_every_preloaded_module_imports():
@@ -27,7 +27,7 @@ def test_what_a_preloaded_module_prints_goes_to_stderr_not_to_the_port(tmp_path,
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sparkext.daemon as d; "
+        "import sys; sys.path.insert(0, sys.argv[1]); import sparkext.executors.daemon as d; "
         "d.preload(('noisy_module',)); print('after')"
     )
     done = subprocess.run(
@@ -42,7 +42,7 @@ def test_what_a_preloaded_module_prints_goes_to_stderr_not_to_the_port(tmp_path,
 def test_preloading_starts_no_python_thread_and_leaves_the_daemon_to_pyspark():
     # A Python thread alive at fork() would be missing (with any lock it held) in every worker.
     probe = (
-        "import threading, sparkext.daemon as d; d.preload(); "
+        "import threading, sparkext.executors.daemon as d; d.preload(); "
         "import pyspark.daemon; print(threading.active_count())"
     )
     done = subprocess.run(
@@ -54,7 +54,7 @@ def test_preloading_starts_no_python_thread_and_leaves_the_daemon_to_pyspark():
 
 ARCHIVE_PROBE = """
 import os, sys, zipfile, zipimport
-import sparkext.daemon as d
+import sparkext.executors.daemon as d
 
 archive = sys.argv[1]
 with zipfile.ZipFile(archive, "w") as z:
@@ -105,7 +105,7 @@ def test_an_archive_on_the_path_is_read_again_only_when_it_changed(tmp_path):
 
 
 def test_the_workers_importlib_is_the_module_with_the_archive_aware_invalidation():
-    from sparkext.daemon import _worker_importlib, invalidate_caches
+    from sparkext.executors.daemon import _worker_importlib, invalidate_caches
 
     shim = _worker_importlib()
     assert shim.invalidate_caches is invalidate_caches
@@ -115,7 +115,7 @@ def test_the_workers_importlib_is_the_module_with_the_archive_aware_invalidation
 def test_the_workers_socket_acknowledges_and_sends_without_delay():
     import socket
 
-    from sparkext.daemon import _with_fast_acks
+    from sparkext.executors.daemon import _with_fast_acks
 
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
@@ -137,7 +137,7 @@ def test_the_workers_socket_acknowledges_and_sends_without_delay():
 def test_a_socket_without_tcp_options_is_left_as_it_is():
     import socket
 
-    from sparkext.daemon import fast_acks
+    from sparkext.executors.daemon import fast_acks
 
     one, other = socket.socketpair()  # a Unix socket: no TCP options to set
     try:

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sparkext.cdc.debezium import decode
-from sparkext.cdc.positions import position
-from sparkext.cdc.types import connect_columns
+from sparkext.actions.cdc.types import connect_columns
+from sparkext.executors.cdc.debezium import decode
+from sparkext.planning.positions import position
 from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
 SAMPLES = DEBEZIUM_SAMPLES

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkext.deletes.dv import PuffinWriter, deserialize_positions, serialize_positions
-from sparkext.deletes.writers import _KeySet
+from sparkext.executors.deletes.dv import PuffinWriter, deserialize_positions, serialize_positions
+from sparkext.executors.deletes.writers import _KeySet
 
 
 @pytest.mark.parametrize("arrow_type", [pa.int32(), pa.int64(), pa.string()])

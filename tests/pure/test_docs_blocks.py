@@ -13,8 +13,8 @@ from glob import glob
 import pytest
 from click.testing import CliRunner
 
-from sparkext.cdc.debezium import decode
 from sparkext.demo import EXAMPLES_DIR_DEFAULT, ORDER_CHANGES, main, write_examples
+from sparkext.executors.cdc.debezium import decode
 from tests.helpers import doc_blocks as docs
 from tests.helpers.doc_blocks import ROOT
 

@@ -14,21 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from sparkext.errors import OptionError, ProcedureArgumentError, UnknownRoutineError
-from sparkext.iceberg.errors import one_line
-from sparkext.procedures.base import (
+from sparkext.declarations import (
     Expected,
     Option,
     OutputColumn,
     Param,
     ParamType,
     Routine,
+    bind_options,
     parse_bytes,
     parse_count,
 )
-from sparkext.procedures.binding import bind, bind_options
+from sparkext.errors import OptionError, ProcedureArgumentError, UnknownRoutineError
+from sparkext.iceberg.errors import one_line
 from sparkext.procedures.registry import ROUTINES
 from sparkext.procedures.rewrite_equality_deletes import check_where
+from sparkext.routing.binding import bind
 from sparkext.routing.constants import literal_value
 from sparkext.routing.invocations import parse_call
 from sparkext.routing.router import scalar_use

@@ -10,8 +10,8 @@ import random
 import pyarrow as pa
 import pytest
 
-import sparkext.cdc.fastjson as fastjson
-from sparkext.cdc.decode import decode_lines
+import sparkext.executors.cdc.fastjson as fastjson
+from sparkext.executors.cdc.decode import decode_lines
 from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
 SAMPLES = DEBEZIUM_SAMPLES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyarrow import fs as pafs
 
-from sparkext.cdc.checkpoint import batch_directories
+from sparkext.actions.cdc.checkpoint import batch_directories
 from sparkext.fs import Location, normalize, pyarrow_uri, scheme
 from sparkext.streaming.stream import STATE_FILE, StreamState
 

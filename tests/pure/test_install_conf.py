@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkext.session import WORKER_PYTHON, build_conf
+from sparkext.spark.session import WORKER_PYTHON, build_conf
 
 ROOT = Path(__file__).resolve().parents[2]
 

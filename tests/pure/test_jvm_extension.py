@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkext import jvm
-from sparkext.iceberg.extension import spark_conf
+from sparkext.spark.extension import spark_conf
 
 
 def javac_major() -> int:

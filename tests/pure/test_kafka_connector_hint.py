@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyspark
 
-from sparkext.cdc.stream import kafka_connector_hint, kafka_connector_package
+from sparkext.actions.cdc.stream import kafka_connector_hint, kafka_connector_package
 
 
 def test_the_package_is_the_installed_spark_version_for_scala_2_12():

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from sparkext import reference
-from sparkext.procedures.base import Kind, Option, OutputColumn, Param, ParamType, Routine
+from sparkext.declarations import Kind, Option, OutputColumn, Param, ParamType, Routine
 from tests.helpers.doc_blocks import ROOT, _nav
 
 ROUTINES = reference.routines()
@@ -114,7 +114,7 @@ _SUMMARY_PREFIXES = (
     "sparkext.optimize.level",
     "sparkext.optimize.partition",
     "sparkext.optimize.reason",
-    "sparkext.optimize.curves",
+    "sparkext.executors.curves",
     "sparkext.upsert.",
     "sparkext.run-id",
     "sparkext.operation",

@@ -1,10 +1,10 @@
-"""sparkext.reused: expressions built once per JVM gateway, bounded, rebuilt for a new JVM."""
+"""sparkext.spark.reused: expressions built once per JVM gateway, bounded, rebuilt for a new JVM."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparkext import reused as module
+from sparkext.spark import reused as module
 
 
 @pytest.fixture(autouse=True)

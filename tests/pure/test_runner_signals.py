@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from sparkext import cancellation
-from sparkext.cancellation import Runner, StatementCancelled
+from sparkext.spark import cancellation
+from sparkext.spark.cancellation import Runner, StatementCancelled
 from tests.helpers.fake_spark import FakeSpark
 
 pytestmark = pytest.mark.pure

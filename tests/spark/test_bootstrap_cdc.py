@@ -146,7 +146,7 @@ def _connector(server, slot: str, table: str, out, **extra) -> debezium.Connecto
 
 
 def _bootstrap(spark, server, table: str, lake: str, slot: str, on_point=None, segments=4):
-    from sparkext.cdc.bootstrap import Settings, bootstrap_postgres
+    from sparkext.actions.cdc.bootstrap import Settings, bootstrap_postgres
     from sparkext.iceberg.jdbc import Pool
 
     url = server.url.replace("/iceberg", "/boot")
@@ -256,7 +256,7 @@ def _count(server, table: str) -> int:
 
 def _dump(spark, server, table: str, path: str) -> None:
     """The table as a dump tool would write it: Spark's JDBC reader, typed as the lake is."""
-    from sparkext.cdc.bootstrap import _converted
+    from sparkext.actions.cdc.bootstrap import _converted
     from sparkext.planning.bootstrap import column_plan, select_sql
 
     columns = [column_plan("id", "integer")] + [column_plan(n, t) for n, t, _, _ in COLUMNS]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sparkext.cdc import ingest as pipeline
+from sparkext.actions.cdc import ingest as pipeline
 from tests.helpers.cdc_calls import binlog_event, events, ingest, land, table_rows
 
 SEED = 20261128

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from sparkext.cdc import ingest as pipeline
+from sparkext.actions.cdc import ingest as pipeline
 from sparkext.errors import IngestError
 from tests.helpers.cdc_calls import events, ingest, land
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import sparkext
-from sparkext.cdc.debezium import MAX_DEPTH
+from sparkext.executors.cdc.debezium import MAX_DEPTH
 from sparkext.routing.router import execute
 from sparkext.routing.tokens import split_statements
 

@@ -416,7 +416,7 @@ def test_decimal_digits_match_python_for_any_bytes(spark):
 
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.types import decimal_text, unscaled_digits
+    from sparkext.actions.cdc.types import decimal_text, unscaled_digits
 
     rng = random.Random(20261122)
     edges = [b"\x00", b"\x01", b"\x7f", b"\x80", b"\xff", b"\x00\x80", b"\xff\x7f"]
@@ -460,8 +460,8 @@ def test_the_value_count_shortcut_rejects_exactly_what_the_full_check_rejects(sp
 
     import pyarrow as pa
 
-    from sparkext.cdc.decode import DECODED_DDL, decode_lines
-    from sparkext.cdc.types import typed_rows
+    from sparkext.actions.cdc.types import typed_rows
+    from sparkext.executors.cdc.decode import DECODED_DDL, decode_lines
 
     rng = random.Random(22)
     pools = {
@@ -518,8 +518,8 @@ def test_typing_built_without_ansi_is_not_reused_under_ansi(spark):
     built (and reused) for a session without ANSI must not serve a batch under ANSI. A Debezium
     Timestamp (ms) so large that its microseconds overflow a bigint wraps silently without ANSI
     and fails the batch with it, as Spark's own arithmetic does."""
-    from sparkext.cdc.decode import DECODED_DDL
-    from sparkext.cdc.types import typed_rows
+    from sparkext.actions.cdc.types import typed_rows
+    from sparkext.executors.cdc.decode import DECODED_DDL
 
     row = {f.split(" ")[0]: None for f in DECODED_DDL.split(", ")}
     row.update(op="c", position="m:1", after_json='{"id": 1, "ts": 92233720368547758}')

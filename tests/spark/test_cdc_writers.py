@@ -130,8 +130,8 @@ def _other_writer(spark, table: str, zone, checkpoint) -> None:
     """One micro-batch of a second ingest_cdc writer (its own checkpoint), in this session."""
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.ingest import Ingestor
-    from sparkext.cdc.model import Settings
+    from sparkext.actions.cdc.ingest import Ingestor
+    from sparkext.actions.cdc.model import Settings
 
     settings = Settings(table, str(checkpoint), ("id",), True, None, False, 100, 10_000)
     lines = spark.read.text(str(zone)).select(

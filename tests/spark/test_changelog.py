@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 import sparkext
+from sparkext.actions.history.changelog import CHANGE_COLUMNS
 from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError
-from sparkext.history.changelog import CHANGE_COLUMNS
 from tests.helpers.cdc_calls import events, ingest, land
 from tests.helpers.iceberg import flink_commit, transient_commit
 

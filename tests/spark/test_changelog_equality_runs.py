@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sparkext
-from sparkext.history.changelog import changelog
+from sparkext.actions.history.changelog import changelog
 from sparkext.iceberg.catalog import resolve_table
 from sparkext.iceberg.changelog import ChangelogTable
 from sparkext.planning.changelog import RangeRequest, Role, needs, plan_reads, resolve_range

@@ -174,12 +174,12 @@ def test_two_workers_every_scenario_a_crashed_stream_and_serve(
                 "spark.sparkext.ship": "false",
                 "spark.archives": f"{clusters.packed_environment(tmp_path)}#env",
                 "spark.pyspark.python": "./env/bin/python",
-                "spark.python.daemon.module": "sparkext.daemon",
+                "spark.python.daemon.module": "sparkext.executors.daemon",
             },
         }
         out, done = _driver(packed, tmp_path, "packed")
         assert done.returncode == 0, done.stderr[-6000:] + cluster.logs()
-        assert out["daemon"] == "sparkext.daemon"
+        assert out["daemon"] == "sparkext.executors.daemon"
         _same(out, local, ["hilbert"], cluster)
         unpacked = [d / "env" / "bin" / "python" for d in cluster.executor_dirs()]
         assert [p for p in unpacked if p.exists()], "each executor unpacked the environment"
@@ -256,7 +256,7 @@ def test_the_executors_check_says_what_is_wrong_in_one_sentence(
             "or ship one in spark.archives (docs/guides/deploy.md).",
         ),
         "daemon without sparkext": (
-            {"spark.python.daemon.module": "sparkext.daemon"},
+            {"spark.python.daemon.module": "sparkext.executors.daemon"},
             "EnvironmentSetupError: The executors' Python worker daemon did not start "
             "(spark.python.daemon.module needs sparkext installed on every node); unset it when "
             "sparkext is shipped with the job (docs/guides/deploy.md).",

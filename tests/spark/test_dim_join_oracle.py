@@ -46,7 +46,7 @@ FACT_COLUMNS = ["fid", "cust", "ts", "note"]
 DIM_COLUMNS = ["name", "qty", "price"]
 AUDIT = ["_dim_version", "_dim_valid_from"]
 
-# Three product bugs this oracle found (fixed in sparkext/history/versions.py): a change at
+# Three product bugs this oracle found (fixed in sparkext/actions/history/versions.py): a change at
 # exactly the latest fact's millisecond was lost when only its own log held it; a change older in
 # the binlog than a delete, or a truncate, before the earliest fact became valid.
 
@@ -307,7 +307,7 @@ def workload(spark, dimension, request) -> Workload:
 
 
 def _position_text(found: tuple[int, int, int]) -> str:
-    """A MySQL position as the product documents it (sparkext/cdc/positions.py): fixed-width
+    """A MySQL position as the product documents it (sparkext/planning/positions.py): fixed-width
     file, pos and row, so that text order is binlog order."""
     file, pos, row = found
     return f"m:{file:010d}:{pos:020d}:{row:010d}"

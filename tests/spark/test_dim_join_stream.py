@@ -245,7 +245,12 @@ def test_versions_in_place_equal_the_windowed_versions_and_keep_the_state_partit
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from sparkext.history.versions import VALID_FROM, VALID_TO, versions_from, versions_in_place
+    from sparkext.actions.history.versions import (
+        VALID_FROM,
+        VALID_TO,
+        versions_from,
+        versions_in_place,
+    )
     from sparkext.streaming.dim_state import _checkpoint
 
     rng = random.Random(17)

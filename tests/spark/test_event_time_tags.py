@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sparkext
+from sparkext.actions.history.as_of import state_as_of as computed_state
 from sparkext.errors import EventTimeError, ProcedureArgumentError
-from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import refreshed_snapshot_id, resolve_table
 from tests.helpers.cdc_calls import binlog_event, ingest, land
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of

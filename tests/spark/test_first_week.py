@@ -179,7 +179,7 @@ def test_a_routine_on_a_thread_new_to_the_jvm_reads_staged_files(spark, table_na
 
 
 def test_a_busy_checkpoint_says_who_holds_it_and_ingests_nothing(spark, tmp_path, table_name):
-    from sparkext.cdc.checkpoint import hold
+    from sparkext.actions.cdc.checkpoint import hold
 
     land(tmp_path / "in", "1.json", events(("c", 1, 10, "a")))
     holding = hold(str(tmp_path / "ck"), "ingest_cdc into another shell's table")

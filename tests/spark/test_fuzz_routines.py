@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkext
+from sparkext.declarations import Kind, ParamType, Routine
 from sparkext.literals import sql_string
-from sparkext.procedures.base import Kind, ParamType, Routine
 from sparkext.procedures.registry import ROUTINES
 
 T = "lake.fuzz.t"

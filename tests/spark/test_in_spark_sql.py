@@ -11,9 +11,10 @@ import pytest
 from pyspark.errors import AnalysisException
 
 import sparkext
+from sparkext import attach
 from sparkext.demo import write_examples
-from sparkext.iceberg.extension import attach, detach, is_attached
 from sparkext.procedures.registry import ROUTINES
+from sparkext.spark.extension import detach, is_attached
 
 AS_OF = "TIMESTAMP '2026-11-21 00:00:00'"
 EXERCISED: set[str] = set()

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import pytest
 
 import sparkext
-from sparkext.cdc.model import Settings
+from sparkext.actions.cdc.model import Settings
 from sparkext.errors import IngestError, SchemaChangeError
 from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
@@ -287,7 +287,7 @@ def test_schema_evolution_add_widen_and_refuse(spark, evolved):
 
 
 def _event_logs(spark, table: str) -> list[str]:
-    from sparkext.cdc.summary import EVENTS_LOCATION
+    from sparkext.planning.summary import EVENTS_LOCATION
 
     rows = spark.sql(
         f"SELECT summary['{EVENTS_LOCATION}'] AS log FROM {table}.snapshots ORDER BY committed_at"
@@ -298,7 +298,7 @@ def _event_logs(spark, table: str) -> list[str]:
 def test_event_logs_of_evolved_schemas_read_together(spark, evolved):
     """Logs whose schemas merge are one Parquet relation; a type change falls back to one read
     per log; both conform every log to the current columns and types."""
-    from sparkext.history.as_of import _read_logs
+    from sparkext.actions.history.as_of import _read_logs
 
     table_name = evolved["table"]
     logs = _event_logs(spark, table_name)
@@ -495,7 +495,7 @@ def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
     spark, tmp_path, table_name, monkeypatch, replans
 ):
     """Another writer commits between plan and commit: nothing is lost, nothing papered over."""
-    from sparkext.cdc import ingest as pipeline
+    from sparkext.actions.cdc import ingest as pipeline
     from sparkext.errors import CommitConflictError
     from sparkext.iceberg.cdc_table import CdcCommit
 
@@ -559,8 +559,8 @@ def test_kafka_records_run_through_the_same_pipeline(spark, tmp_path, table_name
 
     The connector itself is not on this machine's classpath; everything after it is exercised.
     """
-    from sparkext.cdc.ingest import Ingestor
-    from sparkext.cdc.stream import kafka_lines
+    from sparkext.actions.cdc.ingest import Ingestor
+    from sparkext.actions.cdc.stream import kafka_lines
 
     source = SourceTable(seed=41, key_space=25)
     delivery = Delivery(tmp_path / "unused", seed=41, late_rate=0.2)
@@ -691,7 +691,7 @@ def test_a_table_partitioned_off_the_key_is_refused(spark, tmp_path, table_name)
 
 
 def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, monkeypatch):
-    from sparkext.cdc import ingest as ingest_module
+    from sparkext.actions.cdc import ingest as ingest_module
 
     compressed, threshold = ingest_module.BATCH_SQL_CONF
     seen: list[dict[str, str]] = []
@@ -719,8 +719,8 @@ def test_batch_tuning_stays_in_the_streams_session(spark, tmp_path, table_name, 
 
 def test_a_batch_from_the_users_own_session_leaves_it_untuned(spark, tmp_path, table_name):
     """``Ingestor.process`` handed a DataFrame of the user's session (not a stream's): not tuned."""
-    from sparkext.cdc import ingest as ingest_module
-    from sparkext.cdc.stream import kafka_lines
+    from sparkext.actions.cdc import ingest as ingest_module
+    from sparkext.actions.cdc.stream import kafka_lines
 
     settings = _direct_settings(table_name, tmp_path / "ck")
     record = (b'{"id": 1}', json.dumps(events(("c", 1, 10, "a"))[0]).encode(), "t", 0, 0)

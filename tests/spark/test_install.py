@@ -98,18 +98,18 @@ def _assert_sparkexts_daemon(result: dict) -> None:
     assert result["python"] == sys.executable
     assert result["env"] is None  # PYSPARK_PYTHON restored
     # forked from sparkext's daemon, which imported the executor modules before forking
-    assert result["daemon"].endswith("-m sparkext.daemon"), result["daemon"]
+    assert result["daemon"].endswith("-m sparkext.executors.daemon"), result["daemon"]
     assert result["preloaded"] is True
     # Spark's archives on the workers' path are not re-read before every task
-    assert result["invalidation"] == "sparkext/daemon.py", result["invalidation"]
+    assert result["invalidation"] == "sparkext/executors/daemon.py", result["invalidation"]
     # and each task runs through sparkext's wrapper, which sets the socket's TCP options
-    assert result["acks"] == "sparkext/daemon.py", result["acks"]
+    assert result["acks"] == "sparkext/executors/daemon.py", result["acks"]
 
 
 def _assert_pysparks_daemon(result: dict) -> None:
     assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
     assert result["preloaded"] is False
-    assert result["invalidation"] != "sparkext/daemon.py", result["invalidation"]
+    assert result["invalidation"] != "sparkext/executors/daemon.py", result["invalidation"]
     assert result["acks"] == "pyspark/daemon.py", result["acks"]
 
 

@@ -1,4 +1,4 @@
-"""sparkext.iceberg.java: the JVM view that remembers its lookups gives what py4j's own gives,
+"""sparkext.spark.java: the JVM view that remembers its lookups gives what py4j's own gives,
 in fewer round trips, and never remembers a class the JVM could not load."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JError
 
-from sparkext.iceberg.java import iterate, jvm, map_values, string_map
+from sparkext.spark.java import iterate, jvm, map_values, string_map
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_pysparks_short_names_resolve_to_the_classes_its_wildcard_imports_give(s
     own imports resolve it to (a fresh view with only PySpark's imports is the oracle)."""
     from py4j.java_gateway import java_import
 
-    from sparkext.iceberg.java import PYSPARK_SHORT_NAMES, import_pyspark_short_names
+    from sparkext.spark.java import PYSPARK_SHORT_NAMES, import_pyspark_short_names
 
     gateway = spark.sparkContext._gateway
     fresh = gateway.new_jvm_view()

@@ -15,10 +15,15 @@ from pathlib import Path
 import pytest
 
 import sparkext
-from sparkext.cdc.summary import EVENT_LOGS, EVENT_TIME_MAX, EVENT_TIME_MAX_SO_FAR, EVENT_TIME_MIN
 from sparkext.errors import OptionError
 from sparkext.iceberg import changelog_consumers
 from sparkext.planning.changelog_stream import Registration, consumer_key
+from sparkext.planning.summary import (
+    EVENT_LOGS,
+    EVENT_TIME_MAX,
+    EVENT_TIME_MAX_SO_FAR,
+    EVENT_TIME_MIN,
+)
 from tests.helpers.cdc_calls import events, ingest, land
 from tests.helpers.changelog_area_union import java_append, snapshot_rows
 from tests.helpers.readers import duckdb_query

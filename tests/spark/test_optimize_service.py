@@ -18,8 +18,8 @@ import time
 import pytest
 
 import sparkext
+from sparkext.actions import lease
 from sparkext.errors import ProcedureArgumentError, TableBusyError
-from sparkext.service import lease
 
 NAMESPACE = "lake.svc"
 _ids = itertools.count(1)
@@ -315,7 +315,7 @@ def test_two_service_processes_never_optimise_one_table_at_once(spark, catalog, 
         for name in names:
             small_files(spark, name, parts=parts, files=files)
         before = {n: rows(spark, n) for n in names}
-        from sparkext.service import runlog
+        from sparkext.actions import runlog
 
         runlog.ensure(spark, log_table)
     except BaseException:
@@ -367,7 +367,7 @@ def test_a_holder_that_loses_its_lease_is_told_before_its_next_commit(spark, tab
 def test_run_log_times_are_instants_whatever_the_hosts_zone(spark, namespace, zone):
     """A job logged on a host east or west of UTC reads back as the same instant: a restart
     neither repeats maintenance nor holds it back by the zone's offset."""
-    from sparkext.service import runlog
+    from sparkext.actions import runlog
     from tests.helpers.zones import host_zone
 
     log_table = f"{namespace}.log_{zone.split('/')[1].lower()}"

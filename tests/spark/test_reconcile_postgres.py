@@ -316,7 +316,7 @@ def test_canonical_texts_agree_between_postgres_and_spark(spark, postgres_server
     (a disagreement would be a false 'stale' for every such row)."""
     from pyspark.sql import functions as F
 
-    from sparkext.cdc.canonical import SourceColumn, lake_column, source_sql
+    from sparkext.actions.cdc.canonical import SourceColumn, lake_column, source_sql
 
     kinds = {"interval": "interval", "time": "time without time zone", "real": "real"}
     for family, pg, lake, lake_type in CANONICAL_CASES:

@@ -389,7 +389,7 @@ def test_spec_evolution_table_wide_deletes_before_partitioning(spark, table_name
 
 def test_our_dv_reader_agrees_with_iceberg_on_a_spark_written_dv(spark, table_name):
     """Cross-check of the Puffin/DV layout: a DV written by Iceberg's Java writer."""
-    from sparkext.deletes.dv import deserialize_positions
+    from sparkext.executors.deletes.dv import deserialize_positions
 
     create(spark, table_name, 3, False)
     spark.range(0, 5000).selectExpr(

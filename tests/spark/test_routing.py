@@ -141,8 +141,8 @@ def test_empty_text_is_an_error(spark, text):
 
 
 def test_a_null_inside_an_array_argument_stays_null_through_spark(spark):
-    from sparkext.procedures.base import Param, ParamType, Routine
-    from sparkext.procedures.binding import bind, evaluator
+    from sparkext.declarations import Param, ParamType, Routine
+    from sparkext.routing.binding import bind, evaluator
     from sparkext.routing.invocations import parse_call
     from sparkext.routing.tokens import split_statements
 
@@ -167,7 +167,8 @@ def kept_views(spark) -> list[str]:
 @pytest.fixture
 def detached(spark):
     """A session without sparkext's JVM extension answering: sparkext.sql expands views itself."""
-    from sparkext.iceberg.extension import attach, detach
+    from sparkext import attach
+    from sparkext.spark.extension import detach
 
     detach(spark)
     yield spark

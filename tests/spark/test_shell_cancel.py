@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from sparkext import cancellation
 from sparkext.cli.progress import Progress
 from sparkext.cli.shell import Shell
+from sparkext.spark import cancellation
 from tests.helpers.cdc_calls import events, land, table_rows
 from tests.helpers.shell_lines import said
 
@@ -143,7 +143,7 @@ def test_progress_lines_when_stderr_is_not_a_terminal(spark):
 def test_a_cancelled_backfill_names_the_sinks_it_committed(spark, tmp_path):
     """Two queries; Ctrl-C once the first committed (the second waits for it): the first sink's
     snapshot is named, the second sink gets nothing."""
-    from sparkext.cancellation import Runner, StatementCancelled
+    from sparkext.spark.cancellation import Runner, StatementCancelled
     from sparkext.streaming import run_backfill
     from tests.spark.test_streaming import BIDS_1, BIDS_DDL, BIDS_JOB_HEAD, _ids, append
 
@@ -206,7 +206,7 @@ def test_ctrl_c_between_two_statements_stops_the_text_with_one_line(spark, monke
 
 def test_a_statement_cancelled_while_queued_never_runs(spark):
     """A statement waiting behind one that is still winding down is dropped on Ctrl-C."""
-    from sparkext.cancellation import Runner, StatementCancelled, _the_worker
+    from sparkext.spark.cancellation import Runner, StatementCancelled, _the_worker
 
     gate = threading.Event()
     _the_worker().submit(lambda: gate.wait(60))  # the worker is busy with something else
@@ -233,7 +233,7 @@ def test_a_query_the_statement_starts_after_the_cancel_is_stopped_too(spark):
     """A statement still starting things when Ctrl-C comes (sparkext-sql stream planning its
     queries) starts its query after the cancel: that query is stopped as well, and the
     statement is reported cancelled, not finished."""
-    from sparkext.cancellation import Runner, StatementCancelled
+    from sparkext.spark.cancellation import Runner, StatementCancelled
 
     started: list = []
 

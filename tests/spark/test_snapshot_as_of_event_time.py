@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sparkext
+from sparkext.actions.history.as_of import state_as_of as computed_state
 from sparkext.errors import EventTimeError, SnapshotExpiredError
-from sparkext.history.as_of import state_as_of as computed_state
 from sparkext.iceberg.catalog import resolve_table
 from tests.helpers.cdc_calls import ingest
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, event_time, state_as_of

@@ -255,7 +255,7 @@ def test_attach_adds_the_extension_to_a_session_built_elsewhere(tmp_path):
     script.write_text(
         "from pyspark.sql import SparkSession\n"
         "import sparkext\n"
-        "from sparkext.session import ICEBERG_EXTENSION, iceberg_jars\n"
+        "from sparkext.spark.session import ICEBERG_EXTENSION, iceberg_jars\n"
         "conf = iceberg_jars({'spark.master': 'local[1]',\n"
         "                     'spark.sql.extensions': ICEBERG_EXTENSION})\n"
         "builder = SparkSession.builder\n"

@@ -666,7 +666,7 @@ def test_an_unknown_commit_state_deletes_nothing_and_stops_the_run(spark, table_
 def test_a_failed_spark_job_fails_only_its_group(spark, table_name, monkeypatch):
     """An executor-side failure in one group (here its clustering) is that group's error row,
     in one sentence; the other partition's group still commits."""
-    from sparkext.optimize import cluster as clustering
+    from sparkext.actions import cluster as clustering
 
     create(spark, table_name)
     for i in range(3):

@@ -10,7 +10,7 @@ each version is valid from its time until the next version of the same key (keys
 conditions in ON), and the probe row joins the version valid at its event time. A dimension written
 by ingest_cdc needs no declaration: its versions are its state as of the range's start
 (snapshot_as_of_event_time) and every logged change after it, which the runner provides as a temp
-view (``sparkext.history.versions``).
+view (``sparkext.actions.history.versions``).
 """
 
 from __future__ import annotations

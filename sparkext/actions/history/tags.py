@@ -1,0 +1,318 @@
+"""Make an event-time tag (the runner of :mod:`sparkext.planning.event_time_tags`).
+
+The planner picks how (tag the base, commit the changes on a branch, or rewrite the state); this
+module computes the rows on executors, writes their files there
+(:func:`sparkext.executors.cdc.files.
+file_writer`: data files and equality deletes with Iceberg field ids and metrics), and hands the
+file descriptors to :func:`sparkext.iceberg.tags.commit_tag` for ONE commit. The driver sees one
+small row per written file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkext import times
+from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES
+from sparkext.planning import event_time_tags as plan_tags
+from sparkext.planning.event_time import SnapshotFact, has_event_time, plan_as_of
+from sparkext.planning.event_time_tags import TagRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparkext.executors.cdc.files import WrittenFile
+    from sparkext.iceberg.catalog import TableRef
+
+AS_OF_SUMMARY = "sparkext.event-time.as-of"
+TAG_SUMMARY = "sparkext.event-time.tag"
+_ACTIONS = {
+    plan_tags.BASE: "tagged-base",
+    plan_tags.CHANGES: "committed-changes",
+    plan_tags.REWRITE: "rewrote-state",
+    plan_tags.EXISTS: "exists",
+}
+
+
+@dataclass(frozen=True)
+class TagResult:
+    tag: str
+    snapshot_id: int
+    base_snapshot_id: int | None
+    action: str  # tagged-base, committed-changes, rewrote-state, exists
+    mode: str  # cdc, append or full-replay
+    rows_changed: int  # keys whose state differs from the base (deleted or replaced)
+    rows_written: int  # data rows written
+    files_written: int
+    bytes_written: int
+    change_commits: int
+    pruned_commits: int
+    files_read: int
+    bytes_read: int
+
+
+def create_tag(
+    spark: SparkSession,
+    table: TableRef,
+    as_of: dt.datetime,
+    tag: str,
+    *,
+    replace: bool = False,
+    max_ref_age_ms: int,
+    event_time_column: str | None = None,
+    allow_full_replay: bool = False,
+    progress: Callable[[str], None] = lambda message: None,
+) -> TagResult:
+    """Make ``tag`` name ``table``'s state as of ``as_of`` (see the module docstring)."""
+    from sparkext.actions.history.as_of import cdc_inputs, delta_as_of, epoch_ms
+    from sparkext.iceberg import tags as iceberg_tags
+    from sparkext.iceberg.cdc_table import CdcTable
+    from sparkext.iceberg.snapshots import ancestry
+
+    plan_tags.check_tag_name(tag)
+    as_of = times.instant(as_of, times.session_zone(spark))
+    as_of_ms = epoch_ms(as_of)
+    as_of_text = times.wall_clock_text(as_of, times.session_zone(spark))
+    java = CdcTable(spark, table.name)
+    chain = ancestry(spark, table)
+    if not chain:
+        from sparkext.errors import EventTimeError
+
+        raise EventTimeError(
+            f"Table '{table.name}' has no snapshot yet, so there is no state to tag; ingest "
+            "into it first."
+        )
+    planned_from = chain[-1].snapshot_id
+    cdc = has_event_time(chain)
+    # an append-only table has no base to start from: its rows <= T0 are rewritten
+    plan = plan_as_of(chain if cdc else [], as_of_ms, allow_full_replay=allow_full_replay)
+    existing = iceberg_tags.refs(java).get(tag)
+    records = iceberg_tags.records(java)
+    how = plan_tags.decide(
+        plan,
+        tag,
+        existing.snapshot_id if existing else None,
+        existing.kind if existing else None,
+        records.get(tag),
+        replace,
+        as_of_text,
+    )
+    mode = "append" if not cdc else ("full-replay" if plan.full_replay else "cdc")
+    if how == plan_tags.EXISTS:
+        record = records[tag]
+        return TagResult(
+            tag,
+            existing.snapshot_id,
+            record.base_snapshot_id,
+            _ACTIONS[how],
+            mode,
+            record.rows_changed,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        )
+    base_id = plan.base_snapshot_id
+    files: list[WrittenFile] = []
+    change_commits = len(plan.changes)
+    files_read = bytes_read = 0
+    rows_changed = 0
+    if how == plan_tags.CHANGES:
+        progress(f"reading the changes after snapshot {base_id}")
+        inputs = cdc_inputs(spark, table, plan, as_of)
+        files_read, bytes_read = inputs.log_files, inputs.log_bytes
+        delta = delta_as_of(spark, table, plan, inputs)
+        if delta is not None and delta.truncate is not None:
+            how = plan_tags.REWRITE  # a truncate that counts removes most of the base
+        elif delta is not None:
+            progress(f"writing the changes for tag {tag}")
+            files = _write(spark, java, _delta_rows(delta.frame, inputs.key, inputs.user), tag)
+            rows_changed = sum(f.records for f in files if f.kind == EQUALITY_DELETES)
+            if not files:
+                how = plan_tags.BASE  # every change lost to a newer base row
+    if how == plan_tags.REWRITE:
+        from sparkext.actions.history.as_of import state_as_of
+
+        if not cdc:
+            _check_writable(java, table.name)
+
+        progress(f"writing the state as of {as_of_text} for tag {tag}")
+        state = state_as_of(
+            spark,
+            table,
+            as_of,
+            event_time_column=event_time_column,
+            allow_full_replay=allow_full_replay,
+            system=cdc,
+        )
+        files_read, bytes_read = state.files_read, state.bytes_read
+        files = _write(spark, java, _state_rows(state.frame), tag)
+        rows_changed = sum(f.records for f in files)
+    start = base_id if base_id is not None else planned_from  # a rewrite replaces its files
+    record = TagRecord(
+        tag=tag,
+        as_of_ms=as_of_ms,
+        snapshot_id=start,
+        base_snapshot_id=base_id,
+        planned_from=planned_from,
+        how=how,
+        rows_changed=rows_changed,
+        files_written=len(files),
+        bytes_written=sum(f.bytes for f in files),
+        created_ms=int(time.time() * 1000),
+    )
+    progress(f"committing tag {tag}")
+    from sparkext.errors import CommitStateUnknownError
+
+    try:
+        snapshot_id = iceberg_tags.commit_tag(
+            spark,
+            java,
+            tag=tag,
+            start_snapshot_id=start,
+            planned_from=planned_from,
+            files=files,
+            replace_start=how == plan_tags.REWRITE,
+            replace_tag=existing is not None,
+            max_ref_age_ms=max_ref_age_ms,
+            record=record,
+            summary={AS_OF_SUMMARY: str(as_of_ms), TAG_SUMMARY: tag},
+        )
+    except CommitStateUnknownError:
+        raise  # the commit may have landed: its files must stay
+    except Exception:
+        iceberg_tags.discard(java, files)  # definitely not committed: leave no orphan files
+        raise
+    return TagResult(
+        tag,
+        snapshot_id,
+        base_id,
+        _ACTIONS[how],
+        mode,
+        rows_changed,
+        sum(f.records for f in files if f.kind == DATA),
+        len(files),
+        record.bytes_written,
+        change_commits,
+        plan.pruned,
+        files_read,
+        bytes_read,
+    )
+
+
+def exact_tag(
+    spark: SparkSession, table: TableRef, chain: Sequence[SnapshotFact], as_of_ms: int
+) -> TagRecord | None:
+    """An event-time tag of ``table`` made for exactly this T0 that still names the snapshot it
+    was made on and that no late event has made stale since (so reading it gives the same rows
+    as computing the state)."""
+    from sparkext.iceberg import tags as iceberg_tags
+    from sparkext.iceberg.cdc_table import CdcTable
+
+    if table.prop(plan_tags.TAGS_PROPERTY) is None:
+        return None
+    java = CdcTable(spark, table.name)
+    refs = iceberg_tags.refs(java)
+    for record in iceberg_tags.records(java).values():
+        moved = refs[record.tag].snapshot_id != record.snapshot_id  # e.g. ALTER TABLE ... TAG
+        if record.as_of_ms == as_of_ms and not moved and not plan_tags.late_commits(record, chain):
+            return record
+    return None
+
+
+def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
+    """Per changed key an equality-delete row (key only) and, when it is alive at T0, a data
+    row: one pass over the delta (each row exploded into one or two)."""
+    from pyspark.sql import functions as F
+
+    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
+    from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
+    from sparkext.identifiers import col
+
+    kinds = F.when(F.col("w_op") == "d", F.array(F.lit(EQUALITY_DELETES))).otherwise(
+        F.array(F.lit(EQUALITY_DELETES), F.lit(DATA))
+    )
+    rows = delta.select("*", F.explode(kinds).alias(KIND))
+    is_data = F.col(KIND) == DATA
+
+    def data_only(column, name: str):
+        return F.when(is_data, column).alias(name)
+
+    return rows.select(
+        KIND,
+        *(col(n) if n in key else data_only(col(n), n) for n, _ in user),
+        data_only(F.col("w_op"), OP),
+        data_only(F.col("w_pos"), POSITION),
+        data_only(F.col("w_et"), EVENT_TIME),
+    )
+
+
+def _check_writable(java, name: str) -> None:
+    """Refuse an append-only table whose partitions sparkext's writer cannot compute."""
+    from sparkext.errors import EventTimeError
+    from sparkext.executors.cdc.partitioning import unsupported
+
+    fields = java.partition_fields()
+    bad = unsupported(fields, [f.source for f in fields])
+    if bad:
+        raise EventTimeError(
+            f"Table '{name}' is append-only and partitioned by {', '.join(bad)}, which a tag "
+            "cannot rewrite yet; write the state to a daily partition instead with target => "
+            "'lake.dw.t_daily'."
+        )
+
+
+def _state_rows(state: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from sparkext.executors.cdc.files import DATA, KIND
+
+    return state.select(F.lit(DATA).alias(KIND), *state.columns)
+
+
+def _write(spark: SparkSession, java, rows: DataFrame, tag: str) -> list[WrittenFile]:
+    """Write ``rows`` (with ``__kind``) as Iceberg files on executors; one row back per file."""
+    from sparkext.executors.cdc.files import (
+        FILE_SCHEMA_DDL,
+        WrittenFile,
+        file_writer,
+        remove_written,
+    )
+    from sparkext.iceberg import tags as iceberg_tags
+    from sparkext.identifiers import cols, map_in_arrow
+
+    directory = java.data_directory()
+    prefix = f"tag-{''.join(c if c.isalnum() else '-' for c in tag)[:40]}-{uuid.uuid4().hex[:8]}"
+    writer = file_writer(
+        directory,
+        iceberg_tags.field_ids(java),
+        prefix,
+        java.partition_fields(),
+        java.metrics_properties(),
+    )
+    key = java.key()
+    tasks = max(1, spark.sparkContext.defaultParallelism // 2)
+    narrowed = rows.coalesce(tasks)
+    if key:
+        narrowed = narrowed.sortWithinPartitions(*cols(key))
+    written = map_in_arrow(narrowed, writer, FILE_SCHEMA_DDL)
+    try:
+        described = written.collect()  # one row per written file
+    except Exception:
+        remove_written(directory, prefix)  # files of the tasks that did finish
+        raise
+    return [
+        WrittenFile(
+            r.path, r.kind, r.records, r.bytes, tuple(json.loads(r.partition or "[]")), r.metrics
+        )
+        for r in described
+    ]

@@ -1,1 +1,0 @@
-"""Table layout optimisation: pure, vectorised space-filling-curve keys for clustering rows."""
