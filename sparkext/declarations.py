@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sparkext import times
+from sparkext import durations, times
 from sparkext.errors import OptionError, did_you_mean
 from sparkext.literals import sql_string
 
@@ -369,3 +369,75 @@ def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str,
                 f"Option '{key}' of {label(routine)} has an invalid value '{raw}': {error}."
             ) from None
     return result
+
+
+def parse_duration(text: str) -> int:
+    """A positive duration in milliseconds, in the one grammar (:mod:`sparkext.durations`).
+
+    >>> parse_duration("6 hours"), parse_duration("2 weeks")
+    (21600000, 1209600000)
+    """
+    try:
+        return durations.parse_ms(text)
+    except ValueError:
+        raise Expected("a duration such as '6 hours' or '1 day'") from None
+
+
+def parse_number_above(minimum: float, example: str) -> Callable[[str], float]:
+    """A parser of numbers strictly above ``minimum`` (options of tiered_optimize, maintain)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise Expected(example) from None
+        if not value > minimum:
+            raise Expected(example)
+        return value
+
+    return parse
+
+
+def parse_columns(text: str | None) -> tuple[str, ...]:
+    """``'a, b'`` → ('a', 'b'); empty → ().
+
+    >>> parse_columns(" a, b "), parse_columns("")
+    (('a', 'b'), ())
+    """
+    return tuple(c.strip() for c in (text or "").split(",") if c.strip())
+
+
+def resolve_options(
+    declared: Sequence[Option],
+    given: Mapping[str, str],
+    properties: Mapping[str, str],
+    prefix: str,
+) -> dict[str, Any]:
+    """Each option from ``options => map(...)``, else table property ``<prefix><key>``
+    (``sparkext.optimize.<key>`` for tiered_optimize, ``sparkext.maintenance.<key>`` for
+    maintain), else its
+    default.
+
+    >>> o = resolve_options((Option("min-files", "12", "", parse_count),), {},
+    ...     {"sparkext.optimize.min-files": "5"}, "sparkext.optimize.")
+    >>> o["min-files"]
+    5
+    """
+    out = {}
+    for option in declared:
+        if option.key in given:
+            raw, source = given[option.key], None
+        elif prefix + option.key in properties:
+            raw, source = properties[prefix + option.key], prefix + option.key
+        else:
+            raw, source = option.default, None
+        try:
+            out[option.key] = option.parse(raw)
+        except ValueError as error:
+            if source is None:
+                raise  # binding already checked what the caller gave
+            raise OptionError(
+                f"Table property {source} = {sql_string(raw)} is not valid ({error}); fix it "
+                f"with ALTER TABLE ... SET TBLPROPERTIES ('{source}' = ...)."
+            ) from None
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,36 +68,35 @@ def fix_for(p: PartitionHealth) -> str:
 
 def health(spark: SparkSession, tables: Sequence[str]) -> list[PartitionHealth]:
     """Every partition of ``tables``, worst score first (metadata only)."""
-    from sparkext.declarations import BoundArgs, Context
+    from sparkext.actions.optimize import CLUSTER_BY_PROPERTY
+    from sparkext.actions.table_health import table_health
     from sparkext.iceberg.catalog import resolve_table
-    from sparkext.procedures import table_health
-    from sparkext.procedures.tiered_optimize import CLUSTER_BY_PROPERTY
 
     out = []
     for name in tables:
         ref = resolve_table(spark, name)
-        options = {table_health.SMALL_FILE_THRESHOLD_BYTES: None}
-        rows = table_health.run(Context(spark), BoundArgs({"table": ref, "options": {}}, options))
         clustered = bool(ref.prop(CLUSTER_BY_PROPERTY))
-        for r in rows:
-            records = r[11] or 0
-            deleted = (r[5] or 0) + (r[9] or 0)
+        for p in table_health(spark, ref):
+            records = p.data_records or 0
+            deleted = (p.position_delete_records or 0) + (p.deletion_vector_records or 0)
             out.append(
                 PartitionHealth(
                     table=name,
-                    partition=r[0],
-                    score=int(r[14]),
-                    table_score=int(r[16]),
-                    data_files=int(r[1]),
-                    data_bytes=int(r[2]),
-                    small_files=int(r[3]),
-                    delete_files=int(r[4]) + int(r[6]) + int(r[8]),
-                    equality_delete_files=int(r[6]),
+                    partition=p.partition,
+                    score=int(p.health_score),
+                    table_score=int(p.table_health_score),
+                    data_files=int(p.data_files),
+                    data_bytes=int(p.data_bytes),
+                    small_files=int(p.small_files),
+                    delete_files=int(p.position_delete_files)
+                    + int(p.equality_delete_files)
+                    + int(p.deletion_vectors),
+                    equality_delete_files=int(p.equality_delete_files),
                     deleted_share=deleted / records if records else 0.0,
-                    optimized_share=r[20],
-                    clustering_depth=r[21],
+                    optimized_share=p.optimized_share,
+                    clustering_depth=p.clustering_depth,
                     clustered=clustered,
-                    snapshots=int(r[15]),
+                    snapshots=int(p.snapshot_count),
                 )
             )
     out.sort(key=lambda p: (p.score, -p.data_files, p.table, p.partition or ""))
@@ -345,3 +344,26 @@ table_health); the fix column is the call that would raise a partition's score.<
 {plots}
 </body></html>
 """
+
+
+def gather(
+    spark: SparkSession,
+    tables: str,
+    log_table: str | None,
+    record_health: bool,
+    progress: Callable[[str], None] = lambda message: None,
+) -> tuple[list[PartitionHealth], Any]:
+    """(partitions worst first, trends) for the report and the procedure."""
+    from sparkext.actions import runlog
+    from sparkext.actions.lease import owner_name
+    from sparkext.iceberg.catalog import discover, parse_patterns
+
+    patterns = parse_patterns(tables)
+    log_table = log_table or runlog.default_table(patterns)
+    names = discover(spark, patterns, exclude=(log_table,))
+    progress(f"reading the health of {len(names)} tables")
+    partitions = health(spark, names)
+    if record_health and partitions:
+        runlog.ensure(spark, log_table)
+        record(spark, log_table, owner_name("health_report"), partitions)
+    return partitions, trends(spark, log_table, names)

@@ -164,7 +164,7 @@ COMMANDS = {"optimize-service": optimize_service}
 def report(confs, master, verbose, tables, out, log_table, title) -> None:
     """Write one HTML page: per table and partition, files, small files, delete files,
     optimised share, health score and their trends, the worst partitions first with their fix."""
-    from sparkext.service.service import parse_patterns
+    from sparkext.iceberg.catalog import parse_patterns
 
     confs, master, verbose = _inherited(confs, master, verbose)
     try:

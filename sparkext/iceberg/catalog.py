@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import identifiers
-from sparkext.errors import NotAnIcebergTableError, TableNotFoundError
+from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError, TableNotFoundError
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
 from sparkext.spark.java import string_map
@@ -223,3 +225,41 @@ def current_snapshot_summary(spark: SparkSession, name: str) -> tuple[int | None
     if snapshot is None:
         return None, {}
     return int(snapshot.snapshotId()), string_map(snapshot.summary())
+
+
+def parse_patterns(text: str) -> tuple[str, ...]:
+    """``'lake.ods.*, lake.dw.orders'`` → the two patterns; each needs catalog.namespace.table.
+
+    >>> parse_patterns("lake.ods.*, lake.dw.orders")
+    ('lake.ods.*', 'lake.dw.orders')
+    """
+    out = tuple(p.strip() for p in (text or "").split(",") if p.strip())
+    if not out:
+        raise ProcedureArgumentError(
+            "--tables names no table; pass patterns such as 'lake.ods.*,lake.dw.orders'."
+        )
+    for pattern in out:
+        if pattern.count(".") < 2:
+            raise ProcedureArgumentError(
+                f"'{pattern}' is not catalog.namespace.table; write e.g. 'lake.ods.*' or "
+                "'lake.dw.orders'."
+            )
+    return out
+
+
+def discover(
+    spark: SparkSession, patterns: Sequence[str], exclude: Sequence[str] = ()
+) -> list[str]:
+    """The tables the patterns name (``*``, ``?``, ``[...]`` in the table part), sorted."""
+    found: list[str] = []
+    for pattern in patterns:
+        catalog_namespace, _, table_pattern = pattern.rpartition(".")
+        if not any(c in table_pattern for c in "*?["):
+            found.append(pattern)
+            continue
+        namespace = identifiers.join(catalog_namespace.split("."))
+        for row in spark.sql(f"SHOW TABLES IN {namespace}").collect():
+            if not row.isTemporary and fnmatch.fnmatchcase(row.tableName, table_pattern):
+                found.append(f"{catalog_namespace}.{row.tableName}")
+    skip = {e.lower() for e in exclude}
+    return sorted({t for t in found if t.lower() not in skip})

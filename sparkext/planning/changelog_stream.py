@@ -36,29 +36,6 @@ CONSUMER_PREFIX = "sparkext.changelog.consumer."
 TTL_DEFAULT_MS = 7 * 24 * 3600 * 1000
 EARLIEST, LATEST = "earliest", "latest"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
-_UNITS_MS = {
-    "ms": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
-    "min": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}  # fmt: skip
-
-
-def parse_duration_ms(text: str) -> int:
-    """A positive duration: a number and a unit (ms, s, min, h, d).
-
-    >>> parse_duration_ms("7 days"), parse_duration_ms("90s"), parse_duration_ms("1.5 h")
-    (604800000, 90000, 5400000)
-    """
-    match = _DURATION.fullmatch(text or "")
-    if match is None or match.group(2).lower() not in _UNITS_MS:
-        raise ValueError("expected a duration such as '7 days', '12 h' or '30 minutes'")
-    value = round(float(match.group(1)) * _UNITS_MS[match.group(2).lower()])
-    if value <= 0:
-        raise ValueError("expected a positive duration such as '7 days'")
-    return value
 
 
 def parse_consumer_name(text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkext.actions import health_report as report
 from sparkext.declarations import (
     BoundArgs,
     Context,
@@ -23,28 +24,10 @@ from sparkext.declarations import (
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    partitions, trend = gather(context, args["tables"], args["log_table"], args["record"])
-    from sparkext.actions.health_report import rows
-
-    return rows(partitions, trend)
-
-
-def gather(context: Context, tables: str, log_table: str | None, record: bool):
-    """(partitions worst first, trends) for the report and the procedure."""
-    from sparkext.actions import health_report as report
-    from sparkext.actions import runlog
-    from sparkext.actions.lease import owner_name
-    from sparkext.service.service import discover, parse_patterns
-
-    patterns = parse_patterns(tables)
-    log_table = log_table or runlog.default_table(patterns)
-    names = discover(context.spark, patterns, exclude=(log_table,))
-    context.progress(f"reading the health of {len(names)} tables")
-    partitions = report.health(context.spark, names)
-    if record and partitions:
-        runlog.ensure(context.spark, log_table)
-        report.record(context.spark, log_table, owner_name("health_report"), partitions)
-    return partitions, report.trends(context.spark, log_table, names)
+    partitions, trend = report.gather(
+        context.spark, args["tables"], args["log_table"], args["record"], context.progress
+    )
+    return report.rows(partitions, trend)
 
 
 ROUTINE = Routine(

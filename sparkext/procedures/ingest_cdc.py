@@ -129,7 +129,7 @@ def _time(ms: int | None) -> dt.datetime | None:
 
 
 def _parse_duration(text: str) -> int:
-    from sparkext.procedures.tiered_optimize import parse_duration
+    from sparkext.declarations import parse_duration
 
     return parse_duration(text)
 
@@ -142,10 +142,10 @@ def between_batches(context: Context, table: str, every_ms: int | None):
         return None
     import time
 
+    from sparkext.actions.optimize import optimize
     from sparkext.errors import SparkextError
     from sparkext.iceberg.catalog import resolve_table
     from sparkext.iceberg.errors import translate
-    from sparkext.procedures.tiered_optimize import optimize
     from sparkext.spark import cancellation
 
     last = [time.monotonic()]
@@ -163,7 +163,7 @@ def between_batches(context: Context, table: str, every_ms: int | None):
             reason = str(translated or error).strip().splitlines() or [type(error).__name__]
             context.progress(f"optimize-every: not run ({reason[0]})")
             return
-        done = sum(1 for row in out if row[-1] is None)
+        done = out.committed
         context.progress(f"optimize-every: L0 committed in {done} partition(s)")
 
     return after_batch

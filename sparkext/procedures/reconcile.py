@@ -13,9 +13,10 @@ from sparkext.declarations import (
     Param,
     ParamType,
     Routine,
+    parse_columns,
     parse_count,
+    parse_duration,
 )
-from sparkext.procedures.tiered_optimize import parse_columns, parse_duration
 
 CONNECTION_PREFIX = "spark.sparkext.connection."
 

@@ -27,10 +27,10 @@ from sparkext.declarations import (
     ParamType,
     Routine,
     parse_boolean,
+    parse_duration,
 )
 from sparkext.errors import EventTimeError, ProcedureArgumentError
 from sparkext.planning.event_time_tags import MAX_REF_AGE_DEFAULT
-from sparkext.procedures.tiered_optimize import parse_duration
 
 REPLACE_TAG = "replace-tag"
 TAG_MAX_AGE = "tag-max-age"

@@ -27,6 +27,7 @@ from sparkext.declarations import (
     Routine,
     parse_boolean,
     parse_count,
+    parse_duration,
 )
 from sparkext.errors import EventTimeError
 from sparkext.planning.event_time_tags import (
@@ -35,7 +36,6 @@ from sparkext.planning.event_time_tags import (
     TAG_PREFIX_DEFAULT,
     check_tag_name,
 )
-from sparkext.procedures.tiered_optimize import parse_duration
 
 GRACE = "grace"
 PREFIX = "tag-prefix"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import fnmatch
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,10 +31,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkext import identifiers
 from sparkext.actions import lease, runlog
+from sparkext.durations import parse_ms as parse_duration_ms
 from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
-from sparkext.planning.changelog_stream import parse_duration_ms
+from sparkext.iceberg.catalog import discover, parse_patterns
 from sparkext.service.queue import MAINTENANCE, Job, JobQueue, benefit, tier_of
 from sparkext.spark import cancellation
 
@@ -76,44 +75,6 @@ class Stats:
     jobs_failed: int = 0
     jobs_busy: int = 0
     discovery_s: list[float] = field(default_factory=list)
-
-
-def parse_patterns(text: str) -> tuple[str, ...]:
-    """``'lake.ods.*, lake.dw.orders'`` → the two patterns; each needs catalog.namespace.table.
-
-    >>> parse_patterns("lake.ods.*, lake.dw.orders")
-    ('lake.ods.*', 'lake.dw.orders')
-    """
-    out = tuple(p.strip() for p in (text or "").split(",") if p.strip())
-    if not out:
-        raise ProcedureArgumentError(
-            "--tables names no table; pass patterns such as 'lake.ods.*,lake.dw.orders'."
-        )
-    for pattern in out:
-        if pattern.count(".") < 2:
-            raise ProcedureArgumentError(
-                f"'{pattern}' is not catalog.namespace.table; write e.g. 'lake.ods.*' or "
-                "'lake.dw.orders'."
-            )
-    return out
-
-
-def discover(
-    spark: SparkSession, patterns: Sequence[str], exclude: Sequence[str] = ()
-) -> list[str]:
-    """The tables the patterns name (``*``, ``?``, ``[...]`` in the table part), sorted."""
-    found: list[str] = []
-    for pattern in patterns:
-        catalog_namespace, _, table_pattern = pattern.rpartition(".")
-        if not any(c in table_pattern for c in "*?["):
-            found.append(pattern)
-            continue
-        namespace = identifiers.join(catalog_namespace.split("."))
-        for row in spark.sql(f"SHOW TABLES IN {namespace}").collect():
-            if not row.isTemporary and fnmatch.fnmatchcase(row.tableName, table_pattern):
-                found.append(f"{catalog_namespace}.{row.tableName}")
-    skip = {e.lower() for e in exclude}
-    return sorted({t for t in found if t.lower() not in skip})
 
 
 class Service:
@@ -257,9 +218,9 @@ class Service:
             self._log_line("ok", f"{name} lag", f"back within the threshold: {detail}")
 
     def _plan(self, name: str, current: int | None) -> None:
+        from sparkext.actions.optimize import planned
         from sparkext.declarations import Context
         from sparkext.iceberg.catalog import resolve_table
-        from sparkext.procedures.tiered_optimize import planned
 
         try:
             ref = resolve_table(self.spark, name)
@@ -424,14 +385,14 @@ class Service:
             return self._perform(job, ref)
 
     def _perform(self, job: Job, ref) -> list[runlog.Entry]:
+        from sparkext.actions.maintain import maintain
+        from sparkext.actions.optimize import optimize
         from sparkext.declarations import Context
-        from sparkext.procedures.maintain import maintain
-        from sparkext.procedures.tiered_optimize import optimize
 
         context = Context(self.spark)
         now = runlog.utc_now()
         if job.kind == "maintain":
-            rows = maintain(context, ref, only=job.actions)
+            result = maintain(context, ref, only=job.actions)
             self._record_health(job.table)
             return [
                 runlog.Entry(
@@ -439,47 +400,47 @@ class Service:
                     self.owner,
                     job.table,
                     None,
-                    r[0],
-                    r[2],
-                    r[3],
+                    a.action,
+                    a.reason,
+                    a.items,
                     None,
-                    r[4],
-                    r[5],
-                    r[7],
-                    r[8],
-                    r[1] if r[1] != "planned" else "ok",
-                    r[9],
+                    a.files_deleted,
+                    a.bytes_deleted,
+                    a.snapshot_id,
+                    a.duration_ms,
+                    a.outcome if a.outcome != "planned" else "ok",
+                    a.error,
                 )
-                for r in rows
+                for a in result.actions
             ]
         level = int(job.kind[1:])
-        rows = optimize(
+        result = optimize(
             context,
             ref,
             only_levels=frozenset({level}),
             only_partitions=frozenset({job.partition or ""}),
             leased=True,
         )
-        if not rows:
+        if not result.groups:
             return [self._entry(job, "skipped", None, 0, "nothing due any more")]
         return [
             runlog.Entry(
                 now,
                 self.owner,
                 job.table,
-                r[0],
-                f"L{r[1]}",
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                r[8],
-                r[9],
-                "ok" if r[10] is None else "failed",
-                r[10],
+                g.partition,
+                f"L{g.level}",
+                g.reason,
+                g.input_files,
+                g.input_bytes,
+                g.output_files,
+                g.output_bytes,
+                g.snapshot_id,
+                g.duration_ms,
+                "ok" if g.error is None else "failed",
+                g.error,
             )
-            for r in rows
+            for g in result.groups
         ]
 
     def _record_health(self, name: str) -> None:

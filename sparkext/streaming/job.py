@@ -16,7 +16,6 @@ its watermark, computed columns and primary key are the job's metadata about tha
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -25,6 +24,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from sparkext import durations
 from sparkext.errors import SqlParseError
 from sparkext.streaming.dialect import Streaming
 
@@ -33,16 +33,6 @@ EVENT_TIME_PROPERTY = "sparkext.event-time-column"
 WATERMARK_DELAY_PROPERTY = "sparkext.watermark-delay"
 STATE_TTL_SETTING = "table.exec.state.ttl"
 SESSION_LOOKBACK_SETTING = "sparkext.session.max-duration"
-
-_UNITS = {
-    "us": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
-    "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "week": 604800, "weeks": 604800,
-}  # fmt: skip
 
 
 class StreamingSqlError(SqlParseError):
@@ -98,12 +88,12 @@ def parse_duration(text: str) -> timedelta:
     >>> parse_duration("90s")
     datetime.timedelta(seconds=90)
     """
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*", text or "")
-    if not match or match.group(2).lower() not in _UNITS:
+    try:
+        return durations.parse(text)
+    except ValueError:
         raise StreamingSqlError(
             f"'{text}' is not a duration; write a number and a unit, e.g. '10 minutes' or '1 h'."
-        )
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+        ) from None
 
 
 def interval(node: exp.Expr) -> timedelta:

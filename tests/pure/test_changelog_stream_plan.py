@@ -8,6 +8,7 @@ import pytest
 
 from sparkext.actions.history.changelog_stream import ROUTINE
 from sparkext.declarations import bind_options
+from sparkext.durations import parse_ms as parse_duration_ms
 from sparkext.errors import ChangelogRangeLostError, OptionError
 from sparkext.planning.changelog import History, Ref, SnapshotMeta
 from sparkext.planning.changelog_stream import (
@@ -18,7 +19,6 @@ from sparkext.planning.changelog_stream import (
     consumer_report,
     next_step,
     oldest_needed,
-    parse_duration_ms,
     registrations,
     start_position,
 )

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from sparkext.iceberg.catalog import parse_patterns
 from sparkext.service.queue import FRESH, HISTORY, MAINTENANCE, Job, JobQueue, benefit, tier_of
-from sparkext.service.service import parse_patterns
 
 
 def test_fresh_before_maintenance_before_history_then_benefit():

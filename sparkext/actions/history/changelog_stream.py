@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkext import durations
 from sparkext.actions.history.changelog import (
     CHANGE_OPTIONS,
     COMPUTE_UPDATES,
@@ -52,7 +53,6 @@ from sparkext.planning.changelog_stream import (
     consumer_report,
     next_step,
     parse_consumer_name,
-    parse_duration_ms,
     start_position,
 )
 from sparkext.spark import cancellation
@@ -99,7 +99,7 @@ ROUTINE = Routine(
                "(table property sparkext.changelog.consumer.<name>) so maintenance keeps the "
                "snapshots it still needs", parse_consumer_name),
         Option(CONSUMER_TTL, CONSUMER_TTL_DEFAULT, "a registration whose heartbeat is older "
-               "than this is stale and protects nothing", parse_duration_ms),
+               "than this is stale and protects nothing", durations.parse_ms),
         *CHANGE_OPTIONS,
     ),
 )  # fmt: skip
@@ -196,7 +196,7 @@ class ChangelogStream:
         if self.is_active:
             raise SparkextError(f"{self!r} is already started; stop() it first.")
         try:
-            every = parse_duration_ms(interval) / 1000
+            every = durations.parse_ms(interval) / 1000
         except ValueError as error:
             raise OptionError(f"interval '{interval}' is invalid: {error}.") from None
         self._stopping.clear()
