@@ -14,6 +14,7 @@ from sparkext.errors import SparkextError
 from sparkext.spark import session as _session
 from sparkext.spark.environment import check_executors
 from sparkext.spark.session import active_session
+from sparkext.version import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from sparkext.planning.changelog_stream import ConsumerReport
     from sparkext.service.service import Service
 
-__version__ = "0.1.0"
 __all__ = [
     "SparkextError",
     "__version__",
@@ -296,8 +296,6 @@ def health_report(
     from pathlib import Path
 
     from sparkext.actions import health_report as report
-    from sparkext.declarations import Context
-    from sparkext.procedures.health_report import gather
 
     spark = spark or active_session() or session()
     if out is None:
@@ -307,8 +305,9 @@ def health_report(
             + f", record => {str(record).lower()})",
             spark,
         )
-    context = Context(spark, progress) if progress is not None else Context(spark)
-    partitions, trend = gather(context, tables, log_table, record)
+    partitions, trend = report.gather(
+        spark, tables, log_table, record, progress or (lambda message: None)
+    )
     path = Path(out)
     path.write_text(report.render(partitions, trend, title), encoding="utf-8")
     return str(path)

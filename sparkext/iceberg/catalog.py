@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError, TableNotFoundError
+from sparkext.iceberg.errors import location
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
 from sparkext.spark.java import string_map
@@ -65,28 +66,6 @@ def qualified(spark: SparkSession, parts: tuple[str, ...]) -> tuple[str, ...]:
     if len(parts) == 1:
         return (catalog, *(str(p) for p in manager.currentNamespace()), parts[0])
     return (catalog, *parts)
-
-
-def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
-    """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (its own
-    catalog when it names a configured one, else the current catalog, as after ``USE``), or
-    None when the conf does not say (e.g. Spark's session catalog)."""
-    try:
-        conf = spark.conf
-        if len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
-            catalog = parts[0]
-        elif len(parts) > 2:  # catalog.namespace.table, a catalog sparkext cannot describe
-            return None
-        else:
-            catalog = spark.catalog.currentCatalog()
-        prefix = f"spark.sql.catalog.{catalog}"
-        uri = conf.get(f"{prefix}.uri", None)
-        warehouse = conf.get(f"{prefix}.warehouse", None)
-    except Exception:
-        return None
-    if not catalog or not (uri or warehouse):
-        return None
-    return (catalog, "uri", uri) if uri else (catalog, "warehouse", warehouse)
 
 
 def where(spark: SparkSession, parts: tuple[str, ...] = ()) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from sparkext.errors import (
     CommitConflictError,
@@ -16,6 +17,9 @@ from sparkext.errors import (
     TableNotFoundError,
 )
 from sparkext.spark.java import jvm as jvm_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Where Spark says a failure is: "...(line 1, pos 7)" (parse errors), "...; line 1 pos 7"
 # (analysis errors, at the end of the message) or a "== SQL(line 1, position 8) ==" header.
@@ -279,10 +283,31 @@ def _executor_environment(text: str) -> EnvironmentSetupError | None:
 _NOT_FOUND = re.compile(r"The table or view (\S+) cannot be found(?: \(line \d+, column \d+\))?")
 
 
+def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
+    """``(catalog, "warehouse" or "uri", where)`` of the catalog a name resolves in (its own
+    catalog when it names a configured one, else the current catalog, as after ``USE``), or
+    None when the conf does not say (e.g. Spark's session catalog)."""
+    try:
+        conf = spark.conf
+        if len(parts) > 1 and conf.get(f"spark.sql.catalog.{parts[0]}", None):
+            catalog = parts[0]
+        elif len(parts) > 2:  # catalog.namespace.table, a catalog sparkext cannot describe
+            return None
+        else:
+            catalog = spark.catalog.currentCatalog()
+        prefix = f"spark.sql.catalog.{catalog}"
+        uri = conf.get(f"{prefix}.uri", None)
+        warehouse = conf.get(f"{prefix}.warehouse", None)
+    except Exception:
+        return None
+    if not catalog or not (uri or warehouse):
+        return None
+    return (catalog, "uri", uri) if uri else (catalog, "warehouse", warehouse)
+
+
 def _with_catalog(message: str) -> str:
     """Spark's TABLE_OR_VIEW_NOT_FOUND as one sentence that says which catalog and warehouse
     were searched (the same statement with another conf or warehouse sees another catalog)."""
-    from sparkext.iceberg.catalog import location
     from sparkext.spark.session import active_session
 
     spark = active_session()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from sparkext.declarations import (
     BoundArgs,
-    Context,
     Kind,
     OutputColumn,
     Param,
@@ -39,9 +40,9 @@ def _rows_for(routine: Routine) -> list[tuple[Any, ...]]:
     return rows
 
 
-def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.procedures.registry import ROUTINES
-
+def describe_routines(routines: Mapping[str, Routine], args: BoundArgs) -> list[tuple[Any, ...]]:
+    """Every routine of ``routines`` in one line each, or one routine's lines."""
+    ROUTINES = routines
     name = args["name"]
     if name is None:
         return [(r.kind_label, r.name, None, None, None, r.doc) for r in ROUTINES.values()]
@@ -52,6 +53,12 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
             "CALL sparkext.help() lists them."
         )
     return _rows_for(routine)
+
+
+def listing(routines: Mapping[str, Routine]) -> Routine:
+    """help's declaration over ``routines`` (the registry hands over its own map, which it fills
+    after this call: help reads it when it runs)."""
+    return dataclasses.replace(ROUTINE, run=lambda context, args: describe_routines(routines, args))
 
 
 ROUTINE = Routine(
@@ -70,5 +77,5 @@ ROUTINE = Routine(
         OutputColumn("default", "string", "value used when the parameter is omitted"),
         OutputColumn("description", "string", "one-line description"),
     ),
-    run=run,
+    run=lambda context, args: [],  # see listing(): the registry gives help its map
 )

@@ -23,8 +23,9 @@ from sparkext.procedures import (
     tiered_optimize,
 )
 
-ROUTINES: dict[str, Routine] = {
-    r.name: r
+ROUTINES: dict[str, Routine] = {}
+ROUTINES.update(
+    (r.name, r)
     for r in (
         cdc_lag.ROUTINE,
         bootstrap_cdc.ROUTINE,
@@ -33,7 +34,7 @@ ROUTINES: dict[str, Routine] = {
         dim_join_changelog.ROUTINE,
         event_time_tags.ROUTINE,
         health_report.ROUTINE,
-        help.ROUTINE,
+        help.listing(ROUTINES),
         ingest_cdc.ROUTINE,
         ingest_cdc_database.ROUTINE,
         maintain.ROUTINE,
@@ -44,4 +45,4 @@ ROUTINES: dict[str, Routine] = {
         tag_event_time_days.ROUTINE,
         tiered_optimize.ROUTINE,
     )
-}
+)

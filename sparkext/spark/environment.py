@@ -63,7 +63,7 @@ def package(directory: str | os.PathLike[str] | None = None) -> str:
     (``$XDG_CACHE_HOME/sparkext/ship``, else ``~/.cache/sparkext/ship``, mode 0700), never a
     shared temp directory: a zip found there is sent to every executor and run as is, so a name
     anyone can predict must not be anyone's to plant."""
-    from sparkext import __version__
+    from sparkext.version import __version__
 
     files = _files()
     digest = hashlib.sha256()
@@ -235,7 +235,7 @@ def _sentence(text: str, python: str) -> str:
 
 
 def _judge(answers: list[tuple[str, str, str, str]]) -> None:
-    from sparkext import __version__
+    from sparkext.version import __version__
 
     driver_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for host, python, version, error in sorted(answers):

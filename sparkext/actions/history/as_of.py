@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from sparkext import times
 from sparkext.errors import EventTimeError
 from sparkext.identifiers import col, cols, ddl_fields
-from sparkext.planning.event_time import EventTimePlan, has_event_time, plan_as_of
+from sparkext.planning import event_time_tags as plan_tags
+from sparkext.planning.event_time import EventTimePlan, SnapshotFact, has_event_time, plan_as_of
+from sparkext.planning.event_time_tags import TagRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,8 +70,6 @@ def state_as_of(
                 f"('{event_time_column}')."
             )
         if not system:
-            from sparkext.actions.history.tags import exact_tag
-
             tagged = exact_tag(spark, table, chain, epoch_ms(as_of))
             if tagged is not None:
                 return _tag_state(spark, table, tagged)
@@ -504,3 +504,23 @@ def _drop_superseded(
 
 def _ddl(user) -> str:
     return ddl_fields((name, dtype.simpleString()) for name, dtype in user)
+
+
+def exact_tag(
+    spark: SparkSession, table: TableRef, chain: Sequence[SnapshotFact], as_of_ms: int
+) -> TagRecord | None:
+    """An event-time tag of ``table`` made for exactly this T0 that still names the snapshot it
+    was made on and that no late event has made stale since (so reading it gives the same rows
+    as computing the state)."""
+    from sparkext.iceberg import tags as iceberg_tags
+    from sparkext.iceberg.cdc_table import CdcTable
+
+    if table.prop(plan_tags.TAGS_PROPERTY) is None:
+        return None
+    java = CdcTable(spark, table.name)
+    refs = iceberg_tags.refs(java)
+    for record in iceberg_tags.records(java).values():
+        moved = refs[record.tag].snapshot_id != record.snapshot_id  # e.g. ALTER TABLE ... TAG
+        if record.as_of_ms == as_of_ms and not moved and not plan_tags.late_commits(record, chain):
+            return record
+    return None

@@ -14,14 +14,14 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES
 from sparkext.planning import event_time_tags as plan_tags
-from sparkext.planning.event_time import SnapshotFact, has_event_time, plan_as_of
+from sparkext.planning.event_time import has_event_time, plan_as_of
 from sparkext.planning.event_time_tags import TagRecord
 
 if TYPE_CHECKING:
@@ -207,26 +207,6 @@ def create_tag(
         files_read,
         bytes_read,
     )
-
-
-def exact_tag(
-    spark: SparkSession, table: TableRef, chain: Sequence[SnapshotFact], as_of_ms: int
-) -> TagRecord | None:
-    """An event-time tag of ``table`` made for exactly this T0 that still names the snapshot it
-    was made on and that no late event has made stale since (so reading it gives the same rows
-    as computing the state)."""
-    from sparkext.iceberg import tags as iceberg_tags
-    from sparkext.iceberg.cdc_table import CdcTable
-
-    if table.prop(plan_tags.TAGS_PROPERTY) is None:
-        return None
-    java = CdcTable(spark, table.name)
-    refs = iceberg_tags.refs(java)
-    for record in iceberg_tags.records(java).values():
-        moved = refs[record.tag].snapshot_id != record.snapshot_id  # e.g. ALTER TABLE ... TAG
-        if record.as_of_ms == as_of_ms and not moved and not plan_tags.late_commits(record, chain):
-            return record
-    return None
 
 
 def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
