@@ -29,7 +29,7 @@ from sparkext.streaming.context import RewriteContext, StaticCatalog
 from sparkext.streaming.dialect import Streaming
 from sparkext.streaming.job import StreamingSqlError, parse_job
 from sparkext.streaming.rewrite import BatchQuery, rewrite_query
-from sparkext.streaming.rules import RULES
+from sparkext.streaming.rules import RULES, run_rules
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streaming"
 RULES_BY_NAME = {rule.__module__.rsplit(".", 1)[1]: rule for rule in RULES}
@@ -151,9 +151,7 @@ def run_case(case: Case) -> str:
     if case.rule in SHOW_BOUNDS:
         rules = (*(RULES[: RULES.index(rule)] if case.pipeline else ()), rule)
         rules = (*rules, RULES_BY_NAME["bound_sources"])
-    expression = job.queries[-1].copy()
-    for step in rules:
-        expression = step(expression, context)
+    expression = run_rules(job.queries[-1].copy(), context, rules).expression
     return expression.sql(dialect="spark", pretty=True)
 
 

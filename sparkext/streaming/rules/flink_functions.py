@@ -29,6 +29,7 @@ from functools import cache
 import sqlglot
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.dialect import Streaming
 from sparkext.streaming.flink_builtins import (
@@ -765,5 +766,5 @@ def translate(expression: exp.Expr, job: Job) -> exp.Expr:
     return result
 
 
-def flink_functions_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
-    return translate(expression, context.job)
+def flink_functions_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
+    return Step(translate(expression, context.job), analysis)

@@ -6,6 +6,8 @@ backfill twice replaces exactly what the first run wrote. Iceberg replaces whole
 the range does not cover whole partitions of the sink (a ``days``/``hours``/``months``/``years``
 or identity partition on that column), the statement replaces the covering partitions and writes
 back the rows of those partitions outside the range, in the same commit.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import datetime, timedelta
 from sqlglot import exp
 
 from sparkext import times
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import Emission, RewriteContext
 from sparkext.streaming.job import error_at, table_key
 from sparkext.streaming.sqltools import window_time
@@ -134,13 +137,13 @@ def _owners(query: exp.Expr, alias: str) -> set[str]:
 
 
 def _renamed_window_times(
-    query: exp.Select, outputs: list[tuple[str, str]], emission: Emission
+    query: exp.Select, outputs: list[tuple[str, str]], emission: Emission, analysis: Analysis
 ) -> list[tuple[str, int]]:
     """(role, output index) of outputs that are a window's end or start under another name
     (``SESSION_END(…) AS endtime``, ``P.starttime`` of a derived table)."""
     found = []
     for index, (output, _) in enumerate(outputs):
-        located = window_time(query, output.lower()) if output else None
+        located = window_time(query, output.lower(), analysis.window) if output else None
         if located is None:
             continue
         distance = located[1]
@@ -167,13 +170,15 @@ def _missing_time(name: str, wanted: list[str], emission: Emission) -> str:
     )
 
 
-def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def insert_overwrite_rule(
+    expression: exp.Expr, context: RewriteContext, analysis: Analysis
+) -> Step:
     if not isinstance(expression, exp.Insert):
-        return expression
+        return Step(expression, analysis)
     target = expression.this
     sink = target.this if isinstance(target, exp.Schema) else target
     name = table_key(sink)
-    emission = context.emission
+    emission = analysis.emission
     if emission is None:
         raise error_at(sink, f"INSERT INTO {name} reads no stream, so no time range bounds it.")
     decl = context.job.tables.get(name)
@@ -207,7 +212,7 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
         and (not qualifier or not emission.alias or qualifier.lower() in owners)
     ]
     if not found and emission.kind == "window" and isinstance(query, exp.Select):
-        found = _renamed_window_times(query, outputs, emission)
+        found = _renamed_window_times(query, outputs, emission, analysis)
     if not found:
         raise error_at(sink, _missing_time(name, wanted, emission))
     names = [(role, columns[i] if i < len(columns) else outputs[i][0]) for role, i in found]
@@ -235,7 +240,7 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
             superset = exp.LT(this=column.copy(), expression=context.literal(last))
     if superset is None:
         expression.set("where", predicate)
-        return expression
+        return Step(expression, analysis)
     keep_source = sink.copy()
     keep_source.set("alias", None)
     outside = exp.not_(exp.func("coalesce", exp.paren(predicate), exp.false()))
@@ -247,8 +252,8 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
     )
     expression.set("expression", exp.union(expression.expression, keep, distinct=False))
     expression.set("where", superset)
-    context.notes.append(
+    analysis = analysis.note(
         f"the range does not cover whole partitions of {name}; the rows of those partitions "
         "outside the range are written back in the same commit."
     )
-    return expression
+    return Step(expression, analysis)
