@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -54,7 +54,7 @@ class Catalog(Protocol):
 class StaticCatalog:
     """A catalog described by data: {name: {"properties": …, "columns": …, "partitioning": …}}."""
 
-    tables: dict[str, dict] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     time_zone: str = "UTC"
 
     def properties(self, table: str) -> dict[str, str] | None:
@@ -162,6 +162,7 @@ class RewriteContext:
         name = table_key(table)
         decl = self.job.tables.get(name)
         properties = self.catalog.properties(name) or {}
+        column: str | None
         if decl is not None and decl.watermark is not None:
             column, delay = decl.watermark
         else:

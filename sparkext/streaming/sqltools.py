@@ -29,6 +29,13 @@ def template(sql: str, **values: exp.Expr) -> exp.Expr:
     return exp.replace_placeholders(_template(sql).copy(), **values)
 
 
+def select_template(sql: str, **values: exp.Expr) -> exp.Select:
+    """:func:`template` of a SELECT, typed as one."""
+    query = template(sql, **values)
+    assert isinstance(query, exp.Select), sql
+    return query
+
+
 def duration(delta: timedelta) -> exp.Literal:
     """A duration string literal for window(): ``'10 minutes'``."""
     return exp.Literal.string(spark_duration(delta))

@@ -25,7 +25,8 @@ from sparkext.streaming.rules.flink_functions import translate
 def _sink(expression: exp.Expr) -> exp.Table | None:
     if isinstance(expression, exp.Insert):
         target = expression.this
-        return target.this if isinstance(target, exp.Schema) else target
+        table = target.this if isinstance(target, exp.Schema) else target
+        return table if isinstance(table, exp.Table) else None
     return None
 
 

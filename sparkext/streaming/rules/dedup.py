@@ -85,6 +85,7 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis
         if any(isinstance(p, exp.Column) and p.name.lower() in _WINDOW_COLUMNS for p in partition):
             continue  # window Top-N / window dedup: plain batch SQL already
         select = window.find_ancestor(exp.Select)
+        assert select is not None  # a ROW_NUMBER is projected by a SELECT
         source_table = select.args["from_"].this if select.args.get("from_") else None
         if context.upsert and not _first_rows(window, select):
             continue  # evaluated over the whole history for a primary-key sink: exact as it is
@@ -126,6 +127,7 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis
         on_time = column is not None and column.name.lower() == source.event_time.lower()
         if not on_time or not _first_rows(window, select):
             raise _updating(window)  # keep-last, or a ranking by value (Top-N)
+        assert column is not None  # on time
         ttl = context.job.state_ttl
         start = context.literal(context.start) if context.start is not None else None
         values = {"ts": column.copy(), "lo": start or exp.null()}

@@ -61,13 +61,16 @@ def _next(moment: datetime, unit: str, zone: str = "UTC") -> datetime:
     return _local(moment, zone)
 
 
-def _range(emission: Emission, role: str, column: exp.Column, context: RewriteContext):
+def _range(
+    emission: Emission, role: str, column: exp.Column, context: RewriteContext
+) -> tuple[exp.Expr, datetime | None, datetime, timedelta]:
     """The predicate on the sink column, and its inclusive [low, high] with the value spacing."""
     start, end = context.start, context.end
 
     def literal(moment: datetime) -> exp.Expr:
         return context.literal(moment)
 
+    predicate: exp.Expr
     if emission.kind == "rows":  # [start, end)
         predicate = exp.LT(this=column.copy(), expression=literal(end))
         if start is not None:
@@ -80,15 +83,16 @@ def _range(emission: Emission, role: str, column: exp.Column, context: RewriteCo
         return predicate, (start + _MICRO if start else None), end, _MICRO
     # window_start of TUMBLE/HOP: window_end = window_start + size ∈ (start, end]
     epoch = datetime(1970, 1, 1) + emission.offset
-    slide = emission.slide
+    assert emission.slide is not None and emission.size is not None  # a TUMBLE/HOP grid
+    slide, size = emission.slide, emission.size
     zone = context.time_zone
 
     def grid_floor(moment: datetime) -> datetime:
         utc = _utc(moment, zone)
         return _local(utc - ((utc - epoch) % slide), zone)
 
-    high = grid_floor(end - emission.size)
-    low = grid_floor(start - emission.size) + slide if start else None
+    high = grid_floor(end - size)
+    low = grid_floor(start - size) + slide if start else None
     predicate = exp.LT(this=column.copy(), expression=literal(high + slide))
     if low is not None:
         predicate = exp.and_(exp.GTE(this=column.copy(), expression=literal(low)), predicate)
@@ -149,7 +153,11 @@ def _renamed_window_times(
         distance = located[1]
         if distance == timedelta(0):
             found.append(("window_end", index))
-        elif emission.window in ("TUMBLE", "HOP") and distance == -emission.size:
+        elif (
+            emission.window in ("TUMBLE", "HOP")
+            and emission.size is not None
+            and distance == -emission.size
+        ):
             found.append(("window_start", index))
     found.sort(key=lambda pair: pair[0] != "window_end")
     return found

@@ -40,6 +40,15 @@ _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 _MICRO = timedelta(microseconds=1)
 
 
+def _at_column(column: str) -> Callable[[str], timedelta | None]:
+    """A stream's time: its event-time column, at distance 0."""
+
+    def time(name: str) -> timedelta | None:
+        return timedelta(0) if name == column else None
+
+    return time
+
+
 @dataclass(frozen=True)
 class _Side:
     """One relation of a join that has a time: a stream table or a windowed result."""
@@ -72,7 +81,7 @@ def _sides(select: exp.Select, context: RewriteContext, analysis: Analysis) -> l
                         alias,
                         relation,
                         source.name,
-                        lambda name, column=column: timedelta(0) if name == column else None,
+                        _at_column(column),
                         event_time=source.event_time,
                     )
                 )
@@ -131,14 +140,15 @@ def _derived_stream(
 
     def time(name: str) -> timedelta | None:
         found = _origin(relation, name)
-        same = found is not None and found[0] is table
-        return timedelta(0) if same and found[1] == event_time.lower() else None
+        if found is None or found[0] is not table:
+            return None
+        return timedelta(0) if found[1] == event_time.lower() else None
 
     inner = relation.unnest()
     exposed = source.event_time
     for projection in inner.expressions if isinstance(inner, exp.Select) else []:
         value = projection.unalias()
-        if isinstance(value, exp.Column) and value.name.lower() == source.event_time.lower():
+        if isinstance(value, exp.Column) and value.name.lower() == event_time.lower():
             exposed = projection.alias_or_name
     alias = relation.alias_or_name.lower()
     return _Side(alias, table, source.name, time, event_time=exposed)
@@ -153,12 +163,12 @@ def _time_offset(node: exp.Expr, sides: dict[str, _Side]) -> tuple[str, timedelt
     if isinstance(node, exp.Column) and node.table:
         side = sides.get(node.table.lower())
         distance = side.time(node.name.lower()) if side is not None else None
-        if distance is not None:
+        if side is not None and distance is not None:
             return side.alias, offset + distance
     return None
 
 
-def _bounds(condition: exp.Expr, sides: dict[str, _Side]) -> list[tuple[str, str, timedelta]]:
+def _bounds(condition: exp.Expr, sides: dict[str, _Side]) -> list[tuple[str, str, str, timedelta]]:
     """(left, op, right, offset) facts 'time(left) op time(right) + offset'."""
     if isinstance(condition, exp.Between):
         return _bounds(
@@ -200,7 +210,7 @@ def _keep_windows(
     info = analysis.window(side.window)
     assert info is not None  # _windowed found it there
     ends = exp.column(info.end_column)
-    keep = exp.LT(this=ends, expression=context.literal(context.end + high))
+    keep: exp.Expr = exp.LT(this=ends, expression=context.literal(context.end + high))
     if context.start is not None and low is not None:
         keep = exp.and_(
             exp.GTE(this=ends.copy(), expression=context.literal(context.start + low)), keep

@@ -31,6 +31,7 @@ def legacy_group_windows(expression: exp.Expr, context: RewriteContext, analysis
         ]
         if not calls:
             continue
+        assert group is not None  # the calls are its keys
         if len(calls) > 1:
             raise error_at(calls[1], "GROUP BY may hold one group window function.")
         call = calls[0]

@@ -51,7 +51,8 @@ def over_aggregate_rule(expression: exp.Expr, context: RewriteContext, analysis:
         select = window.find_ancestor(exp.Select)
         table = select.args["from_"].this if select and select.args.get("from_") else None
         if (
-            not isinstance(table, exp.Table)
+            select is None
+            or not isinstance(table, exp.Table)
             or table in analysis.dimensions
             or select.args.get("joins")
         ):

@@ -52,6 +52,7 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext, analysis:
                 "a SESSION window must be aggregated directly: "
                 "SELECT … FROM TABLE(SESSION(…)) GROUP BY window_start, window_end, <keys>.",
             )
+        assert isinstance(select, exp.Select) and group is not None  # it groups by the window
         keys = {c.name.lower() for c in analysis.partition_keys(data)}
         if not keys <= names:
             raise error_at(
@@ -91,34 +92,36 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext, analysis:
             + [session.copy()],
         )
         # Spark cannot filter on session_window in HAVING: filter its end one level up.
-        names = []
+        outputs: list[str] = []
         for index, projection in enumerate(list(select.expressions)):
             if isinstance(projection, exp.Alias):
-                names.append(projection.alias)
+                outputs.append(projection.alias)
             elif isinstance(projection, exp.Column):
-                names.append(projection.name)
+                outputs.append(projection.name)
             else:
-                names.append(f"_c{index}")
-                projection.replace(exp.alias_(projection.copy(), names[-1]))
+                outputs.append(f"_c{index}")
+                projection.replace(exp.alias_(projection.copy(), outputs[-1]))
         # The end from an aggregate (a session ends one gap after its last row), never from
         # session_window(…).end: Spark pushes a filter on a grouping expression below the
         # aggregate, where it would drop single rows' windows before the sessions merge.
         last = shift(exp.Max(this=exp.column(column)), gap)
         select.select(exp.alias_(last, "_sparkext_session_end"), copy=False)
         session_end = exp.column("_sparkext_session_end")
-        keep = exp.LTE(this=session_end, expression=context.literal(context.end))
+        keep: exp.Expr = exp.LTE(this=session_end, expression=context.literal(context.end))
         if context.start is not None:
             keep = exp.and_(
                 exp.GT(this=session_end.copy(), expression=context.literal(context.start)), keep
             )
-        ends = {}  # output column → distance from the session's end (its start is not fixed)
-        for name, projection in zip(names, select.expressions, strict=False):
+        ends: dict[
+            str, timedelta
+        ] = {}  # output column → distance from the session's end (its start is not fixed)
+        for name, projection in zip(outputs, select.expressions, strict=False):
             inner = projection.unalias()
             if isinstance(inner, exp.Dot) and inner.name == "end":
                 ends[name.lower()] = timedelta(0)
             elif isinstance(inner, exp.Sub) and isinstance(inner.this, exp.Dot):
                 ends[name.lower()] = -timedelta(milliseconds=1)
-        wrapper = exp.select(*[exp.column(n) for n in names])
+        wrapper = exp.select(*[exp.column(n) for n in outputs])
         lookback = gap + context.job.session_lookback
         relation = WindowRelation("SESSION", ends, "_sparkext_session_end", lookback)
         analysis = replace(analysis, windows=analysis.windows.set(wrapper, relation))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 from sqlglot import exp
 
@@ -26,7 +27,13 @@ from sparkext import times
 from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
 from sparkext.streaming.job import StreamingSqlError, error_at, table_key
-from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
+from sparkext.streaming.sqltools import (
+    bind_tvf,
+    conjuncts,
+    select_template,
+    template,
+    window_tvf,
+)
 
 STATE = "state"  # lookup_as_of of a stream that keeps its dimensions in memory: latest, pinned
 VERSIONS = """
@@ -134,7 +141,7 @@ def _lookup_version(
 
 
 def _versions_join(
-    versions: exp.Expr,
+    versions: exp.Select,
     keys: list[exp.Expr],
     alias: str,
     valid_template: str,
@@ -168,7 +175,7 @@ def _own_versions(
     plain = dim.copy()
     plain.set("version", None)
     plain.set("alias", None)
-    versions = template(VERSIONS, ts=exp.column(event_time), dim=plain)
+    versions = select_template(VERSIONS, ts=exp.column(event_time), dim=plain)
     alias = dim.alias_or_name
     subquery, valid = _versions_join(versions, keys, alias, VALID, attribute, event_time)
     # the table read for its versions is no stream, however it is declared (the subquery holds
@@ -194,7 +201,7 @@ def _cdc_versions(
         low = context.start - lookback
     number = len(analysis.views) + 1
     view = ViewSpec(f"_sparkext_versions_{number}", context.job.spelled(name), low, context.end)
-    versions = template(CDC_VERSIONS, view=exp.to_table(view.name))
+    versions = select_template(CDC_VERSIONS, view=exp.to_table(view.name))
     alias = dim.alias_or_name
     subquery, valid = _versions_join(
         versions, keys, alias, CDC_VALID, attribute, "_sparkext_valid_from"
@@ -209,7 +216,8 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext, analysis: 
         if version is None or not isinstance(version.expression, exp.Column):
             continue
         join = dim.parent
-        select = join.parent if isinstance(join, exp.Join) else None
+        # a join's parent is the SELECT it joins in
+        select = cast("exp.Select", join.parent) if isinstance(join, exp.Join) else None
         attribute = version.expression
         probe = (
             _probe_source(select, attribute.table, analysis)
@@ -226,6 +234,7 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext, analysis: 
                 "must name a time column of a table joined before it, "
                 "e.g. FOR SYSTEM_TIME AS OF o.order_time.",
             )
+        assert isinstance(join, exp.Join)  # a probe was found in the SELECT it joins
         source = analysis.source(context, probe)
         analysis = replace(analysis, dimensions=analysis.dimensions.add(dim))
         if source.decl is not None and attribute.name in source.decl.proctime:

@@ -24,7 +24,7 @@ from sparkext.streaming.sqltools import (
     bind_tvf,
     duration,
     interval_literal,
-    template,
+    select_template,
     window_tvf,
 )
 
@@ -47,7 +47,7 @@ WHERE window_end <= :hi
 """
 
 
-def _micros(delta: timedelta) -> exp.Literal:
+def _micros(delta: timedelta) -> exp.Expr:
     return exp.Literal.number(round(delta.total_seconds() * 1_000_000))
 
 
@@ -84,9 +84,9 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext, analysis: Ana
             step = interval(args["STEP"])
             if not step or size % step:
                 raise error_at(call, "CUMULATE's size must be a whole multiple of its step.")
-            start = template(CUMULATIVE_START, ts=ts, size=duration(size), data=data)
+            start = select_template(CUMULATIVE_START, ts=ts, size=duration(size), data=data)
             _offset(start, offset)
-            inner = template(
+            inner = select_template(
                 CUMULATIVE_ENDS,
                 ts=ts.copy(),
                 step_us=_micros(step),
@@ -99,7 +99,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext, analysis: Ana
             slide = interval(args["SLIDE"]) if kind == "HOP" else size
             if slide <= timedelta(0) or (kind == "HOP" and size % slide):
                 raise error_at(call, "HOP's size must be a whole multiple of its slide.")
-            inner = template(
+            inner = select_template(
                 SLIDING,
                 ts=ts,
                 size=duration(size),
@@ -110,7 +110,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext, analysis: Ana
                 for call_ in inner.find_all(exp.Anonymous):
                     call_.set("expressions", call_.expressions[:2])
             _offset(inner, offset)
-        keep = template(KEEP, sub=inner.subquery("_s"), hi=context.literal(context.end))
+        keep = select_template(KEEP, sub=inner.subquery("_s"), hi=context.literal(context.end))
         if context.start is not None:
             keep = keep.where(
                 exp.GT(this=exp.column("window_end"), expression=context.literal(context.start))
