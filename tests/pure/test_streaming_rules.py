@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 import sqlglot
+from sqlglot import exp
 
 from sparkext.streaming.context import RewriteContext, StaticCatalog
 from sparkext.streaming.dialect import Streaming
-from sparkext.streaming.job import StreamingSqlError, parse_job
+from sparkext.streaming.job import StreamingSqlError, UpdatingQueryError, parse_job
 from sparkext.streaming.rewrite import BatchQuery, rewrite_query
 from sparkext.streaming.rules import RULES, run_rules
 
@@ -212,3 +213,32 @@ def _fill() -> None:  # pragma: no cover - maintainer tool
 
 if __name__ == "__main__" and "--fill" in sys.argv:  # pragma: no cover
     _fill()
+
+
+def _meta_keys(expression: exp.Expr) -> set[str]:
+    return {key for node in expression.walk() for key in node.meta}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.rule == PIPELINE_FILE and c.error is None],
+    ids=lambda c: c.title,
+)
+def test_rules_hand_over_nothing_through_node_meta(case: Case):
+    """What a rule finds reaches the next one in the Analysis it returns: after every rule,
+    the tree carries only what the parser put in ``meta`` (positions, hints, TABLE marks)."""
+    job = parse_job(case.preamble + "\n" + case.sql)
+    query = job.queries[-1].copy()
+    parsed = _meta_keys(query)
+    context = RewriteContext(job, CATALOG, case.start, case.end, case.lookup)
+    try:
+        expression, analysis = run_rules(query.copy(), context)
+    except UpdatingQueryError:  # as the driver does: the whole history, for a primary key
+        context = RewriteContext(job, CATALOG, None, case.end, case.lookup, upsert=True)
+        rules = tuple(r for r in RULES if r is not RULES_BY_NAME["insert_overwrite"])
+        expression, analysis = run_rules(query.copy(), context, rules)
+    assert _meta_keys(expression) <= parsed | {"line", "col", "table_argument", "options"}
+    with pytest.raises(FrozenInstanceError):
+        analysis.emission = None  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        context.start = None  # type: ignore[misc]
