@@ -214,9 +214,8 @@ def run_changelog_job(
         sink_frame,
     )
     from sparkext.streaming.catalog import SparkCatalog
-    from sparkext.streaming.context import RewriteContext
     from sparkext.streaming.rewrite import sink_key, sink_of
-    from sparkext.streaming.rules.flink_functions import flink_functions_rule
+    from sparkext.streaming.rules.flink_functions import translate
     from sparkext.streaming.stream import StreamRun
     from sparkext.streaming.udf import register_job_functions
 
@@ -242,11 +241,10 @@ def run_changelog_job(
     location.make_dirs()
     register_job_functions(spark, job)
     create_missing_tables(spark, job)
-    context = RewriteContext(job, catalog, None, datetime.max)
     view = "sparkext_changelog_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8]
     queries = []  # (query id, sink, the INSERT reading the view)
     for number, insert in enumerate(inserts, 1):
-        statement = flink_functions_rule(_replace_source(insert, view), context)
+        statement = translate(_replace_source(insert, view), job)
         queries.append((str(number), sink_of(insert), statement))
     written = {qid: _written_batches(spark, sink, checkpoint, qid) for qid, sink, _ in queries}
     options = {k: v for k, v in hint.items() if k in STREAM_OPTIONS}

@@ -1,15 +1,18 @@
-"""What the stream→batch rules know: the job, the range, the catalog, and what they found.
+"""What the stream→batch rules are given: the job, the range and the catalog.
 
-Rules are pure: everything they read comes from :class:`RewriteContext`; the catalog is a
-protocol so fixtures describe tables with a dict (:class:`StaticCatalog`) and a run asks Spark
-(:class:`sparkext.streaming.catalog.SparkCatalog`).
+Floor: streaming rules (pure; no pyspark).
+
+:class:`RewriteContext` is frozen: what the rules find and tell each other (lookbacks,
+dimensions, the emission, notes, views) is :class:`sparkext.streaming.analysis.Analysis`, a
+value each rule returns. The catalog is a protocol so fixtures describe tables with a dict
+(:class:`StaticCatalog`) and a run asks Spark (:class:`sparkext.streaming.catalog.SparkCatalog`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -51,7 +54,7 @@ class Catalog(Protocol):
 class StaticCatalog:
     """A catalog described by data: {name: {"properties": …, "columns": …, "partitioning": …}}."""
 
-    tables: dict[str, dict] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     time_zone: str = "UTC"
 
     def properties(self, table: str) -> dict[str, str] | None:
@@ -106,7 +109,7 @@ class Emission:
 
 @dataclass(frozen=True)
 class WindowRelation:
-    """What a window rule leaves on the SELECT that keeps a range's windows (``meta["window"]``)
+    """What a window rule finds about the SELECT that keeps a range's windows (``Analysis.windows``)
     so a join rule can relate another stream's time to the window's end and widen the range.
 
     ``columns``: output column → its distance from the window's end (window_end 0, window_time
@@ -134,33 +137,37 @@ class ViewSpec:
     kind: str = "versions"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RewriteContext:
+    """The job, the range and the catalog of one rewrite; the same for every rule."""
+
     job: Job
     catalog: Catalog
     start: datetime | None  # None: from the beginning of every source
     end: datetime
     lookup_as_of: str = "end"  # proctime lookups: 'end', 'latest' or a timestamp text
     upsert: bool = False  # the query's whole history is evaluated for a primary-key sink
-    emission: Emission | None = None
-    completion_delay: timedelta = timedelta(0)  # how far behind the watermark a range is complete
-    notes: list[str] = field(default_factory=list)
-    views: list[ViewSpec] = field(default_factory=list)
 
-    def emit(self, emission: Emission) -> None:
-        if self.emission is None or (self.emission.kind == "rows" and emission.kind == "window"):
-            self.emission = emission
-
-    def source(self, table: exp.Table, descriptor: str | None = None) -> Source:
+    def source(
+        self,
+        table: exp.Table,
+        descriptor: str | None = None,
+        *,
+        dimension: bool = False,
+        table_argument: bool = False,
+    ) -> Source:
+        """``table`` as the rules see it. ``descriptor``: a window TVF's DESCRIPTOR column;
+        ``dimension``/``table_argument``: what the rules found about this reference
+        (:meth:`sparkext.streaming.analysis.Analysis.source` passes them)."""
         name = table_key(table)
         decl = self.job.tables.get(name)
         properties = self.catalog.properties(name) or {}
+        column: str | None
         if decl is not None and decl.watermark is not None:
             column, delay = decl.watermark
         else:
             column = properties.get(EVENT_TIME_PROPERTY)
             delay = parse_duration(properties.get(WATERMARK_DELAY_PROPERTY, "0 s"))
-        descriptor = descriptor or table.meta.get("descriptor")
         if (
             descriptor is not None
             and decl is not None
@@ -182,9 +189,10 @@ class RewriteContext:
                     f"that {name} declares; use DESCRIPTOR({column}).",
                 )
             column = descriptor
-        streaming = not table.meta.get("dimension") and (
+        streaming = not dimension and (
             table.meta.get("options", {}).get("streaming", "").lower() == "true"
             or table.meta.get("table_argument", False)
+            or table_argument
             or (decl is not None and decl.watermark is not None)
         )
         return Source(name, column, delay, streaming, decl)

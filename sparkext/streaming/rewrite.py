@@ -3,7 +3,9 @@
 :func:`to_batch` is the public entry; :func:`plan_batch` returns the pieces the runners need
 (statements, notes, the emission of each query, how far behind the watermark it completes).
 Rules live in :mod:`sparkext.streaming.rules`, one per construct, applied in order like
-sqlglot's optimizer.
+sqlglot's optimizer; :func:`~sparkext.streaming.rules.run_rules` threads the
+:class:`~sparkext.streaming.analysis.Analysis` (what they tell each other) from rule to rule,
+and the query's emission, notes and views come out of its last value.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import datetime, timedelta
 from sqlglot import exp
 
 from sparkext import times
+from sparkext.streaming.analysis import Rule
 from sparkext.streaming.context import (
     Catalog,
     Emission,
@@ -30,10 +33,8 @@ from sparkext.streaming.job import (
     position,
     table_name,
 )
-from sparkext.streaming.rules import RULES
+from sparkext.streaming.rules import RULES, run_rules
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
-
-Rule = object  # a callable (expression, context) -> expression
 
 
 def parse_time(value: datetime | str | None, name: str, time_zone: str = "UTC") -> datetime | None:
@@ -167,7 +168,7 @@ def rewrite_query(
     start: datetime | None,
     end: datetime,
     lookup_as_of: str = "end",
-    rules: Sequence = RULES,
+    rules: Sequence[Rule] = RULES,
 ) -> BatchQuery:
     """The batch form of one query over [start, end).
 
@@ -252,13 +253,11 @@ def _rewrite(
     start: datetime | None,
     end: datetime,
     lookup_as_of: str,
-    rules: Sequence,
+    rules: Sequence[Rule],
     upsert: bool = False,
 ) -> BatchQuery:
     context = RewriteContext(job, catalog, start, end, lookup_as_of, upsert=upsert)
-    expression = query.copy()
-    for rule in rules:
-        expression = rule(expression, context)
+    expression, analysis = run_rules(query.copy(), context, rules)
     leftover = next(
         (
             n
@@ -279,7 +278,12 @@ def _rewrite(
         )
     sink = sink_of(expression)
     return BatchQuery(
-        expression, sink, context.emission, context.completion_delay, context.notes, context.views
+        expression,
+        sink,
+        analysis.emission,
+        analysis.completion_delay,
+        list(analysis.notes),
+        list(analysis.views),
     )
 
 

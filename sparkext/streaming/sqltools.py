@@ -1,4 +1,7 @@
-"""Small SQL builders shared by the rewrite rules (sqlglot expressions, never string pasting)."""
+"""Small SQL builders shared by the rewrite rules (sqlglot expressions, never string pasting).
+
+Floor: streaming rules (pure; no pyspark).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +27,13 @@ def _template(sql: str) -> exp.Expr:
 def template(sql: str, **values: exp.Expr) -> exp.Expr:
     """Parse ``sql`` once (Spark dialect) and fill its ``:name`` placeholders with expressions."""
     return exp.replace_placeholders(_template(sql).copy(), **values)
+
+
+def select_template(sql: str, **values: exp.Expr) -> exp.Select:
+    """:func:`template` of a SELECT, typed as one."""
+    query = template(sql, **values)
+    assert isinstance(query, exp.Select), sql
+    return query
 
 
 def duration(delta: timedelta) -> exp.Literal:
@@ -78,8 +88,19 @@ _TVF_ARGS = {
 }
 
 
-def bind_tvf(call: exp.Anonymous) -> dict[str, exp.Expr]:
-    """Positional and named (``SIZE => …``) arguments of a window TVF, by upper-case name."""
+def parsed_table_argument(table: exp.Expr) -> bool:
+    """Whether the parser read ``table`` as ``TABLE t`` (a window TVF's argument)."""
+    return bool(table.meta.get("table_argument"))
+
+
+def bind_tvf(
+    call: exp.Anonymous, table_argument: Callable[[exp.Expr], bool] = parsed_table_argument
+) -> dict[str, exp.Expr]:
+    """Positional and named (``SIZE => …``) arguments of a window TVF, by upper-case name.
+
+    ``table_argument`` tells a ``TABLE t`` argument (the rules pass
+    :meth:`~sparkext.streaming.analysis.Analysis.is_table_argument`, which also knows the ones
+    a rule built)."""
     kind = call.name.upper()
     names = _TVF_ARGS.get(kind)
     if names is None:
@@ -104,7 +125,7 @@ def bind_tvf(call: exp.Anonymous) -> dict[str, exp.Expr]:
     if missing:
         raise error_at(call, f"{kind} is missing {', '.join(missing)}.")
     data = bound["DATA"]
-    if not (isinstance(data, exp.Table) and data.meta.get("table_argument")):
+    if not (isinstance(data, exp.Table) and table_argument(data)):
         raise error_at(call, f"{kind}'s first argument must be TABLE <name>.")
     timecol = bound["TIMECOL"]
     if not (
@@ -152,13 +173,16 @@ def trace_column(
     return None
 
 
-def window_time(query: exp.Expr, name: str) -> tuple[exp.Select, timedelta] | None:
+def window_time(
+    query: exp.Expr, name: str, windows: Callable[[exp.Expr], WindowRelation | None]
+) -> tuple[exp.Select, timedelta] | None:
     """The window-keeping SELECT under ``query`` that its output column ``name`` comes from,
-    with the column's distance from the window's end; None when it is not a window time
-    (the SELECT a window rule marked with ``meta["window"]``, through any aliases)."""
+    with the column's distance from the window's end; None when it is not a window time.
+    ``windows`` tells the SELECTs a window rule made (``Analysis.window``), through any
+    aliases."""
 
     def at(node: exp.Expr, column: str) -> tuple[bool, tuple[exp.Select, timedelta] | None]:
-        info: WindowRelation | None = node.meta.get("window")
+        info = windows(node)
         if info is None:
             return isinstance(node, exp.Table), None
         distance = info.columns.get(column)

@@ -8,14 +8,15 @@ DESCRIPTOR); the lookback each reference needs was left on it by the rules befor
 session gap, interval-join bound, dedup TTL). Computed columns of a declared table are added
 here too (``PROCTIME()``, declared or called in the query, is the time the backfill runs).
 Dimensions are never bounded.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
 from sparkext.streaming.job import error_at
 from sparkext.streaming.rules.flink_functions import translate
@@ -24,11 +25,12 @@ from sparkext.streaming.rules.flink_functions import translate
 def _sink(expression: exp.Expr) -> exp.Table | None:
     if isinstance(expression, exp.Insert):
         target = expression.this
-        return target.this if isinstance(target, exp.Schema) else target
+        table = target.this if isinstance(target, exp.Schema) else target
+        return table if isinstance(table, exp.Table) else None
     return None
 
 
-def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def bound_sources_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for call in list(expression.find_all(exp.Anonymous)):
         if call.name.upper() == "PROCTIME" and not call.expressions:
             call.replace(exp.CurrentTimestamp())  # PROCTIME() in a query: when the batch runs
@@ -36,9 +38,9 @@ def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
     for table in list(expression.find_all(exp.Table)):
         if table is sink or not isinstance(table.this, exp.Identifier):
             continue
-        source = context.source(table)
+        source = analysis.source(context, table)
         decl = source.decl
-        streaming = source.streaming and not table.meta.get("dimension")
+        streaming = source.streaming and table not in analysis.dimensions
         computed = dict(decl.computed) if decl is not None else {}
         proctime = sorted(decl.proctime) if decl is not None else []
         if not streaming and not computed and not proctime:
@@ -60,16 +62,16 @@ def bound_sources_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                     "property 'sparkext.event-time-column'.",
                 )
             ts = exp.column(source.event_time)
-            lookahead = table.meta.get("lookahead", timedelta(0))
+            lookahead = analysis.lookahead(table)
             query = query.where(
                 exp.LT(this=ts, expression=context.literal(context.end + lookahead))
             )
-            lookback = table.meta.get("lookback", timedelta(0))
+            lookback = analysis.lookback(table)
             if context.start is not None and lookback != UNBOUNDED:
                 low = context.literal(context.start - lookback)
                 query = query.where(exp.GTE(this=ts.copy(), expression=low))
-            context.emit(Emission("rows", source.event_time, alias=table.alias_or_name))
+            analysis = analysis.emit(Emission("rows", source.event_time, alias=table.alias_or_name))
         elif table.args.get("version") is not None:
             plain.set("version", table.args["version"].copy())
         table.replace(query.subquery(table.alias_or_name))
-    return expression
+    return Step(expression, analysis)

@@ -9,14 +9,17 @@ history without a TTL) but never emitted. Keeping the last row (ORDER BY … DES
 whole stream produce updates: an error, unless the sink has a primary key (then the query runs
 over the whole history as it is); ordering by processing time depends on arrival: an error.
 Window Top-N and window dedup (PARTITION BY window_start, window_end …) need no rewrite.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
 
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
 from sparkext.streaming.job import error_at, updating_at
 from sparkext.streaming.sqltools import conjuncts, template
@@ -74,7 +77,7 @@ def _updating(window: exp.Window) -> Exception:
     )
 
 
-def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def dedup_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for window in list(expression.find_all(exp.Window)):
         if not isinstance(window.this, exp.RowNumber):
             continue
@@ -82,13 +85,14 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         if any(isinstance(p, exp.Column) and p.name.lower() in _WINDOW_COLUMNS for p in partition):
             continue  # window Top-N / window dedup: plain batch SQL already
         select = window.find_ancestor(exp.Select)
+        assert select is not None  # a ROW_NUMBER is projected by a SELECT
         source_table = select.args["from_"].this if select.args.get("from_") else None
         if context.upsert and not _first_rows(window, select):
             continue  # evaluated over the whole history for a primary-key sink: exact as it is
         if isinstance(source_table, exp.Subquery) and any(
-            context.source(t).streaming
+            analysis.source(context, t).streaming
             for t in source_table.find_all(exp.Table)
-            if isinstance(t.this, exp.Identifier) and not t.meta.get("dimension")
+            if isinstance(t.this, exp.Identifier) and t not in analysis.dimensions
         ):
             if not _first_rows(window, select):
                 raise _updating(window)
@@ -97,9 +101,9 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 "ROW_NUMBER over a subquery of a stream cannot be bounded by event time; "
                 "rank the stream's table directly (FROM t) or per window.",
             )
-        if not isinstance(source_table, exp.Table) or source_table.meta.get("dimension"):
+        if not isinstance(source_table, exp.Table) or source_table in analysis.dimensions:
             continue
-        source = context.source(source_table)
+        source = analysis.source(context, source_table)
         if not source.streaming:
             continue
         if source.event_time is None:
@@ -123,12 +127,13 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         on_time = column is not None and column.name.lower() == source.event_time.lower()
         if not on_time or not _first_rows(window, select):
             raise _updating(window)  # keep-last, or a ranking by value (Top-N)
+        assert column is not None  # on time
         ttl = context.job.state_ttl
         start = context.literal(context.start) if context.start is not None else None
         values = {"ts": column.copy(), "lo": start or exp.null()}
         if ttl is None:
             replacement = template(FIRST_ROW_FOREVER, **values)
-            source_table.meta["lookback"] = UNBOUNDED
+            analysis = analysis.look_back(source_table, UNBOUNDED)
         else:
             replacement = template(
                 FIRST_ROW,
@@ -137,15 +142,19 @@ def dedup_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 ),
                 **values,
             )
-            source_table.meta["lookback"] = max(
-                source_table.meta.get("lookback", timedelta(0)), ttl
-            )
+            analysis = analysis.look_back(source_table, max(analysis.lookback(source_table), ttl))
         lag = replacement.find(exp.Window)
+        assert lag is not None  # the templates hold one
         lag.set("partition_by", [p.copy() for p in partition])
-        lag.meta["rewritten"] = True  # not the user's OVER aggregation
         if start is None:  # no lower bound: nothing is before the range
             replacement.set("ifs", replacement.args["ifs"][1:])
-        source_table.meta["emits"] = True
         window.replace(replacement)
-        context.emit(Emission("rows", source.event_time, alias=source_table.alias_or_name))
-    return expression
+        analysis = replace(
+            analysis,
+            generated=analysis.generated.add(lag),  # not the user's OVER aggregation
+            emitting=analysis.emitting.add(source_table),
+        )
+        analysis = analysis.emit(
+            Emission("rows", source.event_time, alias=source_table.alias_or_name)
+        )
+    return Step(expression, analysis)

@@ -6,6 +6,8 @@ backfill twice replaces exactly what the first run wrote. Iceberg replaces whole
 the range does not cover whole partitions of the sink (a ``days``/``hours``/``months``/``years``
 or identity partition on that column), the statement replaces the covering partitions and writes
 back the rows of those partitions outside the range, in the same commit.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import datetime, timedelta
 from sqlglot import exp
 
 from sparkext import times
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import Emission, RewriteContext
 from sparkext.streaming.job import error_at, table_key
 from sparkext.streaming.sqltools import window_time
@@ -58,13 +61,16 @@ def _next(moment: datetime, unit: str, zone: str = "UTC") -> datetime:
     return _local(moment, zone)
 
 
-def _range(emission: Emission, role: str, column: exp.Column, context: RewriteContext):
+def _range(
+    emission: Emission, role: str, column: exp.Column, context: RewriteContext
+) -> tuple[exp.Expr, datetime | None, datetime, timedelta]:
     """The predicate on the sink column, and its inclusive [low, high] with the value spacing."""
     start, end = context.start, context.end
 
     def literal(moment: datetime) -> exp.Expr:
         return context.literal(moment)
 
+    predicate: exp.Expr
     if emission.kind == "rows":  # [start, end)
         predicate = exp.LT(this=column.copy(), expression=literal(end))
         if start is not None:
@@ -77,15 +83,16 @@ def _range(emission: Emission, role: str, column: exp.Column, context: RewriteCo
         return predicate, (start + _MICRO if start else None), end, _MICRO
     # window_start of TUMBLE/HOP: window_end = window_start + size ∈ (start, end]
     epoch = datetime(1970, 1, 1) + emission.offset
-    slide = emission.slide
+    assert emission.slide is not None and emission.size is not None  # a TUMBLE/HOP grid
+    slide, size = emission.slide, emission.size
     zone = context.time_zone
 
     def grid_floor(moment: datetime) -> datetime:
         utc = _utc(moment, zone)
         return _local(utc - ((utc - epoch) % slide), zone)
 
-    high = grid_floor(end - emission.size)
-    low = grid_floor(start - emission.size) + slide if start else None
+    high = grid_floor(end - size)
+    low = grid_floor(start - size) + slide if start else None
     predicate = exp.LT(this=column.copy(), expression=literal(high + slide))
     if low is not None:
         predicate = exp.and_(exp.GTE(this=column.copy(), expression=literal(low)), predicate)
@@ -134,19 +141,23 @@ def _owners(query: exp.Expr, alias: str) -> set[str]:
 
 
 def _renamed_window_times(
-    query: exp.Select, outputs: list[tuple[str, str]], emission: Emission
+    query: exp.Select, outputs: list[tuple[str, str]], emission: Emission, analysis: Analysis
 ) -> list[tuple[str, int]]:
     """(role, output index) of outputs that are a window's end or start under another name
     (``SESSION_END(…) AS endtime``, ``P.starttime`` of a derived table)."""
     found = []
     for index, (output, _) in enumerate(outputs):
-        located = window_time(query, output.lower()) if output else None
+        located = window_time(query, output.lower(), analysis.window) if output else None
         if located is None:
             continue
         distance = located[1]
         if distance == timedelta(0):
             found.append(("window_end", index))
-        elif emission.window in ("TUMBLE", "HOP") and distance == -emission.size:
+        elif (
+            emission.window in ("TUMBLE", "HOP")
+            and emission.size is not None
+            and distance == -emission.size
+        ):
             found.append(("window_start", index))
     found.sort(key=lambda pair: pair[0] != "window_end")
     return found
@@ -167,13 +178,15 @@ def _missing_time(name: str, wanted: list[str], emission: Emission) -> str:
     )
 
 
-def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def insert_overwrite_rule(
+    expression: exp.Expr, context: RewriteContext, analysis: Analysis
+) -> Step:
     if not isinstance(expression, exp.Insert):
-        return expression
+        return Step(expression, analysis)
     target = expression.this
     sink = target.this if isinstance(target, exp.Schema) else target
     name = table_key(sink)
-    emission = context.emission
+    emission = analysis.emission
     if emission is None:
         raise error_at(sink, f"INSERT INTO {name} reads no stream, so no time range bounds it.")
     decl = context.job.tables.get(name)
@@ -207,7 +220,7 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
         and (not qualifier or not emission.alias or qualifier.lower() in owners)
     ]
     if not found and emission.kind == "window" and isinstance(query, exp.Select):
-        found = _renamed_window_times(query, outputs, emission)
+        found = _renamed_window_times(query, outputs, emission, analysis)
     if not found:
         raise error_at(sink, _missing_time(name, wanted, emission))
     names = [(role, columns[i] if i < len(columns) else outputs[i][0]) for role, i in found]
@@ -235,7 +248,7 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
             superset = exp.LT(this=column.copy(), expression=context.literal(last))
     if superset is None:
         expression.set("where", predicate)
-        return expression
+        return Step(expression, analysis)
     keep_source = sink.copy()
     keep_source.set("alias", None)
     outside = exp.not_(exp.func("coalesce", exp.paren(predicate), exp.false()))
@@ -247,8 +260,8 @@ def insert_overwrite_rule(expression: exp.Expr, context: RewriteContext) -> exp.
     )
     expression.set("expression", exp.union(expression.expression, keep, distinct=False))
     expression.set("where", superset)
-    context.notes.append(
+    analysis = analysis.note(
         f"the range does not cover whole partitions of {name}; the rows of those partitions "
         "outside the range are written back in the same commit."
     )
-    return expression
+    return Step(expression, analysis)

@@ -2,21 +2,26 @@
 
 ``TUMBLE_START(…)``, ``TUMBLE_END(…)`` and ``TUMBLE_ROWTIME(…)`` (and the HOP_/SESSION_ ones)
 become ``window_start``, ``window_end`` and ``window_time``; later rules rewrite the TVF.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import RewriteContext
-from sparkext.streaming.job import error_at, position
+from sparkext.streaming.job import error_at
 from sparkext.streaming.sqltools import scope_nodes
 
 GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
 AUXILIARY = {"START": "window_start", "END": "window_end", "ROWTIME": "window_time"}
 
 
-def legacy_group_windows(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def legacy_group_windows(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for select in list(expression.find_all(exp.Select)):
         group = select.args.get("group")
         calls = [
@@ -26,6 +31,7 @@ def legacy_group_windows(expression: exp.Expr, context: RewriteContext) -> exp.E
         ]
         if not calls:
             continue
+        assert group is not None  # the calls are its keys
         if len(calls) > 1:
             raise error_at(calls[1], "GROUP BY may hold one group window function.")
         call = calls[0]
@@ -34,7 +40,7 @@ def legacy_group_windows(expression: exp.Expr, context: RewriteContext) -> exp.E
         if (
             select.args.get("joins")
             or not isinstance(source, exp.Table)
-            or source.meta.get("table_argument")
+            or analysis.is_table_argument(source)
         ):
             raise error_at(call, f"GROUP BY {kind}(…) needs a single table in FROM.")
         time_column, *sizes = call.expressions
@@ -42,15 +48,17 @@ def legacy_group_windows(expression: exp.Expr, context: RewriteContext) -> exp.E
             raise error_at(call, f"GROUP BY {kind} needs (time column, interval …).")
         data = source.copy()
         data.set("alias", None)
-        data.meta["table_argument"] = True
+        # the window rules take data for ``TABLE t`` (the parser's mark for a written one)
+        analysis = replace(analysis, table_arguments=analysis.table_arguments.add(data))
         others = [e for e in group.expressions if e is not call]
         if kind == "SESSION":
-            data.meta["partition_by"] = [e.copy() for e in others if isinstance(e, exp.Column)]
+            keys = tuple(e.copy() for e in others if isinstance(e, exp.Column))
+            analysis = replace(analysis, partition_by=analysis.partition_by.set(data, keys))
         descriptor = exp.Anonymous(this="DESCRIPTOR", expressions=[exp.column(time_column.name)])
-        tvf = exp.Anonymous(this=kind, expressions=[data, descriptor, *[s.copy() for s in sizes]])
-        line, col = position(call)
-        if line is not None:
-            tvf.meta.update(line=line, col=col)
+        # the call itself becomes the TVF, so an error about it keeps the parser's position
+        tvf = call
+        tvf.set("this", kind)
+        tvf.set("expressions", [data, descriptor, *[s.copy() for s in sizes]])
         wrapper = exp.Table(this=exp.Anonymous(this="TABLE", expressions=[tvf]))
         if source.alias:
             wrapper.set("alias", exp.TableAlias(this=exp.to_identifier(source.alias)))
@@ -63,4 +71,4 @@ def legacy_group_windows(expression: exp.Expr, context: RewriteContext) -> exp.E
                     if prefix != kind or part not in AUXILIARY:
                         raise error_at(node, f"{node.name} does not match GROUP BY {kind}(…).")
                     node.replace(exp.column(AUXILIARY[part]))
-    return expression
+    return Step(expression, analysis)

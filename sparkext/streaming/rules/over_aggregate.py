@@ -8,14 +8,18 @@ the source is read back by the frame (a RANGE interval; ROWS n PRECEDING or UNBO
 PRECEDING — the default frame — read the whole history), and the rows before the start are
 filtered out one level up, after the window functions ran (a filter in the same SELECT would
 run before them).
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import UNBOUNDED, Emission, RewriteContext
 from sparkext.streaming.job import error_at, interval
 
@@ -35,24 +39,25 @@ def _lookback(window: exp.Window) -> timedelta:
     return UNBOUNDED  # ROWS n PRECEDING, UNBOUNDED PRECEDING
 
 
-def over_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def over_aggregate_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     done: set[int] = set()
     for window in list(expression.find_all(exp.Window)):
         if (
             not isinstance(window.this, exp.AggFunc)
             or isinstance(window.this, _RANKING)
-            or window.meta.get("rewritten")
+            or window in analysis.generated
         ):
             continue
         select = window.find_ancestor(exp.Select)
         table = select.args["from_"].this if select and select.args.get("from_") else None
         if (
-            not isinstance(table, exp.Table)
-            or table.meta.get("dimension")
+            select is None
+            or not isinstance(table, exp.Table)
+            or table in analysis.dimensions
             or select.args.get("joins")
         ):
             continue
-        source = context.source(table)
+        source = analysis.source(context, table)
         if not source.streaming or source.event_time is None:
             continue
         order = (window.args.get("order") or exp.Order()).expressions
@@ -68,10 +73,12 @@ def over_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
                 f"event time ({source.event_time} ASC), as in Flink.",
             )
         back = _lookback(window)
-        old = table.meta.get("lookback", timedelta(0))
-        table.meta["lookback"] = UNBOUNDED if UNBOUNDED in (back, old) else max(old, back)
-        table.meta["emits"] = True
-        context.emit(Emission("rows", source.event_time, alias=table.alias_or_name))
+        old = analysis.lookback(table)
+        analysis = analysis.look_back(
+            table, UNBOUNDED if UNBOUNDED in (back, old) else max(old, back)
+        )
+        analysis = replace(analysis, emitting=analysis.emitting.add(table))
+        analysis = analysis.emit(Emission("rows", source.event_time, alias=table.alias_or_name))
         if context.start is None or id(select) in done:
             continue
         done.add(id(select))
@@ -96,4 +103,4 @@ def over_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
         else:
             select.replace(wrapper)
         wrapper.from_(select.subquery("_over", copy=False), copy=False).where(keep, copy=False)
-    return expression
+    return Step(expression, analysis)

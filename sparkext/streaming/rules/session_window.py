@@ -9,29 +9,35 @@ filter below the session merge (a filter on ``session_window(…).end`` is pushe
 single rows' windows before they merge into their session).
 A session can start long before the range: the source looks back the gap plus
 ``SET 'sparkext.session.max-duration'`` (default 1 day); longer sessions are cut there.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval
 from sparkext.streaming.sqltools import bind_tvf, duration, scope_nodes, shift, window_tvf
 
 
-def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def session_window_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for table in list(expression.find_all(exp.Table)):
         call = window_tvf(table)
         if call is None or call.name.upper() != "SESSION":
             continue
-        args = bind_tvf(call)
-        data: exp.Table = args["DATA"]
+        args = bind_tvf(call, analysis.is_table_argument)
+        data = args["DATA"]
+        assert isinstance(data, exp.Table)  # bind_tvf checked it
         column = args["TIMECOL"].expressions[0].name
-        context.source(data, descriptor=column)
-        data.meta["descriptor"] = column  # the event time of a table read without a declaration
+        analysis.source(context, data, descriptor=column)  # checks it against the table
+        # the event time of a table read without a declaration, for the rules that bound it
+        analysis = replace(analysis, descriptors=analysis.descriptors.set(data, column))
         gap = interval(args["GAP"])
         select = table.parent.parent if isinstance(table.parent, exp.From) else None
         group = select.args.get("group") if isinstance(select, exp.Select) else None
@@ -46,7 +52,8 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
                 "a SESSION window must be aggregated directly: "
                 "SELECT … FROM TABLE(SESSION(…)) GROUP BY window_start, window_end, <keys>.",
             )
-        keys = {c.name.lower() for c in data.meta.get("partition_by", [])}
+        assert isinstance(select, exp.Select) and group is not None  # it groups by the window
+        keys = {c.name.lower() for c in analysis.partition_keys(data)}
         if not keys <= names:
             raise error_at(
                 call, f"GROUP BY must include the SESSION's PARTITION BY keys {sorted(keys)}."
@@ -85,43 +92,46 @@ def session_window_rule(expression: exp.Expr, context: RewriteContext) -> exp.Ex
             + [session.copy()],
         )
         # Spark cannot filter on session_window in HAVING: filter its end one level up.
-        names = []
+        outputs: list[str] = []
         for index, projection in enumerate(list(select.expressions)):
             if isinstance(projection, exp.Alias):
-                names.append(projection.alias)
+                outputs.append(projection.alias)
             elif isinstance(projection, exp.Column):
-                names.append(projection.name)
+                outputs.append(projection.name)
             else:
-                names.append(f"_c{index}")
-                projection.replace(exp.alias_(projection.copy(), names[-1]))
+                outputs.append(f"_c{index}")
+                projection.replace(exp.alias_(projection.copy(), outputs[-1]))
         # The end from an aggregate (a session ends one gap after its last row), never from
         # session_window(…).end: Spark pushes a filter on a grouping expression below the
         # aggregate, where it would drop single rows' windows before the sessions merge.
         last = shift(exp.Max(this=exp.column(column)), gap)
         select.select(exp.alias_(last, "_sparkext_session_end"), copy=False)
         session_end = exp.column("_sparkext_session_end")
-        keep = exp.LTE(this=session_end, expression=context.literal(context.end))
+        keep: exp.Expr = exp.LTE(this=session_end, expression=context.literal(context.end))
         if context.start is not None:
             keep = exp.and_(
                 exp.GT(this=session_end.copy(), expression=context.literal(context.start)), keep
             )
-        ends = {}  # output column → distance from the session's end (its start is not fixed)
-        for name, projection in zip(names, select.expressions, strict=False):
+        ends: dict[
+            str, timedelta
+        ] = {}  # output column → distance from the session's end (its start is not fixed)
+        for name, projection in zip(outputs, select.expressions, strict=False):
             inner = projection.unalias()
             if isinstance(inner, exp.Dot) and inner.name == "end":
                 ends[name.lower()] = timedelta(0)
             elif isinstance(inner, exp.Sub) and isinstance(inner.this, exp.Dot):
                 ends[name.lower()] = -timedelta(milliseconds=1)
-        wrapper = exp.select(*[exp.column(n) for n in names])
+        wrapper = exp.select(*[exp.column(n) for n in outputs])
         lookback = gap + context.job.session_lookback
-        wrapper.meta["window"] = WindowRelation("SESSION", ends, "_sparkext_session_end", lookback)
+        relation = WindowRelation("SESSION", ends, "_sparkext_session_end", lookback)
+        analysis = replace(analysis, windows=analysis.windows.set(wrapper, relation))
         if select is expression:
             expression = wrapper
         else:
             select.replace(wrapper)
         wrapper.from_(select.subquery("_session", copy=False), copy=False).where(keep, copy=False)
-        data.meta["lookback"] = max(data.meta.get("lookback", timedelta(0)), lookback)
+        analysis = analysis.look_back(data, max(analysis.lookback(data), lookback))
         data.set("alias", exp.TableAlias(this=exp.to_identifier(table.alias or data.name)))
         table.replace(data)
-        context.emit(Emission("window", "window_end", "SESSION", None, None))
-    return expression
+        analysis = analysis.emit(Emission("window", "window_end", "SESSION", None, None))
+    return Step(expression, analysis)

@@ -11,18 +11,29 @@ conditions in ON), and the probe row joins the version valid at its event time. 
 by ingest_cdc needs no declaration: its versions are its state as of the range's start
 (snapshot_as_of_event_time) and every logged change after it, which the runner provides as a temp
 view (``sparkext.actions.history.versions``).
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
+from typing import cast
 
 from sqlglot import exp
 
 from sparkext import times
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import UNBOUNDED, RewriteContext, ViewSpec
 from sparkext.streaming.job import StreamingSqlError, error_at, table_key
-from sparkext.streaming.sqltools import bind_tvf, conjuncts, template, window_tvf
+from sparkext.streaming.sqltools import (
+    bind_tvf,
+    conjuncts,
+    select_template,
+    template,
+    window_tvf,
+)
 
 STATE = "state"  # lookup_as_of of a stream that keeps its dimensions in memory: latest, pinned
 VERSIONS = """
@@ -37,16 +48,19 @@ CDC_VALID = """
 """
 
 
-def _probe_source(select: exp.Select, alias: str) -> exp.Table | None:
+def _probe_source(select: exp.Select, alias: str, analysis: Analysis) -> exp.Table | None:
     candidates = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
     for candidate in candidates:
         if candidate.alias_or_name.lower() != alias.lower():
             continue
         if isinstance(candidate, exp.Table):
             call = window_tvf(candidate)
-            return bind_tvf(call)["DATA"] if call is not None else candidate
-        if isinstance(candidate, exp.Subquery) and "source_table" in candidate.meta:
-            return candidate.meta["source_table"]  # a window TVF's output
+            if call is None:
+                return candidate
+            data = bind_tvf(call, analysis.is_table_argument)["DATA"]
+            return data if isinstance(data, exp.Table) else None  # bind_tvf checked it
+        if isinstance(candidate, exp.Subquery) and candidate in analysis.window_sources:
+            return analysis.window_sources.get(candidate)  # a window TVF's output
     return None
 
 
@@ -72,14 +86,15 @@ def _computed_proctime(select: exp.Select | None, attribute: exp.Column) -> bool
     return False
 
 
-def _lookup(dim: exp.Table, context: RewriteContext) -> None:
+def _lookup(dim: exp.Table, context: RewriteContext, analysis: Analysis) -> Analysis:
     """A lookup join: the dimension at one snapshot. In a stream whose dimensions are kept in
     memory (``lookup_as_of`` 'state'), a temp view the micro-batch fills from that state."""
-    dim.meta["dimension"] = True
+    analysis = replace(analysis, dimensions=analysis.dimensions.add(dim))
     if context.lookup_as_of.lower() != STATE:
-        dim.set("version", _lookup_version(dim, context))
-        return
-    number = len(context.views) + 1
+        version, note = _lookup_version(dim, context)
+        dim.set("version", version)
+        return analysis if note is None else analysis.note(note)
+    number = len(analysis.views) + 1
     view = ViewSpec(
         f"_sparkext_lookup_{number}",
         context.job.spelled(table_key(dim)),
@@ -87,16 +102,18 @@ def _lookup(dim: exp.Table, context: RewriteContext) -> None:
         context.end,
         kind="lookup",
     )
-    context.views.append(view)
     subquery = exp.select("*").from_(exp.to_table(view.name)).subquery(dim.alias_or_name)
-    subquery.meta["dimension"] = True
     dim.replace(subquery)
+    return replace(analysis.view(view), dimensions=analysis.dimensions.add(subquery))
 
 
-def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | None:
+def _lookup_version(
+    dim: exp.Table, context: RewriteContext
+) -> tuple[exp.Version | None, str | None]:
+    """The snapshot a lookup reads, and a note when it had to read one after the moment."""
     mode = context.lookup_as_of.lower()
     if mode == "latest":
-        return None
+        return None, None
     try:
         moment = (
             context.end
@@ -110,25 +127,33 @@ def _lookup_version(dim: exp.Table, context: RewriteContext) -> exp.Version | No
         ) from None
     snapshots = sorted(context.catalog.snapshots(table_key(dim)))
     if not snapshots:
-        return None
+        return None, None
     eligible = [s for s in snapshots if s[0] <= moment]
     committed, snapshot_id = eligible[-1] if eligible else snapshots[0]
+    note = None
     if not eligible:
-        context.notes.append(
+        note = (
             f"{table_key(dim)} has no snapshot at or before {moment}; the lookup join reads its "
             f"oldest snapshot {snapshot_id} (committed {committed})."
         )
-    return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id))
+    version = exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id))
+    return version, note
 
 
-def _versions_join(versions, keys, alias, valid_template, attribute, valid_from):
+def _versions_join(
+    versions: exp.Select,
+    keys: list[exp.Expr],
+    alias: str,
+    valid_template: str,
+    attribute: exp.Column,
+    valid_from: str,
+) -> tuple[exp.Subquery, exp.Expr]:
     """The versions as the joined subquery (``lead()`` partitioned by the join keys) and the
     condition that picks the version valid at the probe's time."""
     window = versions.find(exp.Window)
     if window is not None:
         window.set("partition_by", keys)
     subquery = versions.subquery(alias)
-    subquery.meta["dimension"] = True
     valid = template(
         valid_template,
         probe=attribute.copy(),
@@ -139,46 +164,68 @@ def _versions_join(versions, keys, alias, valid_template, attribute, valid_from)
     return subquery, valid
 
 
-def _own_versions(dim, event_time, attribute, keys, context):
+def _own_versions(
+    dim: exp.Table,
+    event_time: str,
+    attribute: exp.Column,
+    keys: list[exp.Expr],
+    analysis: Analysis,
+) -> tuple[exp.Subquery, exp.Expr, Analysis]:
     """A versioned table: its rows are the versions, valid from their own event time."""
     plain = dim.copy()
     plain.set("version", None)
     plain.set("alias", None)
-    plain.meta["dimension"] = True
-    versions = template(VERSIONS, ts=exp.column(event_time), dim=plain)
-    return _versions_join(versions, keys, dim.alias_or_name, VALID, attribute, event_time)
+    versions = select_template(VERSIONS, ts=exp.column(event_time), dim=plain)
+    alias = dim.alias_or_name
+    subquery, valid = _versions_join(versions, keys, alias, VALID, attribute, event_time)
+    # the table read for its versions is no stream, however it is declared (the subquery holds
+    # a copy of it: sqlglot's builder copied the SELECT)
+    read = [t for t in subquery.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
+    return subquery, valid, replace(analysis, dimensions=analysis.dimensions.add(subquery, *read))
 
 
-def _cdc_versions(dim, name, probe, attribute, keys, context):
+def _cdc_versions(
+    dim: exp.Table,
+    name: str,
+    probe: exp.Table,
+    attribute: exp.Column,
+    keys: list[exp.Expr],
+    context: RewriteContext,
+    analysis: Analysis,
+) -> tuple[exp.Subquery, exp.Expr, Analysis]:
     """An ingest_cdc table: its state at the range's start and its logged changes after it
     (a temp view the runner fills from snapshot_as_of_event_time and the event logs)."""
-    lookback = probe.meta.get("lookback", timedelta(0))
+    lookback = analysis.lookback(probe)
     low = None
     if context.start is not None and lookback != UNBOUNDED:
         low = context.start - lookback
-    number = len(context.views) + 1
+    number = len(analysis.views) + 1
     view = ViewSpec(f"_sparkext_versions_{number}", context.job.spelled(name), low, context.end)
-    context.views.append(view)
-    versions = template(CDC_VERSIONS, view=exp.to_table(view.name))
+    versions = select_template(CDC_VERSIONS, view=exp.to_table(view.name))
     alias = dim.alias_or_name
-    return _versions_join(versions, keys, alias, CDC_VALID, attribute, "_sparkext_valid_from")
+    subquery, valid = _versions_join(
+        versions, keys, alias, CDC_VALID, attribute, "_sparkext_valid_from"
+    )
+    analysis = analysis.view(view)
+    return subquery, valid, replace(analysis, dimensions=analysis.dimensions.add(subquery))
 
 
-def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def temporal_join_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for dim in list(expression.find_all(exp.Table)):
         version = dim.args.get("version")
         if version is None or not isinstance(version.expression, exp.Column):
             continue
         join = dim.parent
-        select = join.parent if isinstance(join, exp.Join) else None
+        # a join's parent is the SELECT it joins in
+        select = cast("exp.Select", join.parent) if isinstance(join, exp.Join) else None
         attribute = version.expression
         probe = (
-            _probe_source(select, attribute.table)
+            _probe_source(select, attribute.table, analysis)
             if select is not None and attribute.table
             else None
         )
         if probe is None and _computed_proctime(select, attribute):
-            _lookup(dim, context)  # PROCTIME() of a subquery: a lookup join
+            analysis = _lookup(dim, context, analysis)  # PROCTIME() of a subquery: a lookup
             continue
         if probe is None:
             raise error_at(
@@ -187,10 +234,11 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 "must name a time column of a table joined before it, "
                 "e.g. FOR SYSTEM_TIME AS OF o.order_time.",
             )
-        source = context.source(probe)
-        dim.meta["dimension"] = True
+        assert isinstance(join, exp.Join)  # a probe was found in the SELECT it joins
+        source = analysis.source(context, probe)
+        analysis = replace(analysis, dimensions=analysis.dimensions.add(dim))
         if source.decl is not None and attribute.name in source.decl.proctime:
-            _lookup(dim, context)
+            analysis = _lookup(dim, context, analysis)
             continue
         if attribute.name.lower() != (source.event_time or "").lower():
             raise error_at(
@@ -198,7 +246,7 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 f"{attribute.name} is neither the event-time column of {source.name} "
                 "nor a PROCTIME() column; a temporal join is on one of them.",
             )
-        dim_source = context.source(dim)
+        dim_source = analysis.source(context, dim)
         is_cdc = dim_source.decl is None and context.catalog.cdc(dim_source.name)
         if dim_source.event_time is None and not is_cdc:
             raise error_at(
@@ -209,7 +257,7 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 "with ingest_cdc; or join on a PROCTIME() column for a lookup.",
             )
         alias = dim.alias_or_name
-        keys = []
+        keys: list[exp.Expr] = []
         for condition in conjuncts(join.args.get("on")):
             if isinstance(condition, exp.EQ):
                 for side in (condition.this, condition.expression):
@@ -220,9 +268,14 @@ def temporal_join_rule(expression: exp.Expr, context: RewriteContext) -> exp.Exp
                 join, f"the temporal join with {dim_source.name} needs key equalities in ON."
             )
         if is_cdc:
-            subquery, valid = _cdc_versions(dim, dim_source.name, probe, attribute, keys, context)
+            subquery, valid, analysis = _cdc_versions(
+                dim, dim_source.name, probe, attribute, keys, context, analysis
+            )
         else:
-            subquery, valid = _own_versions(dim, dim_source.event_time, attribute, keys, context)
+            assert dim_source.event_time is not None  # checked above
+            subquery, valid, analysis = _own_versions(
+                dim, dim_source.event_time, attribute, keys, analysis
+            )
         dim.replace(subquery)
         join.set("on", exp.and_(join.args.get("on"), valid))
-    return expression
+    return Step(expression, analysis)

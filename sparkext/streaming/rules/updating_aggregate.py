@@ -7,6 +7,8 @@ backfill split in two would write two partial rows per key). This rule runs afte
 rules (whose marks tell a window's end under another name) and before the joins and dedups;
 with a primary-key sink (``context.upsert``) the whole query is evaluated over the history
 instead and nothing here applies.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import timedelta
 
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.job import updating_at
 from sparkext.streaming.sqltools import scope_nodes, window_time, window_tvf
@@ -23,8 +26,8 @@ _WINDOW_KEYS = {"window_start", "window_end"}
 _GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
 
 
-def _reads_stream(select: exp.Select, context: RewriteContext) -> bool:
-    relations = []
+def _reads_stream(select: exp.Select, context: RewriteContext, analysis: Analysis) -> bool:
+    relations: list[exp.Expr] = []
     if select.args.get("from_"):
         relations.append(select.args["from_"].this)
     relations += [j.this for j in select.args.get("joins") or []]
@@ -35,12 +38,12 @@ def _reads_stream(select: exp.Select, context: RewriteContext) -> bool:
                 return True
             if not isinstance(table.this, exp.Identifier) or table.args.get("version"):
                 continue  # a dimension read FOR SYSTEM_TIME AS OF
-            if context.source(table).streaming:
+            if analysis.source(context, table).streaming:
                 return True
     return False
 
 
-def _windowed(select: exp.Select, group: exp.Group) -> bool:
+def _windowed(select: exp.Select, group: exp.Group, analysis: Analysis) -> bool:
     """Whether the grouping is per window: by window_start and window_end, by a session, or by
     a window's end under another name (``CountBids.endtime`` of a windowed derived table, as
     in Nexmark q5's cascaded window aggregation)."""
@@ -48,7 +51,7 @@ def _windowed(select: exp.Select, group: exp.Group) -> bool:
     calls = {e.name.upper() for e in group.expressions if isinstance(e, exp.Anonymous)}
     if names >= _WINDOW_KEYS or calls & {*_GROUP_WINDOWS, "SESSION_WINDOW"}:
         return True
-    relations = []
+    relations: list[exp.Expr] = []
     if select.args.get("from_"):
         relations.append(select.args["from_"].this)
     relations += [j.this for j in select.args.get("joins") or []]
@@ -56,18 +59,20 @@ def _windowed(select: exp.Select, group: exp.Group) -> bool:
         for relation in relations:
             if column.table and relation.alias_or_name.lower() != column.table.lower():
                 continue
-            located = window_time(relation, column.name.lower())
+            located = window_time(relation, column.name.lower(), analysis.window)
             if located is not None and located[1] == timedelta(0):
                 return True
     return False
 
 
-def updating_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def updating_aggregate_rule(
+    expression: exp.Expr, context: RewriteContext, analysis: Analysis
+) -> Step:
     if context.upsert:
-        return expression
+        return Step(expression, analysis)
     for select in expression.find_all(exp.Select):
         group = select.args.get("group")
-        if group is not None and _windowed(select, group):
+        if group is not None and _windowed(select, group, analysis):
             continue
         aggregates = [
             n
@@ -76,7 +81,7 @@ def updating_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> ex
         ]
         if group is None and not aggregates and not select.args.get("distinct"):
             continue
-        if not _reads_stream(select, context):
+        if not _reads_stream(select, context, analysis):
             continue
         if group is not None:
             keys = ", ".join(e.sql(dialect="spark") for e in group.expressions)
@@ -90,4 +95,4 @@ def updating_aggregate_rule(expression: exp.Expr, context: RewriteContext) -> ex
             what,
             "aggregate per window (FROM TABLE(TUMBLE(…)) … GROUP BY window_start, window_end, …)",
         )
-    return expression
+    return Step(expression, analysis)

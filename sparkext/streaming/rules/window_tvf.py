@@ -6,21 +6,25 @@ The subquery keeps every column of the source and adds ``window_start``, ``windo
 size-aligned window (``explode(sequence(…))``). Only windows whose end lies in (start, end] are
 kept, so every window is emitted by exactly one of two adjacent ranges; the source needs a
 lookback of one window size so the oldest kept window is complete.
+
+Floor: streaming rules (pure; no pyspark).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlglot import exp
 
+from sparkext.streaming.analysis import Analysis, Step
 from sparkext.streaming.context import Emission, RewriteContext, WindowRelation
 from sparkext.streaming.job import error_at, interval, parse_duration
 from sparkext.streaming.sqltools import (
     bind_tvf,
     duration,
     interval_literal,
-    template,
+    select_template,
     window_tvf,
 )
 
@@ -43,7 +47,7 @@ WHERE window_end <= :hi
 """
 
 
-def _micros(delta: timedelta) -> exp.Literal:
+def _micros(delta: timedelta) -> exp.Expr:
     return exp.Literal.number(round(delta.total_seconds() * 1_000_000))
 
 
@@ -60,30 +64,29 @@ def _offset(query: exp.Expr, offset: timedelta) -> None:
                 call.set("expressions", [call.expressions[0], size, slide.copy(), shifted])
 
 
-def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
+def window_tvf_rule(expression: exp.Expr, context: RewriteContext, analysis: Analysis) -> Step:
     for table in list(expression.find_all(exp.Table)):
         call = window_tvf(table)
         if call is None or call.name.upper() == "SESSION":
             continue
         kind = call.name.upper()
-        args = bind_tvf(call)
-        data: exp.Table = args["DATA"]
+        args = bind_tvf(call, analysis.is_table_argument)
+        data = args["DATA"]
+        assert isinstance(data, exp.Table)  # bind_tvf checked it
         column = args["TIMECOL"].expressions[0].name
-        context.source(data, descriptor=column)  # checks the descriptor against the table
-        data.meta["descriptor"] = column  # the event time of a table read without a declaration
+        analysis.source(context, data, descriptor=column)  # checks it against the table
         size = interval(args["SIZE"])
         offset = interval(args["OFFSET"]) if "OFFSET" in args else timedelta(0)
         if size <= timedelta(0):
             raise error_at(call, f"{kind}'s size must be a positive interval.")
         ts = exp.column(column)
-        data.meta["lookback"] = max(data.meta.get("lookback", timedelta(0)), size)
         if kind == "CUMULATE":
             step = interval(args["STEP"])
             if not step or size % step:
                 raise error_at(call, "CUMULATE's size must be a whole multiple of its step.")
-            start = template(CUMULATIVE_START, ts=ts, size=duration(size), data=data)
+            start = select_template(CUMULATIVE_START, ts=ts, size=duration(size), data=data)
             _offset(start, offset)
-            inner = template(
+            inner = select_template(
                 CUMULATIVE_ENDS,
                 ts=ts.copy(),
                 step_us=_micros(step),
@@ -96,7 +99,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
             slide = interval(args["SLIDE"]) if kind == "HOP" else size
             if slide <= timedelta(0) or (kind == "HOP" and size % slide):
                 raise error_at(call, "HOP's size must be a whole multiple of its slide.")
-            inner = template(
+            inner = select_template(
                 SLIDING,
                 ts=ts,
                 size=duration(size),
@@ -107,7 +110,7 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
                 for call_ in inner.find_all(exp.Anonymous):
                     call_.set("expressions", call_.expressions[:2])
             _offset(inner, offset)
-        keep = template(KEEP, sub=inner.subquery("_s"), hi=context.literal(context.end))
+        keep = select_template(KEEP, sub=inner.subquery("_s"), hi=context.literal(context.end))
         if context.start is not None:
             keep = keep.where(
                 exp.GT(this=exp.column("window_end"), expression=context.literal(context.start))
@@ -115,10 +118,22 @@ def window_tvf_rule(expression: exp.Expr, context: RewriteContext) -> exp.Expr:
         columns = {"window_end": timedelta(0), "window_time": -timedelta(milliseconds=1)}
         if kind != "CUMULATE":  # a cumulating window's start is not a fixed distance away
             columns["window_start"] = -size
-        keep.meta["window"] = WindowRelation(kind, columns, "window_end", size)
         alias = table.alias or data.name
         subquery = keep.subquery(alias)
-        subquery.meta["source_table"] = data  # joins on its time attributes find the source
+        # sqlglot's builders copied the SELECT and its source: the facts are about the nodes
+        # in the result (the source is its one named table)
+        keep = subquery.this
+        (read,) = (t for t in keep.find_all(exp.Table) if isinstance(t.this, exp.Identifier))
+        analysis = replace(
+            analysis,
+            # the event time of a table read without a declaration, for the rules that bound it
+            descriptors=analysis.descriptors.set(read, column),
+            # the source is read one window further back so the oldest kept window is whole
+            lookbacks=analysis.lookbacks.set(read, max(analysis.lookback(read), size)),
+            windows=analysis.windows.set(keep, WindowRelation(kind, columns, "window_end", size)),
+            # joins on the output's time attributes find the source through it
+            window_sources=analysis.window_sources.set(subquery, read),
+        )
         table.replace(subquery)
-        context.emit(Emission("window", "window_end", kind, size, slide, offset))
-    return expression
+        analysis = analysis.emit(Emission("window", "window_end", kind, size, slide, offset))
+    return Step(expression, analysis)
