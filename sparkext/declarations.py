@@ -95,7 +95,8 @@ class BoundArgs:
         return self.values[name]
 
     def table(self, name: str = "table") -> TableRef:
-        return self.values[name]
+        ref: TableRef = self.values[name]  # bound by routing.binding: a TABLE parameter's value
+        return ref
 
 
 @dataclass(frozen=True)

@@ -166,14 +166,16 @@ class Location:
     def exists(self) -> bool:
         from pyarrow import fs
 
-        return self.filesystem.get_file_info(self.path).type != fs.FileType.NotFound
+        found: bool = self.filesystem.get_file_info(self.path).type != fs.FileType.NotFound
+        return found
 
     def read_text(self) -> str | None:
         """The file's text (UTF-8), or None when there is no such file."""
         if not self.exists():
             return None
         with self.filesystem.open_input_stream(self.path) as stream:
-            return stream.read().decode("utf-8")
+            text: str = stream.read().decode("utf-8")
+            return text
 
     def write_text(self, text: str) -> None:
         """Replace the file's content: written beside it, then moved over it (atomic where the

@@ -87,7 +87,7 @@ def map_in_arrow(
     """
     names = list(frame.columns)
 
-    def renamed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def renamed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         return func(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 IN_LIST_PRUNES_MAX = 200  # Iceberg's IN_PREDICATE_LIMIT: longer IN lists skip no file
 
 
-def literal(value: Any) -> exp.Expression | None:
+def literal(value: Any) -> exp.Expr | None:
     """The sqlglot literal of ``value``, or ``None`` for a type without a zone-free literal.
 
     Timestamps are left out on purpose: PySpark hands them back as naive local times, and a
@@ -74,7 +74,7 @@ def in_list_sql(column: str, values: Iterable[Any]) -> str | None:
     '`a.b` IN (1, 2) OR `a.b` IS NULL'
     """
     target = exp.column(exp.to_identifier(column, quoted=True))
-    items: list[exp.Expression] = []
+    items: list[exp.Expr] = []
     has_null = False
     for value in dict.fromkeys(values):  # distinct, first-seen order
         if value is None:

@@ -178,7 +178,7 @@ def render(routine: Routine) -> str:
         kinds = {Kind.PROCEDURE: "procedure", Kind.FUNCTION: "table function"}
         out += [f"A {' and a '.join(kinds[k] for k in forms)}.", "", "```text"]
         out += [_usage(routine, kind) for kind in forms] + ["```", ""]
-    sections = [(None, routine)]
+    sections: list[tuple[str | None, Routine]] = [(None, routine)]
     if routine.function is not None and Kind.FUNCTION in routine.kind:
         sections = [(" (procedure)", routine), (" (table function)", routine.function)]
     for suffix, declared in sections:

@@ -77,7 +77,9 @@ def complete(
             return []
         return _inside(before, paren, opened, in_string, routine, tables)
     if _TABLE_CONTEXT.search(before) and not in_string:
-        return _tables(_WORD.search(before).group(0), tables)
+        word = _WORD.search(before)
+        assert word is not None  # _WORD matches at the end of any text, if only ""
+        return _tables(word.group(0), tables)
     return []
 
 

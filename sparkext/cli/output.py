@@ -148,7 +148,7 @@ def write(
             count += 1
         return count
     materialized = [[cell(v) for v in row] for row in rows]
-    caps: list[int | None] | None = [None] * len(columns)
+    caps: list[int | None] = [None] * len(columns)
     if width is not None and columns:
         # tabulate pads a header by two spaces more than a cell
         natural = [
@@ -156,9 +156,10 @@ def write(
             for i, c in enumerate(columns)
         ]
         prose = [any(" " in r[i] for r in materialized) for i in range(len(columns))]
-        caps = fit(natural, width, prose)
-        if caps is None:  # cells already rendered: kept as is
+        fitted = fit(natural, width, prose)
+        if fitted is None:  # cells already rendered: kept as is
             return vertical(columns, materialized, out, width)
+        caps = fitted
     text = tabulate(
         materialized,
         headers=list(columns),

@@ -59,7 +59,8 @@ def optimize_service(
 
     confs, master, verbose = _inherited(confs, master, verbose)
     try:  # bad options are refused before Spark starts
-        serve(None, tables, max_concurrent=max_concurrent, poll_interval=poll_interval,
+        # no session yet: serve() only checks the options here (the Service is not run)
+        serve(None, tables, max_concurrent=max_concurrent, poll_interval=poll_interval,  # type: ignore[arg-type]
               fresh_window=fresh_window, lease_ttl=lease_ttl, lag_alert=lag_alert)  # fmt: skip
     except Exception as error:
         fail(error, verbose)

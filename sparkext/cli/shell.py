@@ -256,7 +256,7 @@ class Shell:
             else:
                 buffer.insert_text("\n")
 
-        prompt = PromptSession(
+        prompt: PromptSession[str] = PromptSession(
             history=FileHistory(str(HISTORY_FILE)),
             multiline=True,
             key_bindings=bindings,

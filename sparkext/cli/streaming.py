@@ -106,7 +106,7 @@ def check_options(
     naive = all(
         t is not None and datetime.fromisoformat(t.strip()).tzinfo is None for t in (start, end)
     )
-    if naive and begin >= finish:
+    if naive and begin is not None and finish is not None and begin >= finish:
         raise StreamingSqlError(
             f"--from {begin} is not before --to {finish}; swap --from and --to."
         )

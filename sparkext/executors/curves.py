@@ -42,6 +42,7 @@ No pyspark here; numpy and pyarrow only, and no loop over rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -66,7 +67,7 @@ __all__ = [
 
 Ranks = npt.NDArray[np.uint64]
 Keys = npt.NDArray[np.int64]
-ArrayLike = pa.Array | pa.ChunkedArray
+ArrayLike: TypeAlias = pa.Array | pa.ChunkedArray
 
 MIN_COLUMNS = 2
 MAX_COLUMNS = 8

@@ -159,7 +159,7 @@ if __name__ == "__main__":
     import pyspark.worker
 
     invalidate_caches()  # the archives read once here, stamped: every fork inherits both
-    pyspark.worker.importlib = _worker_importlib()  # type: ignore[attr-defined]
+    pyspark.worker.importlib = _worker_importlib()
     pyspark.daemon.worker = _with_fast_acks(pyspark.daemon.worker)
     gc.freeze()  # the preloaded objects stay out of the workers' collections: fewer copied pages
     from pyspark.daemon import manager

@@ -129,7 +129,7 @@ def _remembered(spark: SparkSession, table, what: str, compute: Callable[[], Any
     found = _SHAPES.get(state)
     if found is None:
         if len(_SHAPES) >= _SHAPES_MAX:
-            _SHAPES.pop(next(iter(_SHAPES), None), None)
+            _SHAPES.pop(next(iter(_SHAPES)))  # the oldest entry (_SHAPES_MAX > 0: there is one)
         found = _SHAPES[state] = compute()
     return copy.deepcopy(found)
 
@@ -464,7 +464,9 @@ def create_table(
         catalog, rest = manager.catalog(parts[0]), parts[1:]
     else:
         catalog, rest = manager.currentCatalog(), parts
-    levels = spark.sparkContext._gateway.new_array(jvm.String, len(rest) - 1)
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None  # a running SparkContext has its py4j gateway
+    levels = gateway.new_array(jvm.String, len(rest) - 1)
     for i, level in enumerate(rest[:-1]):
         levels[i] = level
     namespace = jvm.org.apache.iceberg.catalog.Namespace.of(levels)

@@ -470,7 +470,9 @@ class ChangelogTable:
             )
         schema_json, spec_json = self._specs[spec_id]
         if self._no_deletes is None:
-            self._no_deletes = self._spark.sparkContext._gateway.new_array(iceberg.DeleteFile, 0)
+            gateway = self._spark.sparkContext._gateway
+            assert gateway is not None  # a running SparkContext has its py4j gateway
+            self._no_deletes = gateway.new_array(iceberg.DeleteFile, 0)
             self._residual = iceberg.expressions.ResidualEvaluator.unpartitioned(
                 iceberg.expressions.Expressions.alwaysTrue()
             )

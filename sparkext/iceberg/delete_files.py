@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
@@ -24,6 +24,7 @@ from sparkext.spark.java import map_values
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from sparkext.iceberg.catalog import TableRef
 
@@ -74,7 +75,7 @@ class DeleteTable:
         self._table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, ref.name
         )
-        self._java_files: dict[tuple[str, int], object] = {}
+        self._java_files: dict[tuple[str, int], Any] = {}  # py4j DeleteFile objects
         self._partitions: dict[str, tuple[int, object]] = {}
         self._unpartitioned: tuple[int, list[int]] | None = None  # (spec count, ids), cached
 
@@ -190,10 +191,10 @@ class DeleteTable:
         )
 
     @staticmethod
-    def _partition_column(entries: DataFrame):
+    def _partition_column(entries: DataFrame) -> SparkColumn | None:
         from pyspark.sql import functions as F
 
-        fields = entries.schema["data_file"].dataType.fieldNames()
+        fields = cast("StructType", entries.schema["data_file"].dataType).fieldNames()
         return F.col("data_file.partition") if "partition" in fields else None
 
     def _unpartitioned_specs(self) -> list[int]:
@@ -250,7 +251,7 @@ class DeleteTable:
             ) from None
         self._check_partition_columns(expression, where)
         projections = jvm.org.apache.iceberg.expressions.Projections
-        evaluators: dict[int, object] = {}
+        evaluators: dict[int, Any] = {}  # py4j Evaluator objects
 
         def selected(java_file) -> bool:
             spec_id = int(java_file.specId())
@@ -294,7 +295,9 @@ class DeleteTable:
         if len(unpartitioned) == self._unpartitioned[0]:
             return None  # every spec is unpartitioned: no job needed
         data = self.data_files(snapshot_id).where(~F.col("unpartitioned"))
-        value = data.agg(F.min("data_seq")).first()[0]
+        row = data.agg(F.min("data_seq")).first()
+        assert row is not None  # a global aggregate has one row
+        value = row[0]
         return None if value is None else int(value)
 
     def spec_unpartitioned(self, partition: str) -> bool:

@@ -300,9 +300,13 @@ def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str
         warehouse = conf.get(f"{prefix}.warehouse", None)
     except Exception:
         return None
-    if not catalog or not (uri or warehouse):
+    if not catalog:
         return None
-    return (catalog, "uri", uri) if uri else (catalog, "warehouse", warehouse)
+    if uri:
+        return (catalog, "uri", uri)
+    if warehouse:
+        return (catalog, "warehouse", warehouse)
+    return None
 
 
 def _with_catalog(message: str) -> str:

@@ -34,7 +34,7 @@ class PartitionFiles:
     deletion_vector_records: int
     equality_delete_files: int
     equality_delete_records: int
-    delete_bytes: int
+    delete_bytes: int | None  # SQL's SUM: None when no delete file's size is known
     last_commit_time: dt.datetime | None
 
 

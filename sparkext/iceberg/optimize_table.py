@@ -427,6 +427,7 @@ def _static_get(spark: SparkSession, java_class: Any) -> Any:
     """``Class.get()`` for a class whose static ``get()`` py4j cannot tell from its instance
     ``get(String)`` (SparkTableCache): called through reflection."""
     gateway = spark.sparkContext._gateway
+    assert gateway is not None  # a running SparkContext has its py4j gateway
     no_types = gateway.new_array(gateway.jvm.java.lang.Class, 0)
     no_args = gateway.new_array(gateway.jvm.java.lang.Object, 0)
     return java_class._java_lang_class.getMethod("get", no_types).invoke(None, no_args)

@@ -54,6 +54,7 @@ def live_files(spark: SparkSession, table: TableRef, snapshot_id: int) -> tuple[
         .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
         .first()
     )
+    assert row is not None  # a global aggregate has one row
     return int(row.n or 0), int(row.b or 0)
 
 

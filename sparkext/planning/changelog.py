@@ -292,7 +292,7 @@ def resolve_range(history: History, start: Bound | None, end: Bound | None) -> C
         _check_chain_reaches(history, chain, start_id, start, end_id)
     taken.reverse()
     by_id = history.snapshots
-    changes = []
+    changes: list[Change] = []
     for snapshot in taken:
         if snapshot.is_replace:
             continue
@@ -696,7 +696,9 @@ def change_options(
     """
     given = identifier_columns is not None
     updates = compute_updates if compute_updates is not None else given
-    identifiers = tuple(identifier_columns) if given else tuple(table_identifiers)
+    identifiers = (
+        tuple(identifier_columns) if identifier_columns is not None else tuple(table_identifiers)
+    )
     unknown = [c for c in identifiers if c not in columns]
     if unknown:
         raise ProcedureArgumentError(

@@ -246,7 +246,7 @@ def plan_days(
             "event times ingest_cdc records."
         )
     first = min(
-        (s.ms(EVENT_TIME_MIN) for s in ancestry if s.ms(EVENT_TIME_MIN) is not None), default=mark
+        (start for s in ancestry if (start := s.ms(EVENT_TIME_MIN)) is not None), default=mark
     )
 
     def plan(d: dt.date) -> DayPlan:

@@ -190,7 +190,9 @@ def plan_expiry(
             hold_at.setdefault(position[hold.snapshot_id], []).append(hold.holder)
         else:
             keep.add(hold.snapshot_id)  # on another branch, or unknown: keep just that one
-    expire, kept_for_hold, holders = [], [], []
+    expire: list[int] = []
+    kept_for_hold: list[int] = []
+    holders: list[str] = []
     for index, snapshot in enumerate(main):
         old = snapshot.timestamp_ms < cutoff
         if snapshot.snapshot_id in keep or not old:

@@ -158,7 +158,8 @@ def ideal_depth(files: int, columns: int) -> float:
     """The depth a fresh clustering of ``files`` files on ``columns`` columns gives."""
     if files <= 1 or columns <= 0:
         return 1.0
-    return max(1.0, files ** (1 - 1 / columns))
+    depth: float = files ** (1 - 1 / columns)  # int ** float is typed Any; it is a float here
+    return max(1.0, depth)
 
 
 def plan(

@@ -118,8 +118,8 @@ def position(source: dict[str, Any], ts_ms: int | None) -> str:
         return f"pl:{_lsn_number(source['lsn']):020d}"
     if source.get("scn") is not None:
         scn = _int(source["scn"])
-        commit = _int(source.get("commit_scn") or scn)
-        return f"o:{commit:020d}:{scn:020d}:{_int(source.get('ssn') or 0):010d}"
+        commit_scn = _int(source.get("commit_scn") or scn)
+        return f"o:{commit_scn:020d}:{scn:020d}:{_int(source.get('ssn') or 0):010d}"
     if source.get("ord") is not None:
         when = source.get("ts_ms") or (source.get("ts_sec") or 0) * 1000 or ts_ms or 0
         return f"g:{_int(when):020d}:{_int(source['ord']):010d}"

@@ -227,7 +227,10 @@ def invalid_literal(cast: exp.Cast) -> str:
 
 
 def _explain_null(
-    routine: Routine, param: Param, expression: exp.Expression, evaluate: Callable
+    routine: Routine,
+    param: Param,
+    expression: exp.Expression,
+    evaluate: Callable[[Sequence[exp.Expression]], list[Any]],
 ) -> None:
     """Raise when ``expression`` names no NULL but evaluated to NULL: a typed literal or CAST
     of a string that is no valid value (TIMESTAMP '2026-13-45 00:00:00'), or, for a required
@@ -255,7 +258,7 @@ def _explain_null(
 def bind(
     routine: Routine,
     args: Sequence[RawArg],
-    evaluate: Callable[[list], list[Any]],
+    evaluate: Callable[[Sequence[exp.Expression]], list[Any]],
     resolve_table: Callable[[str], Any],
 ) -> BoundArgs:
     """Bind ``args`` to ``routine``: match names, evaluate values, check types, resolve tables."""
@@ -284,12 +287,14 @@ def bind(
     return BoundArgs(bound, options)
 
 
-def evaluator(spark: SparkSession, routine: Routine) -> Callable[[list], list[Any]]:
+def evaluator(
+    spark: SparkSession, routine: Routine
+) -> Callable[[Sequence[exp.Expression]], list[Any]]:
     """An ``evaluate`` for :func:`bind` that runs on ``spark`` and names the routine on failure."""
     from sparkext.iceberg.errors import spark_message
     from sparkext.routing.constants import evaluate
 
-    def run(expressions: list) -> list[Any]:
+    def run(expressions: Sequence[exp.Expression]) -> list[Any]:
         try:
             return evaluate(spark, expressions)
         except Exception as error:

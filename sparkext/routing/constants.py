@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -65,7 +66,7 @@ def _to_python(value: Any, spark_type: str) -> Any:
     return value
 
 
-def evaluate(spark: SparkSession, expressions: list[exp.Expression]) -> list[Any]:
+def evaluate(spark: SparkSession, expressions: Sequence[exp.Expression]) -> list[Any]:
     """Evaluate constant expressions; literals stay in Python, the rest run in ONE Spark query."""
     values: list[Any] = [None] * len(expressions)
     pending: list[tuple[int, exp.Expression]] = []

@@ -76,7 +76,9 @@ def _matching_paren(tokens: tuple[Token, ...], open_index: int, source: str) -> 
     )
 
 
-def _parse_args(tokens: tuple[Token, ...], name_index: int, close: int, source: str) -> tuple:
+def _parse_args(
+    tokens: tuple[Token, ...], name_index: int, close: int, source: str
+) -> tuple[RawArg, ...]:
     """Parse ``name ( ... )`` as a function call and return its argument expressions."""
     first = tokens[name_index]
     select = Token(TokenType.SELECT, "SELECT", first.line, first.col, first.start, first.start)
@@ -113,7 +115,7 @@ def _parse_args(tokens: tuple[Token, ...], name_index: int, close: int, source: 
             line,
             column,
         )
-    args = []
+    args: list[RawArg] = []
     for arg in call.expressions:
         if isinstance(arg, exp.Kwarg):
             args.append(RawArg(arg.this.name.lower(), arg.expression, arg.expression.sql("spark")))

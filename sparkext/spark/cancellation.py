@@ -246,8 +246,9 @@ class Runner:
             try:
                 return work()
             finally:
-                context.setLocalProperty("spark.jobGroup.id", None)
-                context.setLocalProperty("spark.job.description", None)
+                # None removes a property (PySpark's annotation says str)
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+                context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
                 _local.statement = None
                 _running = None
 

@@ -137,7 +137,8 @@ def decode(line: str | bytes, stdlib: bool | None = None) -> Event | None:
     op = payload.get("op")
     if op not in OPS:
         return _reject(f"not a Debezium change event: op is {op!r}, expected one of c, r, u, d, t")
-    source = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+    given_source = payload.get("source")
+    source: dict[str, Any] = given_source if isinstance(given_source, dict) else {}
     ts_ms = payload.get("ts_ms")
     event_time = source.get("ts_ms") or (source.get("ts_sec") or 0) * 1000 or ts_ms
     before, after = payload.get("before"), payload.get("after")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -173,7 +173,7 @@ def decode_lines(
     partitions: dict[str | None, str] = {}  # file -> its Kafka partition
     for batch in batches:
         rows: list[tuple] = []  # in _FIELDS order; turned into columns at C speed at the end
-        values = _bytes(batch.column("value"))
+        values: Sequence[str | bytes | None] = _bytes(batch.column("value"))
         files = batch.column("source_file").to_pylist()
         unread = (
             batch.column(INPUT_REJECT).to_pylist()

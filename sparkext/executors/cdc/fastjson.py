@@ -18,7 +18,7 @@ from typing import Any
 try:
     import orjson
 except ImportError:  # optional at run time: the standard library does everything then
-    orjson = None
+    orjson = None  # type: ignore[assignment]  # None stands for "not installed" below
 
 _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))  # digits -> "0"
 _STR_DIGITS = str.maketrans(dict.fromkeys("0123456789", "0"))

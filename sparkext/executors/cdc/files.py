@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -282,7 +283,7 @@ class _EventLogFile:
         self.name = f"part-{_partition_id()}-{event_log.token}.parquet"
         # the hidden name is the attempt's own: two attempts never write one file
         self.hidden = f"{self.location.path.rstrip('/')}/_tmp-{uuid.uuid4()}-{self.name}"
-        self.writer = None
+        self.writer: Any = None  # a pyarrow ParquetWriter from the first batch (pyarrow is untyped)
         self.rows = 0
 
     def write(self, rows: pa.RecordBatch) -> None:

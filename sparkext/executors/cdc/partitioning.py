@@ -97,7 +97,7 @@ def parse_partition_by(text: str) -> tuple[tuple[str, str, int | None], ...]:
     if not text.strip():
         return ()
     pattern = re.compile(r"\s*(?:(bucket|truncate)\s*\(\s*(\d+)\s*,\s*(\w+)\s*\)|(\w+))\s*")
-    result = []
+    result: list[tuple[str, str, int | None]] = []
     position = 0
     while position < len(text):
         match = pattern.match(text, position)

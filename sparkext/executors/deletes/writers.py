@@ -186,8 +186,9 @@ def _matching_rows(
     with _open_parquet(path) as handle:
         parquet = pq.ParquetFile(handle)
         by_id = _field_names(parquet)
-        names = [by_id.get(i) for i in field_ids]
-        if None in names:  # no field ids (add_files), or a column added after it was written
+        found = [by_id.get(i) for i in field_ids]
+        names = [name for name in found if name is not None]
+        if len(names) < len(found):  # no field ids (add_files), or a column added after it
             raise DirectReadUnsupported(f"data file {path} has no field id for a key column")
         offset = 0
         for chunk in parquet.iter_batches(columns=names, batch_size=262144):
