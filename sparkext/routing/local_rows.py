@@ -1,57 +1,89 @@
-"""A procedure's result rows as a DataFrame that Spark evaluates without a Python worker.
+"""A procedure's result rows as a DataFrame that Spark collects without a job or a Python worker.
 
 ``spark.createDataFrame(list_of_rows)`` ships pickled rows to an RDD that a Python worker decodes
 when the DataFrame is collected: ~160-340 ms for a dozen rows on two cores, more than most
-procedures take. Here the rows travel as one JSON literal in the plan, and Spark's own
-``from_json`` + ``inline`` turn it into rows on the JVM (~55 ms, measured beside it). A result of
-up to ``SQL_TEXT_CHARS`` whose names need no quoting is one SQL statement (built with sqlglot):
-one py4j round trip where building the columns one by one takes ~60. Its JSON crosses as base64,
-which the parser's ``${...}`` substitution and escape settings cannot touch. Values are
+procedures take. Even rows built on the JVM from a literal (``from_json`` + ``inline`` over one
+row) cost a Spark job at each collect: ~30-45 ms for ``help``'s 13 rows, where Iceberg's
+procedures answer with rows held in the plan. So the rows go to the JVM the way
+``createDataFrame`` sends them (one pickle of the rows in Spark's internal form, unpickled and
+converted by Spark's own ``EvaluatePython.makeFromJava``) and become a ``LocalRelation``
+(``io.sparkext.spark.LocalRows``, one py4j call): collecting it is a local table scan, and every
+type, null, timestamp, decimal, map and array is what ``createDataFrame`` makes of it. Values are
 checked against the declared schema with PySpark's own verifier first, so a routine returning a
-wrong type fails as it did with ``createDataFrame``; timestamps cross as the microseconds
-PySpark itself would store (naive datetimes in the driver's local zone, aware ones exactly).
+wrong type fails as it did with ``createDataFrame``.
+
+A local relation lives in the plan: on the driver, in py4j's message (base64 text) and in each
+task that reads it inside a bigger query. Above ``MAX_LOCAL_BYTES`` of pickle, a result takes
+``createDataFrame`` (a job with a Python worker at each read, but nothing large in the plan).
+Where the extension's jar is not loaded (a session built without sparkext's settings), the rows
+travel as one JSON literal that ``from_json`` + ``inline`` expand on the JVM: a job but no Python
+worker. Up to ``SQL_TEXT_CHARS`` whose names need no quoting that is one SQL statement (built
+with sqlglot), its JSON as base64, which the parser's ``${...}`` substitution and escape settings
+cannot touch; timestamps cross it as the microseconds PySpark itself would store (naive datetimes
+in the driver's local zone, aware ones exactly).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import pickle
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
-MAX_LITERAL_CHARS = 8 << 20  # larger results take createDataFrame (the plan would carry them)
+MAX_LOCAL_BYTES = 8 << 20  # larger results take createDataFrame (the plan would carry them)
+MAX_LITERAL_CHARS = 8 << 20  # the same bound for the JSON literal, where there is no jar
 SQL_TEXT_CHARS = 64 << 10  # larger literals are not put through the SQL parser
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def local_frame(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame:
-    """``rows`` (tuples, Rows or dicts) as a DataFrame of the schema ``ddl``."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        ArrayType,
-        LongType,
-        StructField,
-        StructType,
-        TimestampType,
-        _make_type_verifier,
-        _parse_datatype_string,
-    )
+    """``rows`` (tuples, Rows or dicts) as a DataFrame of the schema ``ddl``, held in the plan."""
+    from sparkext.iceberg.local_relation import local_relation
 
-    from sparkext.identifiers import col
+    schema, verify, schema_json = _schema(ddl)
+    internal = []
+    for row in rows:
+        verify(row)
+        internal.append(schema.toInternal(row))  # what createDataFrame pickles
+    if schema.names:
+        pickled = pickle.dumps(internal, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(pickled) <= MAX_LOCAL_BYTES:
+            frame = local_relation(spark, pickled, schema_json)
+            if frame is not None:
+                return frame
+    return _json_frame(spark, rows, schema)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(ddl: str) -> tuple[StructType, Callable[[Any], None], str]:
+    """The schema of ``ddl``, its verifier and its JSON: parsing asks the JVM (three round
+    trips), and a routine's output never changes."""
+    from pyspark.sql.types import StructType, _make_type_verifier, _parse_datatype_string
 
     schema = _parse_datatype_string(ddl)
     assert isinstance(schema, StructType)
+    return schema, _make_type_verifier(schema), schema.json()
+
+
+def _json_frame(spark: SparkSession, rows: Sequence[Any], schema: StructType) -> DataFrame:
+    """Verified ``rows`` as one JSON literal expanded on the JVM (no jar, or too large for it)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, LongType, StructField, StructType, TimestampType
+
+    from sparkext.identifiers import col
+
     names = schema.names
-    verify = _make_type_verifier(schema)
     stamps = {f.name for f in schema.fields if isinstance(f.dataType, TimestampType)}
     timestamp = TimestampType()
     records: list[dict[str, Any]] = []
     for row in rows:
-        verify(row)
         values = [row.get(n) for n in names] if isinstance(row, Mapping) else list(row)
         record = {}
         for name, value in zip(names, values, strict=True):
@@ -62,8 +94,11 @@ def local_frame(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame
                 value = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
             record[name] = value
         records.append(record)
-    text = json.dumps(records, separators=(",", ":"), allow_nan=False)
-    if not names or len(text) > MAX_LITERAL_CHARS:
+    try:
+        text = json.dumps(records, separators=(",", ":"), allow_nan=False)
+    except TypeError:  # a value JSON has no form for (a Decimal, bytes, a nested timestamp)
+        text = None
+    if not names or text is None or len(text) > MAX_LITERAL_CHARS:
         return spark.createDataFrame(list(rows), schema=schema)
     wire = StructType(
         [StructField(f.name, LongType() if f.name in stamps else f.dataType) for f in schema.fields]
