@@ -234,7 +234,16 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
 
 
 def _swap(ops: Any, base: Any, staged: Any) -> None:
-    """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses."""
+    """The one atomic step of a snapshot commit (tests stand in for it to lose races)."""
+    _compare_and_swap(ops, base, staged)
+
+
+def _compare_and_swap(ops: Any, base: Any, staged: Any) -> None:
+    """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses.
+
+    Shared by snapshot commits (through :func:`_swap`) and property swaps; kept apart from
+    ``_swap`` so a test that makes data commits lose does not also take away a run's lease.
+    """
     with _local_swap_lock(ops, base):
         ops.commit(base, staged)
 
@@ -486,7 +495,7 @@ def swap_property(
         update = update.remove(key) if change.value is None else update.set(key, change.value)
         update.commit()  # staged in the transaction only: nothing reaches the catalog here
         try:
-            _swap(ops, base, txn.currentMetadata())
+            _compare_and_swap(ops, base, txn.currentMetadata())
         except Exception as error:
             if commit_failure(error) != LOST_RACE:
                 translated = None if isinstance(error, SparkextError) else translate(error)
