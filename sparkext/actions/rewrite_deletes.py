@@ -313,17 +313,16 @@ def _write(
 def _commit(
     table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
 ):
-    from sparkext.errors import CommitStateUnknownError
+    """Commit a round's files; if the commit fails they go, unless it may have landed."""
+    from sparkext.iceberg.commit import discard_unless_unknown
 
-    try:
+    paths = [w.path for w in written]
+    with discard_unless_unknown(
+        lambda: table.discard(paths), table.ref.name, "the equality-delete conversion"
+    ):
         return _commit_written(
             table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
         )
-    except CommitStateUnknownError:
-        raise  # the commit may have landed: deleting its files could corrupt the table
-    except Exception:
-        table.discard([w.path for w in written])  # nothing committed: leave no orphan files
-        raise
 
 
 def _commit_written(

@@ -485,9 +485,9 @@ def create_table(
     try:
         catalog.icebergCatalog().createTable(table_id, schema, spec.build(), props)
     except Exception as error:  # another process created it first: use theirs if it fits
-        from sparkext.iceberg.errors import java_exception_classes
+        from sparkext.iceberg.errors import is_java
 
-        if not any(c.endswith("AlreadyExistsException") for c in java_exception_classes(error)):
+        if not is_java(error, "AlreadyExistsException"):
             raise
         table = CdcTable(spark, name)
         if set(table.key()) != set(key):
@@ -701,12 +701,9 @@ class CdcCommit:
 
     def discard(self, files: Sequence[WrittenFile]) -> None:
         """Delete the files of a batch that was definitely not committed (best effort)."""
-        import contextlib
+        from sparkext.iceberg.commit import delete_files
 
-        io = self._table.io()
-        for path in sorted({f.path for f in files}):
-            with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
-                io.deleteFile(path)
+        delete_files(self._table, [f.path for f in files])
 
 
 def partition_data(spark: SparkSession, spec, values: Sequence[str]):

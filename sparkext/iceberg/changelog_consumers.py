@@ -1,29 +1,29 @@
-"""Table properties of changelog consumers, through Iceberg's ``UpdateProperties`` (py4j).
+"""Table properties of changelog consumers, through the commit layer's property swap (py4j).
 
-A registration is a property update, never a snapshot: it cannot conflict with a data commit's
-validation. When another commit lands between our refresh and our swap, Iceberg's
-``PropertiesUpdate`` refreshes and applies the change again (``commit.retry.num-retries``
-times); this module retries a few more rounds on top, with back-off, so a busy table does not
-fail a stream. The other writer's commit, if ours won the race, retries the same way (Iceberg's
-producers and sparkext's commit layer both retry a lost swap), so a registration never fails a
-commit of someone else.
+Floor: iceberg (the Iceberg Java API). A registration is a property update, never a snapshot:
+it cannot conflict with a data commit's validation. It goes through
+:func:`sparkext.iceberg.commit.swap_property` — one compare-and-swap on the metadata just read,
+re-read and re-applied when another commit landed in between — with up to ``ROUNDS`` rounds and
+back-off, so a busy table does not fail a stream (each round is one swap, with no hidden retry
+of Iceberg's inside it, so the rounds are the whole budget). The
+other writer's commit, if ours won the race, retries the same way (Iceberg's producers and
+sparkext's commit layer both retry a lost swap), so a registration never fails a commit of
+someone else.
 """
 
 from __future__ import annotations
 
-import random
-import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparkext.errors import CommitConflictError
-from sparkext.iceberg.errors import java_exception_classes
+from sparkext.iceberg.commit import PropertyChange, swap_property
 from sparkext.spark.java import jvm as jvm_of
 from sparkext.spark.java import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ROUNDS = 5
+ROUNDS = 8
 
 
 def _load(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
@@ -47,34 +47,27 @@ def properties(spark: SparkSession, name: str) -> dict[str, str]:
 
 def set_property(spark: SparkSession, name: str, key: str, value: str) -> None:
     """Set one table property, retrying lost races."""
-    _update(spark, name, key, value)
+    _update(spark, name, key, lambda current: PropertyChange(value))
 
 
 def remove_property(spark: SparkSession, name: str, key: str) -> bool:
     """Remove one table property (True when it was there), retrying lost races."""
-    if key not in properties(spark, name):
-        return False
-    _update(spark, name, key, None)
-    return True
+    return _update(
+        spark, name, key, lambda current: None if current is None else PropertyChange(None)
+    )
 
 
-def _update(spark: SparkSession, name: str, key: str, value: str | None) -> None:
-    for round_number in range(1, ROUNDS + 1):
-        table = _load(spark, name)
-        table.refresh()
-        update = table.updateProperties()
-        update = update.remove(key) if value is None else update.set(key, value)
-        try:
-            update.commit()
-            return
-        except Exception as error:
-            lost = any(c.endswith("CommitFailedException") for c in java_exception_classes(error))
-            if not lost:
-                raise
-            if round_number == ROUNDS:
-                raise CommitConflictError(
-                    f"Could not update table property '{key}' of {name}: other commits kept "
-                    f"winning the race {ROUNDS} times; the registration is retried at the next "
-                    "commit of the stream."
-                ) from None
-            time.sleep(min(2.0, 0.1 * 2**round_number) * (0.5 + random.random()))
+def _update(
+    spark: SparkSession, name: str, key: str, decide: Callable[[str | None], PropertyChange | None]
+) -> bool:
+    """Swap ``key`` as ``decide`` says; True when it changed."""
+    return swap_property(
+        spark,
+        _load(spark, name),
+        name,
+        key,
+        decide,
+        what=f"table property '{key}'",
+        then="the registration is retried at the next commit of the stream",
+        rounds=ROUNDS,
+    ).changed

@@ -19,6 +19,16 @@ commit state is :class:`CommitStateUnknownError` and never deletes anything (the
 landed), and any other failure keeps its cause for ``--verbose``. After a commit the new
 snapshot's parent is checked to be the base, and Spark's cached plans over the table are
 refreshed (as Iceberg's own procedures do).
+
+Around that, the two other things every writer needs, written once here:
+
+* :func:`discard_unless_unknown` — the files a writer wrote for a commit that failed are
+  deleted unless the commit state is unknown (then they may be referenced, and stay);
+* :func:`swap_property` — a table property read, decided on and replaced with the same single
+  compare-and-swap, re-read and re-decided on a lost race (leases, consumer registrations).
+
+Which Java exception means what is decided by :func:`sparkext.iceberg.errors.commit_failure`
+alone. Floor: iceberg (the Iceberg Java API, through py4j).
 """
 
 from __future__ import annotations
@@ -27,12 +37,19 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkext.errors import CommitConflictError, CommitStateUnknownError
-from sparkext.iceberg.errors import java_exception_classes, translate
+from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
+from sparkext.iceberg.errors import (
+    LOST_RACE,
+    UNKNOWN_STATE,
+    VALIDATION,
+    commit_failure,
+    spark_message,
+    translate,
+)
 from sparkext.spark import cancellation
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
@@ -191,10 +208,7 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
         try:
             _swap(ops, base, staged)
         except Exception as error:
-            classes = java_exception_classes(error)
-            if _is(classes, "CommitFailedException") and not _is(
-                classes, "CommitStateUnknownException"
-            ):
+            if commit_failure(error) == LOST_RACE:
                 _discard_staged(ops, base, staged)  # definitely not committed
                 last_race = error
                 _sleep(attempt_number)
@@ -220,7 +234,16 @@ def commit(spark: SparkSession, java_table: Any, request: CommitRequest) -> Comm
 
 
 def _swap(ops: Any, base: Any, staged: Any) -> None:
-    """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses."""
+    """The one atomic step of a snapshot commit (tests stand in for it to lose races)."""
+    _compare_and_swap(ops, base, staged)
+
+
+def _compare_and_swap(ops: Any, base: Any, staged: Any) -> None:
+    """The one atomic step: the catalog moves the table from ``base`` to ``staged`` or refuses.
+
+    Shared by snapshot commits (through :func:`_swap`) and property swaps; kept apart from
+    ``_swap`` so a test that makes data commits lose does not also take away a run's lease.
+    """
     with _local_swap_lock(ops, base):
         ops.commit(base, staged)
 
@@ -256,22 +279,15 @@ def _local_swap_lock(ops: Any, base: Any) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _is(classes: list[str], simple_name: str) -> bool:
-    return any(c.rsplit(".", 1)[-1] == simple_name for c in classes)
-
-
 def _classified(error: BaseException, request: CommitRequest) -> BaseException:
     """The one sentence for an error raised while staging or committing."""
-    from sparkext.errors import SparkextError
-    from sparkext.iceberg.errors import spark_message
-
     if isinstance(error, SparkextError):
         return error
-    classes = java_exception_classes(error)
+    failure = commit_failure(error)
     message = spark_message(error) or str(error)
-    if _is(classes, "CommitStateUnknownException"):
+    if failure == UNKNOWN_STATE:
         return _unknown(error, request)
-    if _is(classes, "ValidationException") or _is(classes, "CommitFailedException"):
+    if failure in (VALIDATION, LOST_RACE):
         return CommitConflictError(
             f"Another writer changed {request.table_name} in a way that conflicts with "
             f"{request.what} ({message}); nothing was committed: {request.rerun_hint}."
@@ -280,8 +296,6 @@ def _classified(error: BaseException, request: CommitRequest) -> BaseException:
 
 
 def _unknown(error: BaseException, request: CommitRequest) -> CommitStateUnknownError:
-    from sparkext.iceberg.errors import spark_message
-
     message = spark_message(error)
     if message is None:
         lines = str(error).strip().splitlines()
@@ -356,3 +370,143 @@ def snapshot_facts(spark: SparkSession, table_name: str, snapshot_id: int) -> Sn
     from sparkext.iceberg.catalog import _java_table
 
     return _info(_java_table(spark, table_name).snapshot(snapshot_id))
+
+
+@contextlib.contextmanager
+def discard_unless_unknown(
+    discard: Callable[[], object], table_name: str, what: str
+) -> Iterator[None]:
+    """Run a commit attempt; when it fails, delete what it wrote unless the state is unknown.
+
+    The one policy of every writer that writes files before it commits them. ``discard``
+    deletes the attempt's files (best effort: a leftover is an orphan, and never hides the
+    error that led here). A failure whose commit state is unknown keeps them — the commit may
+    have landed and reference them — and raises :class:`CommitStateUnknownError`, whose
+    sentence says nothing was deleted. Any other failure definitely committed nothing: the
+    files go, and the error is raised as sparkext's translation (a Java or Spark error as one
+    sentence, its cause chained for ``--verbose``; sparkext and plain Python errors as
+    themselves). Only ``Exception`` counts as a failure: a ``KeyboardInterrupt`` mid-swap
+    leaves the state unknown, so nothing is deleted for it.
+    """
+    try:
+        yield
+    except CommitStateUnknownError:
+        raise  # the commit layer's sentence already says no file was deleted
+    except Exception as error:
+        if not isinstance(error, SparkextError) and commit_failure(error) == UNKNOWN_STATE:
+            message = spark_message(error) or type(error).__name__
+            raise CommitStateUnknownError(
+                f"The catalog could not say whether {what} was committed to {table_name} "
+                f"({message}); no file was deleted: check {table_name}'s snapshots before "
+                "running again."
+            ) from error
+        with contextlib.suppress(Exception):
+            discard()
+        translated = None if isinstance(error, SparkextError) else translate(error)
+        if translated is None:
+            raise
+        raise translated from error
+
+
+def delete_files(java_table: Any, paths: Iterable[str]) -> int:
+    """Delete ``paths`` through the table's FileIO, best effort; return how many went.
+
+    For files a writer wrote for a commit that definitely did not land (see
+    :func:`discard_unless_unknown`): an orphan left behind is harmless, so no failure here
+    is raised over the error that led to the discard.
+    """
+    deleted = 0
+    with contextlib.suppress(Exception):
+        io = java_table.io()
+        for path in sorted(set(paths)):
+            with contextlib.suppress(Exception):
+                io.deleteFile(path)
+                deleted += 1
+    return deleted
+
+
+PROPERTY_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class PropertyChange:
+    """What a :func:`swap_property` decision asks for: ``value`` None removes the property."""
+
+    value: str | None
+
+
+@dataclass(frozen=True)
+class PropertySwap:
+    """The outcome of :func:`swap_property`.
+
+    ``previous`` is the value the last decision was made on (read from the base the swap
+    replaced, when ``changed``); ``value`` the property's value after the call as far as this
+    writer knows; ``attempts`` how many reads it took (lost races plus one).
+    """
+
+    key: str
+    previous: str | None
+    value: str | None
+    changed: bool
+    attempts: int
+
+
+def _property_pause_s(round_number: int) -> float:
+    return min(2.0, 0.1 * 2**round_number) * (0.5 + random.random())
+
+
+def swap_property(
+    spark: SparkSession,
+    java_table: Any,
+    table_name: str,
+    key: str,
+    decide: Callable[[str | None], PropertyChange | None],
+    what: str,
+    then: str,
+    rounds: int = PROPERTY_ROUNDS,
+    pause_s: Callable[[int], float] = _property_pause_s,
+) -> PropertySwap:
+    """Compare-and-swap table property ``key``: read it, ``decide`` on it, swap ONE change.
+
+    ``decide(current)`` returns the change to make, or None to leave the property as it is (the
+    call then returns at once, ``changed`` False). The change is staged with Iceberg's
+    ``UpdateProperties`` in a transaction on the base just read, and swapped in with the same
+    single ``TableOperations.commit(base, staged)`` as a data commit: when another commit
+    landed in between, the swap is refused and the property is read and decided on again —
+    never re-applied blindly (Iceberg's own ``UpdateProperties.commit()`` would re-apply it on
+    the new metadata, overwriting a lease someone else just took). After ``rounds`` lost
+    races :class:`CommitConflictError` says so in one sentence ("Could not update ``what`` of
+    the table: ... ; ``then``."). Any other failure is raised as sparkext's translation.
+    A property change is a metadata commit, not a snapshot: data writers that lose a race to
+    it retry as for any other commit.
+    """
+    jvm = jvm_of(spark)
+    ops = java_table.operations()
+    for round_number in range(1, rounds + 1):
+        ops.refresh()
+        txn = jvm.org.apache.iceberg.Transactions.newTransaction(table_name, ops)
+        base = txn.startMetadata()
+        found = base.properties().get(key)
+        current = str(found) if found is not None else None
+        change = decide(current)
+        if change is None:
+            return PropertySwap(key, current, current, False, round_number)
+        update = txn.updateProperties()
+        update = update.remove(key) if change.value is None else update.set(key, change.value)
+        update.commit()  # staged in the transaction only: nothing reaches the catalog here
+        try:
+            _compare_and_swap(ops, base, txn.currentMetadata())
+        except Exception as error:
+            if commit_failure(error) != LOST_RACE:
+                translated = None if isinstance(error, SparkextError) else translate(error)
+                if translated is None:
+                    raise
+                raise translated from error
+            if round_number < rounds:
+                time.sleep(pause_s(round_number))
+            continue
+        return PropertySwap(key, current, change.value, True, round_number)
+    raise CommitConflictError(
+        f"Could not update {what} of {table_name}: other commits kept winning the race "
+        f"{rounds} times; {then}."
+    ) from None

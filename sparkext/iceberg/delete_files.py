@@ -437,12 +437,9 @@ class DeleteTable:
 
     def discard(self, paths: Sequence[str]) -> None:
         """Delete files this run wrote but did not commit (best effort)."""
-        import contextlib
+        from sparkext.iceberg.commit import delete_files
 
-        io = self._table.io()
-        for path in sorted(set(paths)):
-            with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
-                io.deleteFile(path)
+        delete_files(self._table, paths)
 
     def _check_no_rewritten_data(self, since_plan, io, newest: int | None) -> None:
         """Fail if a writer added data files OLDER than a converted delete since the plan.

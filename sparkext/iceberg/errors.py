@@ -1,11 +1,17 @@
-"""Translate Spark, py4j and Iceberg exceptions into sparkext's error tree, in one place."""
+"""Translate Spark, py4j and Iceberg exceptions into sparkext's error tree, in one place.
+
+Floor: iceberg (the Iceberg Java API, through py4j). This is also the one module that tells Java
+exceptions apart by class (:func:`commit_failure`, :func:`is_java`): the commit layer
+(:mod:`sparkext.iceberg.commit`) decides retry, discard and keep from its answer, so no other
+module reads a Java class name.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sparkext.errors import (
     CommitConflictError,
@@ -242,13 +248,6 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
     if raised is not None:
         return raised
     name = type(error).__name__
-    java_name = ""
-    java = getattr(error, "java_exception", None)
-    if java is not None:
-        try:
-            java_name = str(java.getClass().getName())
-        except Exception:
-            java_name = ""
     if name == "ParseException" or "PARSE_SYNTAX_ERROR" in message:
         position = _POSITION.search(message)
         if position:
@@ -258,11 +257,11 @@ def translate(error: BaseException, line_offset: int = 0) -> SparkextError | Non
                 f"Cannot parse the SQL at line {line}, column {column}: {message}.", line, column
             )
         return SqlParseError(message)
-    if "TABLE_OR_VIEW_NOT_FOUND" in message or java_name.endswith("NoSuchTableException"):
+    if "TABLE_OR_VIEW_NOT_FOUND" in message or is_java(error, "NoSuchTableException", causes=False):
         return TableNotFoundError(_with_catalog(message))
     if message.startswith("Missing database in table identifier"):
         return SparkError(_no_namespace())
-    if java_name.endswith(("CommitFailedException", "ValidationException")):
+    if commit_failure(error, causes=False) in (LOST_RACE, VALIDATION):
         return CommitConflictError(message)
     return SparkError(message)
 
@@ -363,6 +362,39 @@ def java_exception_classes(error: BaseException) -> list[str]:
     return names
 
 
+CommitFailure = Literal["unknown-state", "lost-race", "validation", "other"]
+UNKNOWN_STATE: CommitFailure = "unknown-state"  # the commit may have landed: delete nothing
+LOST_RACE: CommitFailure = "lost-race"  # another commit won the swap: nothing landed, retry
+VALIDATION: CommitFailure = "validation"  # a check against the new base failed: a conflict
+OTHER: CommitFailure = "other"
+
+
+def commit_failure(error: BaseException, causes: bool = True) -> CommitFailure:
+    """How a commit failed, from the class of the Java exception behind ``error``.
+
+    The only place that reads Iceberg's exception classes: the commit layer keeps or deletes
+    written files and retries or gives up from this answer alone. An unknown state anywhere in
+    the chain wins (it is never safe to treat it as a plain failure). ``causes=False`` looks at
+    the outermost exception only (what :func:`translate` has always done).
+    """
+    names = java_exception_classes(error)
+    simple = {n.rsplit(".", 1)[-1] for n in (names if causes else names[:1])}
+    if "CommitStateUnknownException" in simple:
+        return UNKNOWN_STATE
+    if "CommitFailedException" in simple:
+        return LOST_RACE
+    if "ValidationException" in simple:
+        return VALIDATION
+    return OTHER
+
+
+def is_java(error: BaseException, *simple_names: str, causes: bool = True) -> bool:
+    """Whether the Java exception behind ``error`` (or one of its causes) is of one of
+    ``simple_names`` (e.g. ``"AlreadyExistsException"``); False for Python errors."""
+    names = java_exception_classes(error)
+    return any(n.rsplit(".", 1)[-1] in simple_names for n in (names if causes else names[:1]))
+
+
 @contextmanager
 def spark_write(table: str, what: str, rerun_hint: str) -> Iterator[None]:
     """Tell a Spark write's failures apart by their Java exception class.
@@ -377,17 +409,17 @@ def spark_write(table: str, what: str, rerun_hint: str) -> Iterator[None]:
     except SparkextError:
         raise
     except Exception as error:
-        classes = [name.rsplit(".", 1)[-1] for name in java_exception_classes(error)]
+        failure = commit_failure(error)
         message = spark_message(error)
         if message is None:
             raise
-        if "CommitStateUnknownException" in classes:
+        if failure == UNKNOWN_STATE:
             raise CommitStateUnknownError(
                 f"The catalog could not say whether {what} was committed to {table} "
                 f"({message}); nothing was deleted: check {table}'s snapshots before running "
                 "again."
             ) from error
-        if "ValidationException" in classes or "CommitFailedException" in classes:
+        if failure in (LOST_RACE, VALIDATION):
             raise CommitConflictError(
                 f"Another writer committed to {table} while {what} ran ({message}); "
                 f"nothing was written: {rerun_hint}."

@@ -1,16 +1,17 @@
 """A per-table lease kept in the table's own metadata, taken by compare-and-swap (py4j).
 
-The lease is table property ``sparkext.lease`` = JSON ``{"owner", "expires", "purpose"}``. It
-is read and replaced through the table's ``TableOperations``: ``commit(base, updated)`` fails
-when another commit landed since ``base`` was read, so two processes (on any catalog: Hadoop,
-JDBC, REST) can never both see the lease free and both take it. A property change is a metadata
-commit, not a snapshot: data writers that lose a race to it retry as for any other commit. The
-guarantee is the catalog's: a JDBC, Hive or REST catalog swaps atomically, and so does the
-Hadoop catalog on HDFS; on a local disk or an object store the Hadoop catalog's
+Floor: iceberg (the Iceberg Java API). The lease is table property ``sparkext.lease`` = JSON
+``{"owner", "expires", "purpose"}``. It is read, decided on and replaced with the commit layer's
+:func:`sparkext.iceberg.commit.swap_property`: ONE ``TableOperations.commit(base, updated)``
+that fails when another commit landed since ``base`` was read, so two processes (on any
+catalog: Hadoop, JDBC, REST) can never both see the lease free and both take it; a lost race is
+re-read and decided again, never re-applied blindly (which Iceberg's own
+``UpdateProperties.commit()`` would do, overwriting a lease someone else just took). A property
+change is a metadata commit, not a snapshot: data writers that lose a race to it retry as for
+any other commit. The guarantee is the catalog's: a JDBC, Hive or REST catalog swaps
+atomically, and so does the Hadoop catalog on HDFS and (under the commit layer's file lock,
+among sparkext processes) on a local disk; on an object store the Hadoop catalog's
 check-then-rename leaves a small window (use a JDBC catalog for several processes there).
-
-Iceberg's own ``UpdateProperties`` cannot be used here: on a lost race it refreshes and applies
-the same change again, blindly overwriting a lease someone else just took.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.errors import CommitConflictError
-from sparkext.iceberg.errors import java_exception_classes
+from sparkext.iceberg.commit import PropertyChange, swap_property
 from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
@@ -64,16 +64,15 @@ def parse(text: str | None) -> Holder | None:
         return None
 
 
-def _operations(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
-    table = jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+def _table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
+    return jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
-    return table.operations()
 
 
 def holder(spark: SparkSession, name: str) -> Holder | None:
     """The table's lease as its metadata says now (expired ones included)."""
-    base = _operations(spark, name).refresh()
+    base = _table(spark, name).operations().refresh()
     return parse(base.properties().get(PROPERTY))
 
 
@@ -83,32 +82,28 @@ def swap(
     """Set the lease to ``new`` (None: remove it) if it is free, expired or ``owner``'s own;
     return the live holder that prevented it (None: done). Lost races are re-read and decided
     again, never re-applied blindly."""
-    jvm = jvm_of(spark)
-    ops = _operations(spark, name)
-    for round_number in range(1, ROUNDS + 1):
-        base = ops.refresh()
-        current = parse(base.properties().get(PROPERTY))
+    blocked: list[Holder] = []  # the live holder the last decision met, if any
+
+    def decide(text: str | None) -> PropertyChange | None:
+        blocked.clear()
+        current = parse(text)
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         if current is not None and current.owner != owner and current.live(now):
-            return current
+            blocked.append(current)
+            return None
         if new is None and (current is None or current.owner != owner):
             return None  # nothing of ours to release
-        properties = jvm.java.util.HashMap(base.properties())
-        if new is None:
-            properties.remove(PROPERTY)
-        else:
-            properties.put(PROPERTY, new.to_text())
-        try:
-            ops.commit(base, base.replaceProperties(properties))
-            return None
-        except Exception as error:
-            lost = any(c.endswith("CommitFailedException") for c in java_exception_classes(error))
-            if not lost:
-                raise
-            if round_number == ROUNDS:
-                raise CommitConflictError(
-                    f"Could not update the optimisation lease of {name}: other commits kept "
-                    f"winning the race {ROUNDS} times; run again."
-                ) from None
-            time.sleep(0.05 * round_number)
-    return None
+        return PropertyChange(None if new is None else new.to_text())
+
+    swap_property(
+        spark,
+        _table(spark, name),
+        name,
+        PROPERTY,
+        decide,
+        what="the optimisation lease",
+        then="run again",
+        rounds=ROUNDS,
+        pause_s=lambda round_number: 0.05 * round_number,
+    )
+    return blocked[0] if blocked else None

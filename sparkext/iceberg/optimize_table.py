@@ -294,11 +294,10 @@ class OptimizeTable:
 
     def discard(self, written: Rewritten) -> None:
         """Delete files a group wrote but did not commit (definitely not committed only)."""
+        from sparkext.iceberg.commit import delete_files
+
         self._written.pop(written.group_id, None)
-        io = self._table.io()
-        for path in written.paths:
-            with contextlib.suppress(Exception):  # an orphan is harmless
-                io.deleteFile(path)
+        delete_files(self._table, written.paths)
 
 
 def file_facts(

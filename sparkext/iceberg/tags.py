@@ -156,9 +156,6 @@ def commit_tag(
 
 def discard(table: CdcTable, files: Sequence[WrittenFile]) -> None:
     """Delete files written for a tag that was definitely not committed (best effort)."""
-    import contextlib
+    from sparkext.iceberg.commit import delete_files
 
-    io = table._table.io()
-    for path in sorted({f.path for f in files}):
-        with contextlib.suppress(Exception):  # an orphan is harmless; the first error matters
-            io.deleteFile(path)
+    delete_files(table._table, [f.path for f in files])

@@ -167,11 +167,11 @@ def upsert(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from sparkext.errors import CommitStateUnknownError
     from sparkext.executors.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
     from sparkext.executors.cdc.files import remove_written as remove
     from sparkext.executors.cdc.partitioning import unsupported
     from sparkext.iceberg.cdc_table import CdcTable
+    from sparkext.iceberg.commit import discard_unless_unknown
 
     by_lower = {c.lower(): c for c in new.columns}
     key = [by_lower.get(k.lower(), k) for k in key]  # as the sink spells its columns
@@ -246,13 +246,8 @@ def upsert(
                 f"this upsert was computed; nothing was written: {rerun_hint}."
             )
 
-    try:
+    with discard_unless_unknown(lambda: commit.discard(files), sink, "this batch"):
         snapshot_id = commit.commit(
             files, list(key), dict(summary), truncate=False, run_id=run_id, check=check
         )
-    except CommitStateUnknownError:
-        raise  # it may have landed: its files must stay
-    except Exception:
-        commit.discard(files)
-        raise
     return UpsertResult(snapshot_id, upserted, deleted)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from sparkext.errors import CommitConflictError, CommitStateUnknownError
 from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND, file_writer, remove_written
-from sparkext.iceberg.commit import _NotAnAncestor, ancestors_between
+from sparkext.iceberg.commit import _NotAnAncestor, ancestors_between, discard_unless_unknown
 
 
 class _Snapshot:
@@ -129,3 +130,307 @@ def test_a_failing_task_leaves_no_event_log_file(tmp_path):
     with pytest.raises(OSError):
         list(write(batches()))
     assert list(events.iterdir()) == []
+
+
+# --- the one commit policy: discard unless unknown, property compare-and-swap -------------------
+
+
+class _JavaClass:
+    def __init__(self, name: str):
+        self._name = name
+
+    def getName(self):
+        return self._name
+
+    def getSimpleName(self):
+        return self._name.rsplit(".", 1)[-1]
+
+
+class _JavaException:
+    """A py4j JavaObject of a Java exception, as far as sparkext's classification reads it."""
+
+    def __init__(self, name: str, cause: _JavaException | None = None):
+        self._class, self._cause = _JavaClass(name), cause
+
+    def getClass(self):
+        return self._class
+
+    def getCause(self):
+        return self._cause
+
+    def equals(self, other):
+        return other is self
+
+
+class _JavaError(Exception):
+    """What py4j raises for a Java exception: the JavaObject is ``java_exception``."""
+
+    def __init__(self, *names: str):
+        super().__init__(names[0])
+        cause = None
+        for name in reversed(names):
+            cause = _JavaException(f"org.apache.iceberg.exceptions.{name}", cause)
+        self.java_exception = cause
+
+
+def _written(tmp_path, count: int = 2) -> list:
+    paths = [tmp_path / f"attempt-{i}.parquet" for i in range(count)]
+    for path in paths:
+        path.write_bytes(b"x")
+    return paths
+
+
+def _discard(paths: list) -> None:
+    for path in paths:
+        path.unlink()
+
+
+def _fail(discard, error: BaseException) -> None:
+    """One commit attempt that fails with ``error``."""
+    with discard_unless_unknown(discard, "db.t", "this batch"):
+        raise error
+
+
+def test_a_commit_that_succeeds_keeps_its_files(tmp_path):
+    paths = _written(tmp_path)
+    with discard_unless_unknown(lambda: _discard(paths), "db.t", "this batch"):
+        pass
+    assert all(p.exists() for p in paths)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        lambda: CommitStateUnknownError("may have landed"),
+        lambda: _JavaError("CommitStateUnknownException"),
+        lambda: _JavaError("RuntimeIOException", "CommitStateUnknownException"),  # as a cause
+        lambda: _JavaError("CommitFailedException", "CommitStateUnknownException"),
+    ],
+)
+def test_a_commit_in_an_unknown_state_keeps_its_files_and_says_so(tmp_path, error):
+    paths = _written(tmp_path)
+    with pytest.raises(CommitStateUnknownError) as raised:
+        _fail(lambda: _discard(paths), error())
+    assert all(p.exists() for p in paths)
+    assert "may have landed" in str(raised.value) or "no file was deleted" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "error, kind",
+    [
+        (lambda: CommitConflictError("lost"), "Conflict"),
+        (lambda: _JavaError("ValidationException"), "_JavaError"),
+        (lambda: _JavaError("CommitFailedException"), "_JavaError"),
+        (lambda: OSError("executor lost its disk"), "OSError"),
+    ],
+)
+def test_a_commit_that_definitely_failed_deletes_its_files(tmp_path, error, kind):
+    paths = _written(tmp_path)
+    with pytest.raises(Exception) as raised:
+        _fail(lambda: _discard(paths), error())
+    assert kind in type(raised.value).__name__
+    assert not any(p.exists() for p in paths)
+
+
+def test_a_failing_discard_never_hides_the_commit_error():
+    def discard():
+        raise OSError("storage is gone too")
+
+    with pytest.raises(ValueError, match="the real cause"):
+        _fail(discard, ValueError("the real cause"))
+
+
+def test_an_interrupt_mid_commit_deletes_nothing(tmp_path):
+    paths = _written(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        _fail(lambda: _discard(paths), KeyboardInterrupt)
+    assert all(p.exists() for p in paths)
+
+
+def test_commit_failure_is_classified_in_one_place():
+    from sparkext.iceberg import errors
+
+    assert errors.commit_failure(_JavaError("CommitFailedException")) == errors.LOST_RACE
+    assert errors.commit_failure(_JavaError("ValidationException")) == errors.VALIDATION
+    unknown = _JavaError("CommitFailedException", "CommitStateUnknownException")
+    assert errors.commit_failure(unknown) == errors.UNKNOWN_STATE
+    assert errors.commit_failure(unknown, causes=False) == errors.LOST_RACE
+    assert errors.commit_failure(ValueError("python")) == errors.OTHER
+    assert errors.is_java(_JavaError("X", "AlreadyExistsException"), "AlreadyExistsException")
+    assert not errors.is_java(ValueError("python"), "AlreadyExistsException")
+
+
+class _Metadata2:
+    """Table metadata as the property swap reads it: properties and a file location."""
+
+    def __init__(self, properties: dict[str, str]):
+        self._properties = dict(properties)
+
+    def properties(self):
+        return dict(self._properties)
+
+    def metadataFileLocation(self):
+        return "s3://bucket/t/metadata/v1.metadata.json"  # not a local Hadoop table: no lock
+
+
+class _Ops:
+    """TableOperations with a catalog's compare-and-swap; ``rivals`` writers win the next
+    swaps, each setting the property to its own value first."""
+
+    def __init__(self, properties: dict[str, str], rivals: list[str | None], key: str):
+        self.current = _Metadata2(properties)
+        self.rivals, self.key, self.swaps = list(rivals), key, 0
+
+    def getClass(self):
+        return _JavaClass("org.apache.iceberg.jdbc.JdbcTableOperations")
+
+    def refresh(self):
+        return self.current
+
+    def commit(self, base, staged):
+        self.swaps += 1
+        if self.rivals:
+            rival = self.rivals.pop(0)
+            properties = self.current.properties()
+            if rival is None:
+                properties.pop(self.key, None)
+            else:
+                properties[self.key] = rival
+            self.current = _Metadata2(properties)
+        if base is not self.current:
+            raise _JavaError("CommitFailedException")
+        self.current = staged
+
+
+class _Update:
+    def __init__(self, txn):
+        self._txn, self._set, self._removed = txn, {}, set()
+
+    def set(self, key, value):
+        self._set[key] = value
+        return self
+
+    def remove(self, key):
+        self._removed.add(key)
+        return self
+
+    def commit(self):
+        properties = self._txn.staged.properties()
+        properties.update(self._set)
+        for key in self._removed:
+            properties.pop(key, None)
+        self._txn.staged = _Metadata2(properties)
+
+
+class _Transaction:
+    def __init__(self, ops):
+        self.base = self.staged = ops.current
+
+    def startMetadata(self):
+        return self.base
+
+    def currentMetadata(self):
+        return self.staged
+
+    def updateProperties(self):
+        return _Update(self)
+
+
+class _Table:
+    def __init__(self, ops):
+        self._ops = ops
+
+    def operations(self):
+        return self._ops
+
+
+@pytest.fixture()
+def fake_jvm(monkeypatch):
+    from types import SimpleNamespace
+
+    from sparkext.iceberg import commit
+
+    transactions = SimpleNamespace(newTransaction=lambda name, ops: _Transaction(ops))
+    jvm = SimpleNamespace(
+        org=SimpleNamespace(
+            apache=SimpleNamespace(iceberg=SimpleNamespace(Transactions=transactions))
+        )
+    )
+    monkeypatch.setattr(commit, "jvm_of", lambda spark: jvm)
+
+
+def _increment(seen: list):
+    from sparkext.iceberg.commit import PropertyChange
+
+    def decide(current):
+        seen.append(current)
+        return PropertyChange(str(int(current or "0") + 1))
+
+    return decide
+
+
+def test_property_swap_decides_again_after_each_lost_race(fake_jvm):
+    from sparkext.iceberg.commit import swap_property
+
+    ops = _Ops({"n": "1"}, rivals=["5", "9"], key="n")
+    seen: list = []
+    result = swap_property(
+        None,
+        _Table(ops),
+        "db.t",
+        "n",
+        _increment(seen),
+        "counter n",
+        "run again",
+        pause_s=lambda n: 0,
+    )
+    assert seen == ["1", "5", "9"]  # re-read after each lost race, never re-applied blindly
+    assert (result.previous, result.value, result.changed, result.attempts) == ("9", "10", True, 3)
+    assert ops.current.properties()["n"] == "10"
+
+
+def test_property_swap_leaves_the_property_when_the_decision_says_so(fake_jvm):
+    from sparkext.iceberg.commit import swap_property
+
+    ops = _Ops({"lease": "theirs"}, rivals=[], key="lease")
+    result = swap_property(
+        None, _Table(ops), "db.t", "lease", lambda current: None, "the lease", "run again"
+    )
+    assert (result.changed, result.previous, ops.swaps) == (False, "theirs", 0)
+
+
+def test_property_swap_gives_up_after_its_rounds_in_one_sentence(fake_jvm):
+    from sparkext.iceberg.commit import swap_property
+
+    ops = _Ops({}, rivals=[str(i) for i in range(10)], key="n")
+    with pytest.raises(CommitConflictError) as raised:
+        swap_property(
+            None,
+            _Table(ops),
+            "db.t",
+            "n",
+            _increment([]),
+            "the optimisation lease",
+            "run again",
+            rounds=3,
+            pause_s=lambda n: 0,
+        )
+    assert str(raised.value) == (
+        "Could not update the optimisation lease of db.t: other commits kept winning the race "
+        "3 times; run again."
+    )
+    assert ops.swaps == 3 and raised.value.__cause__ is None
+
+
+def test_property_swap_raises_other_failures_at_once(fake_jvm):
+    from sparkext.iceberg.commit import swap_property
+
+    class _Broken(_Ops):
+        def commit(self, base, staged):
+            self.swaps += 1
+            raise _JavaError("ValidationException")
+
+    ops = _Broken({}, rivals=[], key="n")
+    with pytest.raises(_JavaError):
+        swap_property(None, _Table(ops), "db.t", "n", _increment([]), "n", "run again")
+    assert ops.swaps == 1

@@ -171,9 +171,11 @@ def create_tag(
         created_ms=int(time.time() * 1000),
     )
     progress(f"committing tag {tag}")
-    from sparkext.errors import CommitStateUnknownError
+    from sparkext.iceberg.commit import discard_unless_unknown
 
-    try:
+    with discard_unless_unknown(
+        lambda: iceberg_tags.discard(java, files), table.name, f"the tag '{tag}'"
+    ):
         snapshot_id = iceberg_tags.commit_tag(
             spark,
             java,
@@ -187,11 +189,6 @@ def create_tag(
             record=record,
             summary={AS_OF_SUMMARY: str(as_of_ms), TAG_SUMMARY: tag},
         )
-    except CommitStateUnknownError:
-        raise  # the commit may have landed: its files must stay
-    except Exception:
-        iceberg_tags.discard(java, files)  # definitely not committed: leave no orphan files
-        raise
     return TagResult(
         tag,
         snapshot_id,
