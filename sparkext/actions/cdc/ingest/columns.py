@@ -226,11 +226,16 @@ def read_columns(
     files = whole.inputFiles()
     if not files:
         return whole
+    wanted = tuple(key)
+
+    def key_types(path: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return path, _file_key_types(path, wanted)  # on an executor
+
     found = (
         spark.sparkContext.parallelize(
             files, min(len(files), spark.sparkContext.defaultParallelism)
         )
-        .map(lambda path, k=tuple(key): (path, _file_key_types(path, k)))
+        .map(key_types)
         .collect()
     )
     groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
@@ -253,7 +258,7 @@ def read_columns(
 
 def _file_key_types(path: str, key: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(column, Spark type) of the key columns a Parquet file holds (on an executor)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql.pandas.types import from_arrow_type
 
     location = Location.of(path)

@@ -92,7 +92,7 @@ def commit_batch(
         summary[keys.TRUNCATE_POSITION] = truncate_mark
     low, high, events_location = bounds
     summary[keys.EVENTS_LOCATION] = events_location
-    if low is not None:
+    if low is not None and high is not None:  # both or neither: bounds of the same events
         summary[keys.EVENT_TIME_MIN] = str(low)
         summary[keys.EVENT_TIME_MAX] = str(high)
         so_far = progress.event_time_max_so_far

@@ -61,7 +61,7 @@ class DecodedFact:
 
     bad: bool  # rejected
     family: str | None  # position family
-    source_partition: str | None
+    source_partition: str  # the decoder names one for every event
     value_schema: str | None
     row_types: str | None
     events: int

@@ -178,7 +178,9 @@ class Ingestor:
             self.metrics.batches_replayed += 1  # committed before a crash: never apply twice
             return
         decoder = decode_documents if self.settings.input_format == "json-files" else decode_lines
-        decoded = with_arrival(lines.mapInArrow(decoder, DECODED_DDL), batch_id).persist()
+        # pyspark's stubs want Iterable -> Iterable; the decoders take and give iterators
+        mapped = lines.mapInArrow(decoder, DECODED_DDL)  # type: ignore[arg-type]
+        decoded = with_arrival(mapped, batch_id).persist()
         try:
             marked = self._mark_rejects(decoded)
             held_family = family(held.max_position) if held else None

@@ -107,7 +107,8 @@ def adopt_key(context: Context, table: CdcTable) -> list[str]:
     optional = [k for k in wanted if not columns[k].required]
     if optional:
         where = " OR ".join(f"{identifiers.quote(k)} IS NULL" for k in optional)
-        nulls = context.spark.sql(f"SELECT count(*) FROM {name} WHERE {where}").first()[0]
+        counted = context.spark.sql(f"SELECT count(*) FROM {name} WHERE {where}").first()
+        nulls = counted[0] if counted is not None else 0  # a count always has its one row
         if nulls:
             raise IngestError(
                 f"Table '{name}' has {nulls} row(s) with a NULL in {', '.join(optional)}, "

@@ -60,21 +60,31 @@ def unavailable_checks(
         if name in key:
             continue
         if spark_type == "string":
-            checks[name] = lambda row, n=name: col(row, n).isin(placeholder, as_map)
+            checks[name] = _check(name, lambda value: value.isin(placeholder, as_map))
         elif spark_type == "binary":
-            checks[name] = lambda row, n=name: col(row, n) == F.lit(bytearray(raw))
+            checks[name] = _check(name, lambda value: value == F.lit(bytearray(raw)))
         elif spark_type == "array<string>":
-            checks[name] = lambda row, n=name: (
-                (F.size(col(row, n)) == 1) & col(row, n)[0].isin(placeholder, name_uuid)
+            checks[name] = _check(
+                name, lambda value: (F.size(value) == 1) & value[0].isin(placeholder, name_uuid)
             )
         elif spark_type == "array<binary>":
-            checks[name] = lambda row, n=name: col(row, n) == F.array(F.lit(bytearray(raw)))
+            checks[name] = _check(name, lambda value: value == F.array(F.lit(bytearray(raw))))
         elif spark_type in ("array<int>", "array<bigint>"):
-            checks[name] = lambda row, n=name, t=spark_type: col(row, n) == codes(t)
+            checks[name] = _equal_to(name, codes(spark_type))
         elif spark_type == "array<date>":
-            dates = F.transform(codes("array<int>"), F.date_from_unix_date)
-            checks[name] = lambda row, n=name, d=dates: col(row, n) == d
+            checks[name] = _equal_to(name, F.transform(codes("array<int>"), F.date_from_unix_date))
     return checks
+
+
+def _check(name: str, test: Callable[[Column], Column]) -> Callable[[str], Column]:
+    """``test`` of column ``name`` of a row struct (``after`` or ``before``)."""
+    return lambda row: test(col(row, name))
+
+
+def _equal_to(name: str, expected: Column) -> Callable[[str], Column]:
+    """Column ``name`` of a row struct equals ``expected`` (bound here, not to a loop's
+    variable)."""
+    return _check(name, lambda value: value == expected)
 
 
 def _json_text(text: str) -> str:
