@@ -21,8 +21,9 @@ from sparkext.spark import environment
 
 ROOT = Path(sparkext.__file__).parent
 # Packages whose paths are tables, checkpoints, event logs, key caches or landing zones.
-DATA_PACKAGES = ("cdc", "deletes", "history", "iceberg", "optimize", "procedures", "streaming",
-                 "service", "routing", "planning")  # fmt: skip
+DATA_PACKAGES = ("actions/cdc", "actions/history", "executors/cdc", "executors/deletes",
+                 "iceberg", "optimize", "procedures", "streaming", "service", "routing",
+                 "planning")  # fmt: skip
 LOCAL_CALLS = {
     "open", "os.open", "os.remove", "os.unlink", "os.rename", "os.replace", "os.makedirs",
     "os.mkdir", "os.listdir", "os.scandir", "os.walk", "os.stat", "os.path.exists",
@@ -36,7 +37,7 @@ LOCAL_METHODS = {"write_text", "read_text", "write_bytes", "read_bytes", "mkdir"
 ALLOWED = {
     ("iceberg/commit.py", "open"): "the Hadoop catalog's flock, only for a metadata file: path",
     ("iceberg/commit.py", "fcntl.flock"): "same",
-    ("cdc/checkpoint.py", "os.open"): "O_EXCL lock file, only on pyarrow's LocalFileSystem",
+    ("actions/cdc/checkpoint.py", "os.open"): "O_EXCL lock file, only on pyarrow's LocalFileSystem",
 }
 
 

@@ -97,7 +97,6 @@ NOT_SETTINGS = {
     "spark.sql.catalog",
     "write.metadata.metrics.column.file_path",
     "write.metadata.metrics.column.pos",
-    "SPARKEXT_TEST_CRASH_AT",
     "spark.a",  # doctest examples
     "spark.b",
     "sparkext.tabel_health",  # a misspelt name in an error's example

@@ -9,11 +9,13 @@ import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from sparkext.actions.cdc import ingest as pipeline
+from sparkext.actions.cdc import stream
+from sparkext.actions.cdc.ingest import guess as guessing_module
+from sparkext.actions.cdc.ingest import pipeline as pipeline_module
 from tests.helpers.cdc_calls import binlog_event, events, ingest, land, table_rows
 
 SEED = 20261128
@@ -105,8 +107,8 @@ def _progress_lines(monkeypatch) -> list[str]:
     lines: list[str] = []
     original = pipeline.Ingestor.__init__
 
-    def listening(self, spark, settings, report):
-        original(self, spark, settings, lambda line: (lines.append(line), report(line)))
+    def listening(self, spark, settings, report, **kwargs):
+        original(self, spark, settings, lambda line: (lines.append(line), report(line)), **kwargs)
 
     monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
     return lines
@@ -125,7 +127,7 @@ def _watch(monkeypatch) -> dict[str, list[str]]:
         seen = outcomes[run_of(self)]
         try:
             original(self, *args)
-        except pipeline._Misguessed as wrong:
+        except guessing_module.Misguessed as wrong:
             seen.append(f"typed again: {wrong}")
             raise
         seen.append("held")
@@ -133,7 +135,7 @@ def _watch(monkeypatch) -> dict[str, list[str]]:
     def guessing(self, table, mark):
         return guess(self, table, mark) if run_of(self) == "guessed" else None
 
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     monkeypatch.setattr(pipeline.Ingestor, "_guessed", watched)
     monkeypatch.setattr(pipeline.Ingestor, "_guess", guessing)
     return outcomes
@@ -229,7 +231,7 @@ def test_a_guess_the_table_no_longer_fits_types_the_batch_again(
 ):
     """The last batch's types may not fit the table any more (here the column was dropped and
     added again with another type): the batch is typed from its own facts, not refused."""
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
     ingest(table_name, landing, checkpoint)
@@ -260,25 +262,25 @@ def test_guessed_facts_that_miss_typed_rows_are_not_trusted(
     above the cache, say the facts are short, and the batch is typed from its own facts: in the
     one-job batch, and in a batch decided after its event log's job (the last one had a late
     event)."""
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b"), ("c", 3, 12, "c")))
     ingest(table_name, landing, checkpoint)
     # batch 2: two new changes and a late update of key 1 (position 5 < the table's 12)
     land(landing, "2.json", events(("u", 2, 20, "b2"), ("c", 4, 21, "d"), ("u", 1, 5, "late")))
-    real = pipeline.observed
+    real = pipeline_module.observed
     short: list[int] = []
 
     def missing_the_late_event(observation, compute):
-        row = real(observation, compute)
-        if not hasattr(row, "others"):  # not the guessed facts
+        row = real(observation, compute)  # the figures by their Spark names
+        if "others" not in row:  # not the guessed facts
             return row
-        short.append(row.good)
-        partitions = [name for name in vars(row) if re.fullmatch(r"p\d+", name)]
-        highest = max(getattr(row, name) for name in partitions if getattr(row, name))
-        return SimpleNamespace(**{**vars(row), "good": row.good - 1, "lo": highest})
+        short.append(row["good"])
+        partitions = [name for name in row if re.fullmatch(r"p\d+", name)]
+        highest = max(row[name] for name in partitions if row[name])
+        return {**row, "good": row["good"] - 1, "lo": highest}
 
-    monkeypatch.setattr(pipeline, "observed", missing_the_late_event)
+    monkeypatch.setattr(pipeline_module, "observed", missing_the_late_event)
     progress = _progress_lines(monkeypatch)
     second = ingest(table_name, landing, checkpoint)
     assert short == [3]  # the batch was typed with the guess, and its facts were cut short

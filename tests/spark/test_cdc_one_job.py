@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkext.actions.cdc import ingest as pipeline
+from sparkext.actions.cdc import stream
 from sparkext.errors import IngestError
 from tests.helpers.cdc_calls import events, ingest, land
 
@@ -150,11 +151,11 @@ def _listen(monkeypatch) -> dict[str, list[str]]:
     def run_of(settings) -> str:
         return Path(settings.checkpoint.removeprefix("file:")).parent.name
 
-    def listening(self, spark, settings, report):
+    def listening(self, spark, settings, report, **kwargs):
         lines = progress[run_of(settings)]
-        original(self, spark, settings, lambda line: (lines.append(line), report(line)))
+        original(self, spark, settings, lambda line: (lines.append(line), report(line)), **kwargs)
 
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     monkeypatch.setattr(pipeline.Ingestor, "__init__", listening)
     monkeypatch.setattr(
         pipeline.Ingestor,
@@ -261,7 +262,7 @@ def test_one_job_batches_equal_two_job_batches_and_the_source(
 def test_the_event_log_of_one_job_reads_the_same_in_spark_pyarrow_and_duckdb(
     spark, tmp_path, table_name, monkeypatch
 ):
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     old = _row(1, "ancient", ANCIENT)
     land(landing, "1.json", [_event("c", 10, None, _row(2, "modern", date(2026, 1, 2)))])
@@ -288,7 +289,7 @@ def test_a_one_job_batch_refused_after_its_write_leaves_no_file(
 ):
     """fail-on-reject stops a batch whose rejects (a missing key) are known only after its one
     job wrote the data, delete and key-cache files: none of them stays."""
-    monkeypatch.setattr(pipeline, "_GUESSES", {})
+    monkeypatch.setattr(stream, "GUESSES", pipeline.GuessCache())
     landing, checkpoint = tmp_path / "in", tmp_path / "ck"
     land(landing, "1.json", events(("c", 1, 10, "a"), ("c", 2, 11, "b")))
     ingest(table_name, landing, checkpoint)

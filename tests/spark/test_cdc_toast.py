@@ -183,7 +183,7 @@ def test_the_same_table_when_no_observed_figure_arrives(spark, tmp_path, table_n
     reported: ``observed`` computes the figures instead. Every figure computed so (the guessed
     types' check of the second batch, the TOAST decision, the write's counts), the batches end
     exactly as when they are observed."""
-    from sparkext.actions.cdc import ingest as module
+    from sparkext.actions.cdc.ingest import figures as module  # where observed() asks Spark
 
     monkeypatch.setattr(module, "observed_metrics", lambda observation: {})
     test_unchanged_toasted_columns_keep_their_stored_values(spark, tmp_path, table_name)

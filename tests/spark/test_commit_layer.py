@@ -305,7 +305,7 @@ def test_cdc_progress_without_a_position_is_none_not_the_string(spark, table_nam
 def test_failed_cdc_write_job_leaves_no_files(spark, table_name, tmp_path, monkeypatch):
     """A batch whose writing job fails leaves none of its files (the tasks that finished and
     the task that failed)."""
-    import sparkext.actions.cdc.ingest as ingest
+    import sparkext.actions.cdc.ingest.write as ingest
     from tests.helpers.cdc_calls import events, land
 
     source = tmp_path / "landing"

@@ -16,6 +16,7 @@ from sparkext.actions.cdc.model import Settings
 from sparkext.errors import IngestError, SchemaChangeError
 from tests.helpers.cdc_calls import events, ingest, land, table_rows
 from tests.helpers.cdc_source import COLUMNS, Delivery, SourceTable, expected
+from tests.helpers.crash_hooks import CHILD_PREAMBLE, CRASH_EXIT, child_path
 from tests.helpers.fixtures import DEBEZIUM_SAMPLES
 
 
@@ -331,7 +332,7 @@ def test_duckdb_reads_the_same_rows(spark, randomized_history):
     assert {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows} == want
 
 
-CRASH_SCRIPT = textwrap.dedent(
+CRASH_SCRIPT = CHILD_PREAMBLE + textwrap.dedent(
     """
     import sys, sparkext
     spark = sparkext.session(master="local[2]", warehouse=sys.argv[1])
@@ -366,8 +367,11 @@ def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse)
         before = snapshot_count(spark, table)
         delivery.deliver(source.run(60), final=True)
         child = subprocess.Popen(
-            [sys.executable, str(script), str(warehouse), table, str(landing), str(checkpoint)],
-            env={**os.environ, "SPARKEXT_TEST_CRASH_AT": point},
+            [
+                *(sys.executable, str(script), str(warehouse), table, str(landing)),
+                *(str(checkpoint), point),  # the crash point: read by CHILD_PREAMBLE
+            ],
+            env={**os.environ, "PYTHONPATH": child_path()},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -376,7 +380,7 @@ def test_crash_and_restart_neither_loses_nor_doubles(spark, tmp_path, warehouse)
 
     def restart(point: str, table, landing, checkpoint, source, before, child) -> None:
         _, err = child.communicate(timeout=600)
-        assert child.returncode == 97, (point, err[-2000:])
+        assert child.returncode == CRASH_EXIT, (point, err[-2000:])
         spark.catalog.refreshTable(table)
         committed = snapshot_count(spark, table)
         assert committed == before + (1 if point == "after-commit" else 0), point
@@ -495,7 +499,7 @@ def test_a_concurrent_writer_is_reported_and_a_rerun_applies_the_batch(
     spark, tmp_path, table_name, monkeypatch, replans
 ):
     """Another writer commits between plan and commit: nothing is lost, nothing papered over."""
-    from sparkext.actions.cdc import ingest as pipeline
+    from sparkext.actions.cdc.ingest import pipeline
     from sparkext.errors import CommitConflictError
     from sparkext.iceberg.cdc_table import CdcCommit
 

@@ -17,6 +17,7 @@ import pytest
 import sparkext
 from sparkext.errors import IngestError, OptionError
 from tests.helpers import debezium, real_rows
+from tests.helpers.crash_hooks import CHILD_PREAMBLE, CRASH_EXIT
 
 ROOT = str(Path(__file__).resolve().parents[2])  # this checkout's sparkext, in the child too
 
@@ -233,7 +234,7 @@ def test_bad_input_is_one_sentence_and_writes_nothing(spark, tmp_path, namespace
     ]["created"]
 
 
-CRASH_SCRIPT = textwrap.dedent(
+CRASH_SCRIPT = CHILD_PREAMBLE + textwrap.dedent(
     """
     import sys, sparkext
     spark = sparkext.session(master="local[1]", warehouse=sys.argv[1])
@@ -257,13 +258,21 @@ def test_crash_between_two_tables_commits_neither_loses_nor_doubles(
     script = tmp_path / "crash.py"
     script.write_text(CRASH_SCRIPT)
     child = subprocess.run(
-        [sys.executable, str(script), str(warehouse), namespace, str(root), str(ck)],
-        env={**os.environ, "SPARKEXT_TEST_CRASH_AT": "after-commit", "PYTHONPATH": ROOT},
+        [
+            sys.executable,
+            str(script),
+            str(warehouse),
+            namespace,
+            str(root),
+            str(ck),
+            "after-commit",
+        ],
+        env={**os.environ, "PYTHONPATH": ROOT},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert child.returncode == 97, child.stderr[-2000:]
+    assert child.returncode == CRASH_EXIT, child.stderr[-2000:]
     committed = {}
     for name in topics:  # a table is created with its first commit
         exists = spark.catalog.tableExists(f"{namespace}.{name}")

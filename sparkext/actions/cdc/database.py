@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
 
+from sparkext.actions.cdc import stream
 from sparkext.actions.cdc.ingest import Ingestor
 from sparkext.actions.cdc.model import Metrics, Settings
 from sparkext.actions.cdc.stream import KAFKA, VANISHED
@@ -178,7 +179,10 @@ class DatabaseIngestor:
             )
             run.existed = self.spark.catalog.tableExists(run.name)
             run.ingestor = Ingestor(
-                self.spark, settings, lambda message: self.progress(f"{run.name}: {message}")
+                self.spark,
+                settings,
+                lambda message: self.progress(f"{run.name}: {message}"),
+                guesses=stream.GUESSES,  # the process's, read now (a test may swap them)
             )
             run.after_batch = self.after_table(run.name)
         return run.ingestor

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparkext.actions.cdc.ingest import Ingestor
+from sparkext.actions.cdc.ingest import GuessCache, Ingestor
 from sparkext.actions.cdc.model import Metrics, Settings
 from sparkext.executors.cdc.decode import INPUT_REJECT
 from sparkext.spark import cancellation
@@ -21,6 +21,9 @@ SCALA_VERSION = "2.12"  # the Scala build inside the pyspark wheels of Spark 3.5
 SPARK_CHECKPOINT = "source"  # Spark's own checkpoint (offsets, commits, file lists) lives here
 VANISHED = "file vanished before it was read"
 LINES_DDL = f"value binary, source_file string, {INPUT_REJECT} string"
+# The guesses every Ingestor of this process types its batches with: one CALL makes one Ingestor,
+# and a table's next CALL is typed with what its last one found, so they outlive each Ingestor
+GUESSES = GuessCache()
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -327,7 +330,7 @@ def ingest(
     query: StreamingQuery | None = None
     with hold(settings.checkpoint, what or f"ingest_cdc into {settings.table}"):
         beat = _newest_heartbeat(settings)  # read before the source is listed (heartbeats.py)
-        ingestor = ingestor or Ingestor(spark, settings, progress)
+        ingestor = ingestor or Ingestor(spark, settings, progress, guesses=GUESSES)
         try:
             for skip_missing in (False, True):
                 query = _query(
@@ -434,7 +437,7 @@ def start(
     lock = hold(settings.checkpoint, what or f"ingest_cdc_stream into {settings.table}")
     lock.__enter__()
     try:
-        ingestor = ingestor or Ingestor(spark, settings, lambda message: None)
+        ingestor = ingestor or Ingestor(spark, settings, lambda message: None, guesses=GUESSES)
         trigger = {"processingTime": interval}
         query = _query(spark, settings, source, ingestor, max_files, trigger, True, after_batch)
     except BaseException:
