@@ -45,7 +45,7 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def local_frame(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame:
     """``rows`` (tuples, Rows or dicts) as a DataFrame of the schema ``ddl``, held in the plan."""
-    from sparkext.iceberg.local_relation import local_relation
+    from sparkext.spark.local_relation import local_relation
 
     schema, verify, schema_json = _schema(ddl)
     internal = []

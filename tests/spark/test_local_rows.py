@@ -15,10 +15,10 @@ from decimal import Decimal
 import pytest
 
 import sparkext
-from sparkext.iceberg import local_relation
 from sparkext.procedures.registry import ROUTINES
 from sparkext.routing import local_rows
 from sparkext.routing.local_rows import local_frame
+from sparkext.spark import local_relation
 
 DDL = "s string, b bigint, i int, d double, f boolean, t timestamp"
 

@@ -1,14 +1,14 @@
 """The py4j side of ``io.sparkext.spark.LocalRows``: pickled rows to a JVM local relation.
 
-Kept apart from the routing code because only this package talks to the JVM; one call, whose
-answer is a DataFrame over a ``LocalRelation`` (see ``sparkext.routing.local_rows``).
+Floor: spark (the py4j edge). Kept apart from the routing code, which never talks to the JVM; one
+call, whose answer is a DataFrame over a ``LocalRelation`` (see ``sparkext.routing.local_rows``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkext.iceberg.java import jvm as jvm_of
+from sparkext.spark.java import jvm as jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
