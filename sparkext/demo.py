@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from sparkext.cli.shell import cli
 from sparkext.resources import resource_dir
 
 # The directory the docs and sql/examples/ are written for.
@@ -174,7 +175,6 @@ def main(ctx: click.Context, data: Path | None) -> None:
             f"sparkext-sql -f {root / '01_quickstart.sql'}"
         )
         return
-    from sparkext.cli.shell import cli
 
     script = resource_dir("sql") / "demo.sql"
     cli.main(["--echo", "-f", str(script), *ctx.args], prog_name="sparkext-demo")

@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from sparkext.actions.history.changelog_stream import ROUTINE as CHANGELOG_STREAM
 from sparkext.declarations import Kind, Option, OutputColumn, Param, Routine, describe
+from sparkext.procedures.registry import ROUTINES
 
 BEGIN = "<!-- generated: begin -->"
 END = "<!-- generated: end -->"
@@ -31,8 +33,6 @@ COMMAND = ".venv/bin/python -m sparkext.reference"
 
 def routines() -> dict[str, Routine]:
     """Every routine with a reference page: the registry's, then ``changelog_stream``."""
-    from sparkext.actions.history.changelog_stream import ROUTINE as CHANGELOG_STREAM
-    from sparkext.procedures.registry import ROUTINES
 
     return {**ROUTINES, CHANGELOG_STREAM.name: CHANGELOG_STREAM}
 

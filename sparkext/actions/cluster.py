@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sparkext import identifiers
 from sparkext.errors import ProcedureArgumentError, did_you_mean
 from sparkext.executors import curves
+from sparkext.executors.curves import curve_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,8 +108,6 @@ def _resolve(frame: DataFrame, column: str) -> str:
 def _key_function(positions: list[int], bounds: list, curve: str):
     def add_keys(batches):
         import pyarrow as pa
-
-        from sparkext.executors.curves import curve_key
 
         for batch in batches:
             key = curve_key([batch.column(p) for p in positions], bounds, curve)

@@ -21,6 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions import runlog
+from sparkext.actions.lease import owner_name
+from sparkext.actions.optimize import CLUSTER_BY_PROPERTY
+from sparkext.actions.table_health import table_health
+from sparkext.iceberg.catalog import discover, parse_patterns, resolve_table
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -68,9 +74,6 @@ def fix_for(p: PartitionHealth) -> str:
 
 def health(spark: SparkSession, tables: Sequence[str]) -> list[PartitionHealth]:
     """Every partition of ``tables``, worst score first (metadata only)."""
-    from sparkext.actions.optimize import CLUSTER_BY_PROPERTY
-    from sparkext.actions.table_health import table_health
-    from sparkext.iceberg.catalog import resolve_table
 
     out = []
     for name in tables:
@@ -105,7 +108,6 @@ def health(spark: SparkSession, tables: Sequence[str]) -> list[PartitionHealth]:
 
 def record(spark: SparkSession, log_table: str, owner: str, partitions: Sequence[PartitionHealth]):
     """Append one 'health' row per table to the run log (the trends' data points)."""
-    from sparkext.actions import runlog
 
     now = runlog.utc_now()
     by_table: dict[str, list[PartitionHealth]] = {}
@@ -354,9 +356,6 @@ def gather(
     progress: Callable[[str], None] = lambda message: None,
 ) -> tuple[list[PartitionHealth], Any]:
     """(partitions worst first, trends) for the report and the procedure."""
-    from sparkext.actions import runlog
-    from sparkext.actions.lease import owner_name
-    from sparkext.iceberg.catalog import discover, parse_patterns
 
     patterns = parse_patterns(tables)
     log_table = log_table or runlog.default_table(patterns)

@@ -30,8 +30,13 @@ from sparkext.declarations import (
     resolve_options,
 )
 from sparkext.errors import SnapshotExpiredError, SparkextError
+from sparkext.iceberg import changelog_consumers
+from sparkext.iceberg import maintenance as iceberg
+from sparkext.iceberg.errors import translate
 from sparkext.planning import maintenance as plan
 from sparkext.planning.changelog_stream import registrations
+from sparkext.planning.event_time import SnapshotFact, has_event_time, plan_as_of
+from sparkext.planning.summary import EVENT_LOGS
 from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
@@ -175,7 +180,6 @@ class MaintainResult:
 
 
 def _sentence(failure: Exception, action: str, name: str) -> str:
-    from sparkext.iceberg.errors import translate
 
     if isinstance(failure, SparkextError):
         return str(failure)
@@ -190,7 +194,6 @@ def _sentence(failure: Exception, action: str, name: str) -> str:
 
 def expiry_plan(context: Context, ref: TableRef, policy: plan.Policy) -> plan.ExpiryPlan:
     """What ``expire_snapshots`` would expire now, and what holds keep (no change made)."""
-    from sparkext.iceberg import maintenance as iceberg
 
     state = iceberg.state(context.spark, ref.name)
     now = int(time.time() * 1000)
@@ -207,7 +210,6 @@ def expiry_plan(context: Context, ref: TableRef, policy: plan.Policy) -> plan.Ex
 
 
 def _fresh_properties(context: Context, ref: TableRef) -> dict[str, str]:
-    from sparkext.iceberg import changelog_consumers
 
     return changelog_consumers.properties(context.spark, ref.name)
 
@@ -215,7 +217,6 @@ def _fresh_properties(context: Context, ref: TableRef) -> dict[str, str]:
 def _event_time_base(state, as_of_ms: int) -> int | None:
     """The base s1 of T0 = ``as_of_ms`` (None: the table carries no event times, or that base
     is already gone)."""
-    from sparkext.planning.event_time import SnapshotFact, has_event_time, plan_as_of
 
     chain = plan.ancestry(state.snapshots, state.head)[::-1]
     facts = [SnapshotFact(s.snapshot_id, s.parent_id, s.summary) for s in chain]
@@ -229,7 +230,6 @@ def _event_time_base(state, as_of_ms: int) -> int | None:
 
 
 def _expire(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bool) -> Row:
-    from sparkext.iceberg import maintenance as iceberg
 
     decided = expiry_plan(context, ref, policy)
     if not decided.expire:
@@ -247,7 +247,6 @@ def _expire(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bool)
 
 
 def _dangling(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bool) -> Row:
-    from sparkext.iceberg import maintenance as iceberg
 
     if ref.format_version < 2:
         return Row(SKIPPED, f"format version {ref.format_version} has no delete files")
@@ -269,7 +268,6 @@ def _dangling(context: Context, ref: TableRef, policy: plan.Policy, dry_run: boo
 
 
 def _manifests(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bool) -> Row:
-    from sparkext.iceberg import maintenance as iceberg
 
     stats = iceberg.manifest_stats(context.spark, ref.name)
     decision = plan.manifest_decision(stats, policy)
@@ -290,7 +288,6 @@ def _manifests(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bo
 
 
 def _orphans(context: Context, ref: TableRef, policy: plan.Policy, dry_run: bool) -> Row:
-    from sparkext.iceberg import maintenance as iceberg
 
     state = iceberg.state(context.spark, ref.name)
     inside = _side_locations_inside(context, ref, state.location)
@@ -317,8 +314,6 @@ def _side_locations_inside(context: Context, ref: TableRef, location: str) -> li
     """sparkext's own files of this table (ingest_cdc checkpoints and event logs, changelog
     checkpoints) that lie under the table location, where Iceberg would see them as orphans."""
     import json
-
-    from sparkext.planning.summary import EVENT_LOGS
 
     properties = _fresh_properties(context, ref)
     places = list(json.loads(properties.get(EVENT_LOGS) or "{}").values())

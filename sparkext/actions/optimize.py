@@ -26,6 +26,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions import lease
+from sparkext.actions.cluster import resolve_curve
+from sparkext.actions.rewrite_deletes import run_round
 from sparkext.declarations import (
     Context,
     Option,
@@ -42,8 +45,22 @@ from sparkext.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     ProcedureArgumentError,
+    SparkextError,
+    did_you_mean,
+)
+from sparkext.iceberg.errors import translate
+from sparkext.iceberg.optimize_table import (
+    OPERATION,
+    SUMMARY_CLUSTER_BY,
+    SUMMARY_CURVE,
+    SUMMARY_LEVEL,
+    SUMMARY_OPERATION,
+    SUMMARY_PARTITION,
+    SUMMARY_REASON,
+    OptimizeTable,
 )
 from sparkext.literals import sql_string
+from sparkext.planning.equality_deletes import PlanSettings, plan_round
 from sparkext.planning.optimize import LEVELS, Group, Settings, plan
 from sparkext.spark import cancellation
 
@@ -194,7 +211,6 @@ def optimize(
     optimisation lease (:mod:`sparkext.actions.lease`): while another process optimises the
     table, it raises :class:`~sparkext.errors.TableBusyError` and changes nothing.
     """
-    from sparkext.iceberg.optimize_table import OptimizeTable
 
     where = (where or "").strip() or None
     if where is not None and not ref.partitioned:
@@ -224,7 +240,6 @@ def optimize(
 def _lease_for(context: Context, ref: TableRef):
     """The table's lease, taken only once the plan has work (a call with nothing to do makes no
     metadata commit: a loop of calls beside a writer must not crowd its commits out)."""
-    from sparkext.actions import lease
 
     return lease.held(context.spark, ref.name, lease.owner_name("tiered_optimize"))
 
@@ -247,7 +262,6 @@ class Planned:
 
 def planned(context: Context, ref: TableRef) -> list[Planned]:
     """What a run with the table's own settings would do now (metadata only, no change)."""
-    from sparkext.iceberg.optimize_table import OptimizeTable
 
     properties = dict(ref.properties)
     resolved = resolve_options(OPTIONS, {}, properties, PROPERTY_PREFIX)
@@ -339,15 +353,6 @@ def _run_group(
     run: _Run, facts: Any, group: Group, converted: Mapping[str, tuple[int, int]]
 ) -> GroupResult:
     from sparkext.actions.cluster import cluster, output_tasks
-    from sparkext.iceberg.optimize_table import (
-        OPERATION,
-        SUMMARY_CLUSTER_BY,
-        SUMMARY_CURVE,
-        SUMMARY_LEVEL,
-        SUMMARY_OPERATION,
-        SUMMARY_PARTITION,
-        SUMMARY_REASON,
-    )
 
     context, table, settings, curve = run.context, run.table, run.settings, run.curve
     started = time.monotonic()
@@ -412,8 +417,6 @@ def _run_group(
 
 def _sentence(failure: Exception, group: Group) -> str:
     """One sentence for a group that failed (its Java/Spark cause only with --verbose)."""
-    from sparkext.errors import SparkextError
-    from sparkext.iceberg.errors import translate
 
     if isinstance(failure, SparkextError):
         return str(failure)
@@ -430,8 +433,6 @@ def _sentence(failure: Exception, group: Group) -> str:
 def _convert_equality_deletes(run: _Run, partitions: set[str]) -> dict[str, tuple[int, int]]:
     """Convert the equality deletes of ``partitions`` (L0) with rewrite_equality_deletes'
     planner and runner, in one commit; return {partition: (files removed, snapshot)}."""
-    from sparkext.actions.rewrite_deletes import run_round
-    from sparkext.planning.equality_deletes import PlanSettings, plan_round
 
     context, where, options = run.context, run.where, run.options
     deletes = run.table.deletes
@@ -514,7 +515,6 @@ def _check_cluster_columns(name: str, table, cluster_by, levels) -> None:
             f"levels => '{wanted}' clusters {name}, but no cluster columns are set: pass "
             f"cluster_by => 'a,b' or set table property {CLUSTER_BY_PROPERTY}."
         )
-    from sparkext.errors import did_you_mean
 
     columns = table.column_names()
     lower = {c.lower(): c for c in columns}
@@ -528,7 +528,6 @@ def _check_cluster_columns(name: str, table, cluster_by, levels) -> None:
 
 
 def _curve(name: str, cluster_by: tuple[str, ...]) -> str:
-    from sparkext.actions.cluster import resolve_curve
 
     return resolve_curve(name, cluster_by) if cluster_by else "linear"
 

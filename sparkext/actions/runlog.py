@@ -15,6 +15,7 @@ from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import identifiers
+from sparkext.iceberg.catalog import split_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,7 +90,6 @@ def default_table(served: Sequence[str]) -> str:
 
 def ensure(spark: SparkSession, name: str) -> None:
     """Create the log table (and its namespace) if missing."""
-    from sparkext.iceberg.catalog import split_name
 
     parts = split_name(spark, name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {identifiers.join(parts[:-1])}")

@@ -15,16 +15,19 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions.cdc.lag import table_lags
 from sparkext.actions.optimize import CLUSTER_BY_PROPERTY
 from sparkext.declarations import Option, or_empty, parse_bytes, parse_columns
-from sparkext.iceberg.files import table_files
+from sparkext.iceberg.files import PartitionFiles, table_files
 from sparkext.planning.health import (
     PartitionLoad,
     partition_score,
     small_file_threshold,
     table_score,
 )
+from sparkext.planning.lag import table_lag
 from sparkext.planning.optimize import Layout, Settings, layouts
+from sparkext.planning.positions import readable
 from sparkext.times import from_millis
 
 if TYPE_CHECKING:
@@ -146,9 +149,6 @@ def _time(ms: int | None) -> dt.datetime | None:
 def _cdc_state(spark: SparkSession, name: str) -> tuple[Any, Any, Any]:
     """(source time, source position, complete through) of the table's freshest ingest job
     (cdc_lag's columns; the lag itself depends on the clock, cdc_lag has it); NULLs without."""
-    from sparkext.actions.cdc.lag import table_lags
-    from sparkext.planning.lag import table_lag
-    from sparkext.planning.positions import readable
 
     found = table_lag(table_lags(spark, name))
     if found is None:
@@ -174,6 +174,5 @@ def _layouts(table: TableRef, files: Any, cluster_by: tuple[str, ...]) -> dict[s
 
 
 def _empty_unpartitioned() -> Any:
-    from sparkext.iceberg.files import PartitionFiles
 
     return PartitionFiles(None, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, None)

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sparkext.errors import SparkextError
+import sparkext
+from sparkext.errors import SparkextError, SqlParseError
+from sparkext.iceberg.errors import quiet_task_failures, translate
+from sparkext.spark.session import active_session, build_conf, describe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,8 +33,6 @@ def error_message(
     only with ``verbose``. ``source`` (a file name) prefixes a parse error that has a line
     and column (they are in that file) — or every error with ``always`` (an ``-i`` file runs
     unseen)."""
-    from sparkext.errors import SqlParseError
-    from sparkext.iceberg.errors import translate
 
     translated = error if isinstance(error, SparkextError) else translate(error)
     in_file = isinstance(translated, SqlParseError) and translated.line is not None
@@ -111,9 +112,6 @@ def _stop_unstarted_jvm() -> None:
 def start_session(overrides: dict[str, str], verbose: bool, announce: bool = False) -> SparkSession:
     """Start (or attach to) the Spark session; with ``announce``, say on stderr what is being
     started (master, catalog, warehouse) and when it is ready — Spark takes 10–30 s to start."""
-    import sparkext
-    from sparkext.iceberg.errors import quiet_task_failures
-    from sparkext.spark.session import active_session, build_conf, describe
 
     started = time.perf_counter()
     if announce and active_session() is None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext import identifiers
 from sparkext.declarations import Kind, ParamType, Routine
 
 if TYPE_CHECKING:
@@ -156,7 +157,6 @@ class TableNames:
         return self._names
 
     def _list(self) -> list[str]:
-        from sparkext import identifiers
 
         spark = self._spark
         names: list[str] = []

@@ -26,8 +26,15 @@ import click
 
 from sparkext.cli.common import fail, overrides_of
 from sparkext.cli.streaming import _inherited, _session, spark_options
+from sparkext.conf import load_defaults
 from sparkext.errors import EnvironmentSetupError, ServeSetupError
-from sparkext.spark.extension import port_free
+from sparkext.resources import resource_dir
+from sparkext.routing.in_spark import ANSWERS
+from sparkext.security import audit
+from sparkext.security.guard import serve_networked
+from sparkext.security.passwords import read_users, remove_user, set_user
+from sparkext.spark.extension import SYNC_EXECUTION, port_free, start_thrift_server
+from sparkext.spark.settings import setting
 
 DEFAULT_PASSWORD_FILE = Path("~/.sparkext/serve-users")
 KEYSTORE_PASSWORD_ENV = "SPARKEXT_SERVE_KEYSTORE_PASSWORD"
@@ -97,7 +104,6 @@ def check_security(
     keystore_password: str | None,
 ) -> None:
     """One sentence for a setting that would start an unsafe or broken server."""
-    from sparkext.security.passwords import read_users
 
     if auth == "none" and not insecure and not is_loopback(host):
         raise ServeSetupError(
@@ -137,7 +143,6 @@ def _read_new_password(name: str) -> str:
 
 
 def manage_users(password_file: Path, add: str | None, remove: str | None) -> None:
-    from sparkext.security.passwords import remove_user, set_user
 
     if add is not None:
         password = _read_new_password(add)
@@ -226,9 +231,6 @@ def serve(
     insecure: bool,
 ) -> None:
     """Serve sparkext over JDBC/ODBC (HiveServer2 protocol): jdbc:hive2://HOST:PORT/default."""
-    from sparkext.routing.in_spark import ANSWERS
-    from sparkext.security.guard import serve_networked
-    from sparkext.spark.extension import SYNC_EXECUTION, start_thrift_server
 
     confs, master, verbose = _inherited(confs, master, verbose)
     overrides = overrides_of(confs, master)
@@ -284,8 +286,6 @@ def serve(
 
 
 def _configured_password_file(overrides: dict[str, str]) -> Path:
-    from sparkext.conf import load_defaults
-    from sparkext.resources import resource_dir
 
     key = "spark.sparkext.serve.password-file"
     if key in overrides:
@@ -298,7 +298,6 @@ def _configured_password_file(overrides: dict[str, str]) -> Path:
 
 
 def _banner(url: str, auth: str, tls: bool, networked: bool, spark) -> str:
-    from sparkext.spark.settings import setting
 
     shown = url + (";ssl=true" if tls else "")
     login = {"none": "no login", "password": "password file", "ldap": "LDAP"}[auth]
@@ -316,7 +315,6 @@ def _banner(url: str, auth: str, tls: bool, networked: bool, spark) -> str:
 
 
 def _flush_audit(spark) -> None:
-    from sparkext.security import audit
 
     with contextlib.suppress(Exception):  # the audit log never fails what it records
         audit.flush(spark)

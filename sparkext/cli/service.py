@@ -13,8 +13,12 @@ import threading
 
 import click
 
+import sparkext
 from sparkext.cli.common import fail, overrides_of
+from sparkext.cli.progress import Progress
 from sparkext.cli.streaming import EXIT_CANCELLED, _inherited, _session, spark_options
+from sparkext.iceberg.catalog import parse_patterns
+from sparkext.service.service import serve
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,7 +59,6 @@ def optimize_service(
 ) -> None:  # fmt: skip
     """Keep many tables optimised and maintained: a commit-driven priority queue, one job per
     table at a time, a lease per table across processes, a run log in SQL."""
-    from sparkext.service.service import serve
 
     confs, master, verbose = _inherited(confs, master, verbose)
     try:  # bad options are refused before Spark starts
@@ -165,7 +168,6 @@ COMMANDS = {"optimize-service": optimize_service}
 def report(confs, master, verbose, tables, out, log_table, title) -> None:
     """Write one HTML page: per table and partition, files, small files, delete files,
     optimised share, health score and their trends, the worst partitions first with their fix."""
-    from sparkext.iceberg.catalog import parse_patterns
 
     confs, master, verbose = _inherited(confs, master, verbose)
     try:
@@ -173,8 +175,6 @@ def report(confs, master, verbose, tables, out, log_table, title) -> None:
     except Exception as error:
         fail(error, verbose)
     spark = _session(overrides_of(confs, master), verbose)
-    import sparkext
-    from sparkext.cli.progress import Progress
 
     progress = Progress(sys.stderr, spark, None)  # a spinner, or a line every 10 s past 10 s
     try:

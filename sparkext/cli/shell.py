@@ -6,6 +6,7 @@ tabulate (aligned tables), rich (a progress spinner on a terminal).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import signal
@@ -19,11 +20,18 @@ import click
 
 from sparkext import times
 from sparkext.cli.common import error_message, fail, overrides_of, parse_conf, start_session
+from sparkext.cli.completion import shell_completer
 from sparkext.cli.output import FORMATS, write
 from sparkext.cli.progress import Progress
+from sparkext.errors import RoutineReportedFailure, SqlParseError, did_you_mean
+from sparkext.procedures.registry import ROUTINES
+from sparkext.routing.router import execute, failure_column
+from sparkext.routing.tokens import is_complete, split_statements, tokenize
+from sparkext.security.caller import entered
 from sparkext.spark import cancellation
 from sparkext.spark.cancellation import Runner, StatementCancelled
 from sparkext.spark.cancellation import Statement as Running
+from sparkext.spark.session import ICEBERG_JAR, active_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,9 +53,6 @@ def vertical_terminators(text: str) -> tuple[str, set[int]]:
     ("SELECT '\\\\G' AS g;  SELECT 2;", {17})
     """
     from sqlglot.tokens import TokenType
-
-    from sparkext.errors import SqlParseError
-    from sparkext.routing.tokens import tokenize
 
     if "\\G" not in text:
         return text, set()
@@ -102,7 +107,6 @@ class _Failures:
             yield row
 
     def raise_if_any(self) -> None:
-        from sparkext.errors import RoutineReportedFailure
 
         if self.count:
             rows = "row" if self.count == 1 else "rows"
@@ -168,7 +172,6 @@ class Shell:
     def run_statement(
         self, statement: Statement, quiet: bool = False, fmt: str | None = None
     ) -> None:
-        from sparkext.routing.router import execute, failure_column
 
         if self.echo:
             self.out.write(f"\n{statement.text};\n")
@@ -183,7 +186,6 @@ class Shell:
         failures = _Failures(*reporting) if reporting else None
 
         def work() -> int:
-            from sparkext.security.caller import entered
 
             with entered(self.spark, "shell"):
                 frame = execute(self.spark, statement, progress)
@@ -209,7 +211,6 @@ class Shell:
         ``source`` (a file name) prefixes parse errors, so their line and column say which
         file; with ``setup`` (an ``-i`` file, run quietly) every error names it.
         """
-        from sparkext.routing.tokens import split_statements
 
         self.cancelled = False
         try:
@@ -239,10 +240,6 @@ class Shell:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.key_binding import KeyBindings
-
-        from sparkext.cli.completion import shell_completer
-        from sparkext.procedures.registry import ROUTINES
-        from sparkext.routing.tokens import is_complete
 
         bindings = KeyBindings()
 
@@ -282,9 +279,6 @@ class Shell:
 def _use_database(spark: SparkSession, database: str) -> None:
     from sqlglot import exp
 
-    from sparkext.routing.router import execute
-    from sparkext.routing.tokens import split_statements
-
     statement = exp.Use(this=exp.to_table(database)).sql(dialect="spark")
     execute(spark, split_statements(statement)[0])
 
@@ -294,27 +288,44 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         return
     from importlib.metadata import version
 
-    from sparkext.spark.session import ICEBERG_JAR
-
     iceberg = ICEBERG_JAR.rsplit("-", 1)[-1].removesuffix(".jar")
     click.echo(f"sparkext {version('sparkext')} (PySpark {version('pyspark')}, Iceberg {iceberg})")
     ctx.exit()
 
 
+# Each subcommand's module, loaded when the subcommand runs (or --help lists it): the shell's
+# start-up pays for the shell only, not for the Thrift server's or the streaming runner's.
+SUBCOMMANDS = {
+    "backfill": "sparkext.cli.streaming",
+    "stream": "sparkext.cli.streaming",
+    "optimize-service": "sparkext.cli.service",
+    "report": "sparkext.cli.service",
+    "serve": "sparkext.cli.serve",
+}
+
+
 class _Commands(click.Group):
-    """The shell itself plus subcommands; a mistyped subcommand gets a suggestion and SQL typed
-    without -e gets told to use -e."""
+    """The shell itself plus subcommands, each loaded when it is asked for; a mistyped
+    subcommand gets a suggestion and SQL typed without -e gets told to use -e."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SUBCOMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in SUBCOMMANDS and cmd_name not in self.commands:
+            module = importlib.import_module(SUBCOMMANDS[cmd_name])
+            self.add_command(module.COMMANDS[cmd_name], cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
-        from sparkext.errors import did_you_mean
 
         name = args[0] if args else ""
-        if name and name not in self.commands:
+        if name and name not in self.commands and name not in SUBCOMMANDS:
             if " " in name.strip() or name.rstrip().endswith(";"):
                 ctx.fail(f"'{name}' looks like SQL; run it with -e: sparkext-sql -e \"{name}\"")
-            choices = ", ".join(sorted(self.commands))
+            choices = ", ".join(self.list_commands(ctx))
             ctx.fail(
-                f"No such command '{name}'{did_you_mean(name, self.commands)}; "
+                f"No such command '{name}'{did_you_mean(name, self.list_commands(ctx))}; "
                 f"commands: {choices} (SQL goes in -e or -f)."
             )
         return super().resolve_command(ctx, args)
@@ -383,7 +394,6 @@ def cli(
         click.echo(f"Error: cannot read '{error.filename}': {error.strerror}.", err=True)
         sys.exit(1)
     interactive = execute_text is None and script is None and sys.stdin.isatty()
-    from sparkext.spark.session import active_session
 
     owns_session = active_session() is None
     overrides = overrides_of(confs, master)  # a malformed --conf is a usage error (status 2)
@@ -430,16 +440,6 @@ def cli(
             err=True,
         )
     shell.interactive()
-
-
-def _add_commands() -> None:
-    from sparkext.cli import serve, service, streaming
-
-    for name, command in {**streaming.COMMANDS, **service.COMMANDS, **serve.COMMANDS}.items():
-        cli.add_command(command, name)
-
-
-_add_commands()
 
 
 def main() -> None:

@@ -18,6 +18,11 @@ import click
 from sparkext import times
 from sparkext.cli.common import fail, overrides_of, start_session
 from sparkext.cli.output import FORMATS, write
+from sparkext.cli.progress import Progress
+from sparkext.spark.cancellation import Runner, Statement, StatementCancelled
+from sparkext.streaming.backfill import run_backfill
+from sparkext.streaming.job import StreamingSqlError, check_syntax, parse_duration
+from sparkext.streaming.rewrite import parse_time
 
 _SPARK = [
     click.option(
@@ -72,7 +77,6 @@ _COMMITTED = re.compile(r"\(snapshot \d+\)|no commit")
 
 def _check(text: str, job: str, verbose: bool) -> None:
     """Refuse a job whose text does not parse before Spark starts (that takes 10–30 s)."""
-    from sparkext.streaming.job import check_syntax
 
     try:
         check_syntax(text)
@@ -98,8 +102,6 @@ def check_options(
     sparkext.streaming.job.StreamingSqlError: --from 2026-11-21 00:00:00 is not before --to \
 2026-11-20 00:00:00; swap --from and --to.
     """
-    from sparkext.streaming.job import StreamingSqlError, parse_duration
-    from sparkext.streaming.rewrite import parse_time
 
     begin, finish = parse_time(start, "--from"), parse_time(end, "--to")
     # Two wall clocks compare alike in every zone; a time with an offset waits for the session's.
@@ -158,15 +160,12 @@ def _read(job: str) -> str:
 @click.option("--output-format", type=click.Choice(FORMATS), default="table", show_default=True)
 def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, output_format) -> None:
     """Run a streaming job file as bounded batch SQL over [--from, --to)."""
-    from sparkext.cli.progress import Progress
-    from sparkext.spark.cancellation import Runner, Statement, StatementCancelled
 
     confs, master, verbose = _inherited(confs, master, verbose)
     text = _read(job)
     _check(text, job, verbose)
     _check_options(verbose, start=start, end=end, lookup_as_of=lookup_as_of)
     spark = _session(overrides_of(confs, master), verbose)
-    from sparkext.streaming.backfill import run_backfill
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
     running = Statement()
@@ -256,7 +255,6 @@ def stream(
     _check(text, job, verbose)
     _check_options(verbose, start=start_from, interval=interval)
     spark = _session(overrides_of(confs, master), verbose)
-    from sparkext.spark.cancellation import Runner, StatementCancelled
     from sparkext.streaming.stream import run_stream
 
     def start():
@@ -276,7 +274,6 @@ def stream(
     # in one line instead of landing inside a py4j call of this thread. A micro-batch that
     # committed meanwhile did so with its checkpoint, as when a running stream is stopped.
     signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
-    from sparkext.cli.progress import Progress
 
     starting = Progress(sys.stderr, spark, None)  # starting can take a while: never silent
     starting("starting the stream")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import identifiers
 from sparkext.errors import NotAnIcebergTableError, ProcedureArgumentError, TableNotFoundError
-from sparkext.iceberg.errors import location
+from sparkext.iceberg.errors import location, spark_message
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
 from sparkext.spark.java import string_map
@@ -140,7 +140,6 @@ def set_identifier_columns(spark: SparkSession, name: str, columns: list[str]) -
 
 def resolve_table(spark: SparkSession, name: str) -> TableRef:
     """Return the Iceberg table called ``name`` or raise one clear error."""
-    from sparkext.iceberg.errors import spark_message
 
     try:
         parts = split_name(spark, name)

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from sparkext.executors.cdc.files import WrittenFile
     from sparkext.executors.cdc.partitioning import PartitionField
 
+from sparkext.errors import BatchOutdatedError
+from sparkext.executors.cdc.files import DATA
+from sparkext.executors.cdc.partitioning import PartitionField
+from sparkext.iceberg.catalog import metadata_name, split_name
+from sparkext.iceberg.commit import CommitRequest, commit, delete_files, new_run_id
 from sparkext.iceberg.types import iceberg_type
 from sparkext.planning.summary import (
     BATCH_ID,
@@ -236,7 +241,6 @@ class CdcTable:
         return self._memo("partition_fields", self._partition_fields)
 
     def _partition_fields(self) -> list[PartitionField]:
-        from sparkext.executors.cdc.partitioning import PartitionField
 
         types = {c.field_id: c.type for c in self.columns()}
         schema = self._table.schema()
@@ -367,8 +371,6 @@ class CdcTable:
         metadata query; a row per checkpoint reaches the driver)."""
         from pyspark.sql import functions as F
 
-        from sparkext.iceberg.catalog import metadata_name
-
         checkpoint = F.col("summary").getItem(CHECKPOINT_ID)
         rows = (
             self._spark.table(metadata_name(self._spark, self.name, "snapshots"))
@@ -456,7 +458,6 @@ def create_table(
         if column in key:
             identifier.add(jvm.java.lang.Integer.valueOf(index))
     schema = jvm.org.apache.iceberg.Schema(fields, identifier)
-    from sparkext.iceberg.catalog import split_name
 
     parts = split_name(spark, name)  # Spark's own parser: quoting, default catalog
     manager = spark._jsparkSession.sessionState().catalogManager()
@@ -614,8 +615,6 @@ class CdcCommit:
         disjoint writers commit side by side. ``event_log``: (checkpoint id, event-log root),
         recorded in the table's ``sparkext.cdc.event-logs`` property.
         """
-        from sparkext.errors import BatchOutdatedError
-        from sparkext.iceberg.commit import CommitRequest, commit, new_run_id
 
         expected_ids = self.field_ids()
 
@@ -701,7 +700,6 @@ class CdcCommit:
 
     def discard(self, files: Sequence[WrittenFile]) -> None:
         """Delete the files of a batch that was definitely not committed (best effort)."""
-        from sparkext.iceberg.commit import delete_files
 
         delete_files(self._table, [f.path for f in files])
 
@@ -746,7 +744,6 @@ def remove_live_files(table, delta, snapshot_id: int | None):
 def add_written_files(spark: SparkSession, table, delta, files: Sequence[WrittenFile], key):
     """``delta`` adding files written by :func:`sparkext.executors.cdc.files.file_writer`: data
     files and equality deletes on the ``key`` columns, with the metrics their writers computed."""
-    from sparkext.executors.cdc.files import DATA
 
     iceberg = jvm_of(spark).org.apache.iceberg
     spec = table.spec()

@@ -33,6 +33,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkext.identifiers import col, cols
 from sparkext.planning.changelog import (
     Change,
     EqualityDelete,
@@ -331,8 +332,6 @@ class ChangelogTable:
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
 
-        from sparkext.identifiers import cols
-
         self._plan_missing([r for s in read_sets for r in s.reads])
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
         staged: list[str] = []
@@ -376,8 +375,6 @@ class ChangelogTable:
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
         from sqlglot import exp
-
-        from sparkext.identifiers import col
 
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
         groups: dict[tuple[str, ...], list[KeyDelete]] = {}

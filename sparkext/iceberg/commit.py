@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
+from sparkext.iceberg.catalog import _java_table
 from sparkext.iceberg.errors import (
     LOST_RACE,
     UNKNOWN_STATE,
@@ -350,7 +351,6 @@ def snapshot_with_run_id(
     spark: SparkSession, table_name: str, run_id: str, limit: int = 1000
 ) -> int | None:
     """The snapshot of the current ancestry whose summary carries ``run_id`` (a Spark write's)."""
-    from sparkext.iceberg.catalog import _java_table
 
     table = _java_table(spark, table_name)
     table.refresh()
@@ -367,7 +367,6 @@ def snapshot_with_run_id(
 
 def snapshot_facts(spark: SparkSession, table_name: str, snapshot_id: int) -> SnapshotInfo:
     """Summary and ids of one snapshot, from table metadata."""
-    from sparkext.iceberg.catalog import _java_table
 
     return _info(_java_table(spark, table_name).snapshot(snapshot_id))
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
+from sparkext.iceberg.commit import CommitRequest, commit, delete_files
+from sparkext.iceberg.errors import spark_message
 from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
 from sparkext.spark.java import iterate as _iterate
@@ -234,7 +236,6 @@ class DeleteTable:
             return lambda java_file: True
         jvm = jvm_of(self._spark)
         converter = jvm.org.apache.spark.sql.execution.datasources.SparkExpressionConverter
-        from sparkext.iceberg.errors import spark_message
 
         try:
             resolved = converter.collectResolvedSparkExpression(
@@ -367,7 +368,6 @@ class DeleteTable:
         sequence number; a DV added for a data file we add one for) run inside every commit
         attempt, over exactly the snapshots the commit's compare-and-swap replaces.
         """
-        from sparkext.iceberg.commit import CommitRequest, commit
 
         iceberg = jvm_of(self._spark).org.apache.iceberg
         referenced = {a.referenced_data_file for a in added if a.is_dv}
@@ -437,7 +437,6 @@ class DeleteTable:
 
     def discard(self, paths: Sequence[str]) -> None:
         """Delete files this run wrote but did not commit (best effort)."""
-        from sparkext.iceberg.commit import delete_files
 
         delete_files(self._table, paths)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
+import sparkext.errors
 from sparkext.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -22,7 +23,9 @@ from sparkext.errors import (
     SqlParseError,
     TableNotFoundError,
 )
+from sparkext.spark.environment import executor_failure
 from sparkext.spark.java import jvm as jvm_of
+from sparkext.spark.session import active_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +116,6 @@ def python_error(text: str) -> tuple[str, str, str] | None:
 def _raised_in_python(text: str) -> SparkextError | None:
     """The sparkext error, or a :class:`SparkError` of one sentence, for the exception Python
     code raised inside a Spark job; ``None`` when ``text`` holds no Python traceback."""
-    import sparkext.errors
 
     found = python_error(text)
     if found is None:
@@ -271,8 +273,6 @@ def _executor_environment(text: str) -> EnvironmentSetupError | None:
     Python minor version, no such interpreter (:mod:`sparkext.spark.environment`)."""
     from pyspark import SparkContext
 
-    from sparkext.spark.environment import executor_failure
-
     context = SparkContext._active_spark_context
     python = (context.pythonExec if context is not None else None) or "python3"
     sentence = executor_failure(text, python)
@@ -311,7 +311,6 @@ def location(spark: SparkSession, parts: tuple[str, ...] = ()) -> tuple[str, str
 def _with_catalog(message: str) -> str:
     """Spark's TABLE_OR_VIEW_NOT_FOUND as one sentence that says which catalog and warehouse
     were searched (the same statement with another conf or warehouse sees another catalog)."""
-    from sparkext.spark.session import active_session
 
     spark = active_session()
     named = _NOT_FOUND.search(message)
@@ -332,7 +331,6 @@ def _with_catalog(message: str) -> str:
 def _no_namespace() -> str:
     """Iceberg's Hadoop catalog has no namespace of its own: a statement naming no namespace
     (``SHOW TABLES`` at start-up, ``CREATE TABLE t``) before any ``USE`` fails there."""
-    from sparkext.spark.session import active_session
 
     spark = active_session()
     catalog = spark.catalog.currentCatalog() if spark is not None else "the current catalog"

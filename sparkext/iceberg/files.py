@@ -7,6 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.catalog import _java_table
+from sparkext.iceberg.delete_files import DeleteTable, partition_key
+from sparkext.iceberg.optimize_table import (
+    SUMMARY_LEVEL,
+    SUMMARY_OPERATION,
+    bound_columns_of,
+    fact_of,
+    levels_and_merges,
+)
 from sparkext.planning.optimize import DataFileFact
 from sparkext.spark.java import jvm as jvm_of
 
@@ -55,9 +64,6 @@ def table_files(
     commits whose manifests are still current (status DELETED): those date their partition.
     """
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg.delete_files import DeleteTable, partition_key
-    from sparkext.iceberg.optimize_table import bound_columns_of
 
     snapshot_id, snapshots = _snapshots(spark, table)
     if snapshot_id is None:  # no snapshot: no live file
@@ -111,9 +117,6 @@ def _snapshots(spark: SparkSession, table: TableRef) -> tuple[int | None, dict[i
     """The current snapshot id and every retained snapshot, from ONE read of the table metadata
     (its JSON: one py4j call however many snapshots the table keeps)."""
     import json
-
-    from sparkext.iceberg.catalog import _java_table
-    from sparkext.iceberg.optimize_table import SUMMARY_LEVEL, SUMMARY_OPERATION
 
     metadata = _java_table(spark, table.name).operations().current()
     current = metadata.currentSnapshot()
@@ -214,7 +217,6 @@ _COUNTS = (
 def _data_file_facts(rows, snapshots, bound_columns) -> list[DataFileFact]:
     """The live data files, as ``optimize_table.file_facts`` makes them (same levels, same
     L0-merge marks, same bounds), in the order ``entries`` lists them."""
-    from sparkext.iceberg.optimize_table import fact_of, levels_and_merges
 
     levels, merges = levels_and_merges((i, s.level, s.operation) for i, s in snapshots.items())
     return [

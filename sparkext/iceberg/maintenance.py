@@ -19,6 +19,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.errors import CommitConflictError, SparkextError
+from sparkext.iceberg.catalog import metadata_name, release_checkpoint
 from sparkext.planning.maintenance import ManifestStats, Ref, Snapshot
 from sparkext.spark.java import jvm as jvm_of
 
@@ -52,7 +54,6 @@ class TableState:
 def state(spark: SparkSession, name: str) -> TableState:
     """Snapshots (ids, parents, times, summaries) and refs, freshly read (metadata rows only);
     read again when a commit landed between the reads."""
-    from sparkext.errors import CommitConflictError
 
     for attempt in range(4):
         try:
@@ -64,7 +65,6 @@ def state(spark: SparkSession, name: str) -> TableState:
 
 
 def _state(spark: SparkSession, name: str) -> TableState:
-    from sparkext.iceberg.catalog import metadata_name
 
     table = _java_table(spark, name)  # refreshed: the metadata tables below read this state
     current = table.currentSnapshot()
@@ -116,7 +116,6 @@ class Removed:
 def _reachable(spark: SparkSession, name: str):
     """Every file a retained snapshot reaches, with its size, materialised now (the frame must
     describe the state before a change, not be re-planned after it)."""
-    from sparkext.iceberg.catalog import metadata_name
 
     files = spark.table(metadata_name(spark, name, "all_files")).selectExpr(
         "file_path AS path", "file_size_in_bytes AS size"
@@ -130,8 +129,6 @@ def _reachable(spark: SparkSession, name: str):
 def expire_snapshots(spark: SparkSession, name: str, snapshot_ids: list[int]) -> Removed:
     """Expire exactly ``snapshot_ids`` and delete the files only they reached."""
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg.catalog import release_checkpoint
 
     _check_exactly(spark, name, snapshot_ids)
     lists_bytes = sizes(spark, name, _manifest_lists(spark, name, snapshot_ids))
@@ -176,7 +173,6 @@ def _check_exactly(spark: SparkSession, name: str, snapshot_ids: list[int]) -> N
     """Refuse when Iceberg would expire more than the plan: a branch with its own snapshot
     retention (``... WITH SNAPSHOT RETENTION``) applies it whatever the expiry is told, and
     could take a snapshot a hold keeps. Asked with ``apply()``, which commits nothing."""
-    from sparkext.errors import SparkextError
 
     update = _java_table(spark, name).expireSnapshots().expireOlderThan(0)
     for snapshot_id in snapshot_ids:
@@ -260,7 +256,6 @@ def delete_files(spark: SparkSession, name: str, paths: list[str]) -> None:
 
 def manifest_stats(spark: SparkSession, name: str) -> ManifestStats:
     """The current snapshot's data manifests (sizes) and its number of live partitions."""
-    from sparkext.iceberg.catalog import metadata_name
 
     table = _java_table(spark, name)
     target = int(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkext import identifiers
+from sparkext.iceberg.commit import CommitRequest, commit, delete_files
 from sparkext.iceberg.delete_files import DeleteTable, partition_key
 from sparkext.planning.optimize import LEVEL_UNKNOWN, DataFileFact
 from sparkext.spark.java import iterate as _iterate
@@ -258,7 +259,6 @@ class OptimizeTable:
         DVs and file-scoped position deletes of the replaced files are removed with them;
         partition-scoped position deletes stay (they may name other files too).
         """
-        from sparkext.iceberg.commit import CommitRequest, commit
 
         new_files = self._written.pop(written.group_id)
         removable = {}
@@ -294,7 +294,6 @@ class OptimizeTable:
 
     def discard(self, written: Rewritten) -> None:
         """Delete files a group wrote but did not commit (definitely not committed only)."""
-        from sparkext.iceberg.commit import delete_files
 
         self._written.pop(written.group_id, None)
         delete_files(self._table, written.paths)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.catalog import _java_table
 from sparkext.planning.event_time import SnapshotFact
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
@@ -68,7 +69,6 @@ def newest_added_position(
     some added data file has no upper bound for the column (metrics off, or only nulls) or a
     snapshot is gone.
     """
-    from sparkext.iceberg.catalog import _java_table
 
     if not snapshot_ids:
         return True, None

@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sparkext.errors import EventTimeError, SnapshotExpiredError
+from sparkext.iceberg.cdc_table import add_written_files, remove_live_files
+from sparkext.iceberg.commit import CommitRequest, commit, delete_files
 from sparkext.planning.event_time_tags import TAGS_PROPERTY, TagRecord, load_records, with_record
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import string_map
@@ -96,8 +98,6 @@ def commit_tag(
     ``planned_from`` is main's snapshot the plan read: a rollback of main past it fails the
     commit (the plan may have read data that is gone); other commits on main only re-stage it.
     """
-    from sparkext.iceberg.cdc_table import add_written_files, remove_live_files
-    from sparkext.iceberg.commit import CommitRequest, commit
 
     key = table.key()
 
@@ -156,6 +156,5 @@ def commit_tag(
 
 def discard(table: CdcTable, files: Sequence[WrittenFile]) -> None:
     """Delete files written for a tag that was definitely not committed (best effort)."""
-    from sparkext.iceberg.commit import delete_files
 
     delete_files(table._table, [f.path for f in files])

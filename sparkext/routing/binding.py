@@ -24,7 +24,9 @@ from sparkext.declarations import (
     type_label,
 )
 from sparkext.errors import ProcedureArgumentError, did_you_mean
+from sparkext.iceberg.errors import spark_message
 from sparkext.literals import sql_string
+from sparkext.routing.constants import check_constant, evaluate
 from sparkext.routing.invocations import RawArg
 
 if TYPE_CHECKING:
@@ -262,7 +264,6 @@ def bind(
     resolve_table: Callable[[str], Any],
 ) -> BoundArgs:
     """Bind ``args`` to ``routine``: match names, evaluate values, check types, resolve tables."""
-    from sparkext.routing.constants import check_constant
 
     matched = match(routine, args)
     expressions = {}
@@ -291,8 +292,6 @@ def evaluator(
     spark: SparkSession, routine: Routine
 ) -> Callable[[Sequence[exp.Expression]], list[Any]]:
     """An ``evaluate`` for :func:`bind` that runs on ``spark`` and names the routine on failure."""
-    from sparkext.iceberg.errors import spark_message
-    from sparkext.routing.constants import evaluate
 
     def run(expressions: Sequence[exp.Expression]) -> list[Any]:
         try:

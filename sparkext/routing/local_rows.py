@@ -33,6 +33,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sparkext.identifiers import col
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -76,8 +78,6 @@ def _json_frame(spark: SparkSession, rows: Sequence[Any], schema: StructType) ->
     """Verified ``rows`` as one JSON literal expanded on the JVM (no jar, or too large for it)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, LongType, StructField, StructType, TimestampType
-
-    from sparkext.identifiers import col
 
     names = schema.names
     stamps = {f.name for f in schema.fields if isinstance(f.dataType, TimestampType)}

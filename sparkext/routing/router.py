@@ -16,11 +16,16 @@ from sqlglot.tokens import TokenType
 
 from sparkext.declarations import Context, Kind, Routine
 from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
+from sparkext.iceberg.catalog import activate_session, resolve_table
+from sparkext.iceberg.errors import translate
 from sparkext.procedures.registry import ROUTINES
 from sparkext.routing.binding import bind, evaluator
 from sparkext.routing.invocations import Invocation, find_table_functions, parse_call
 from sparkext.routing.local_rows import local_frame
 from sparkext.routing.tokens import Statement, line_col, split_statements
+from sparkext.security.guard import governed
+from sparkext.spark.environment import check_executors
+from sparkext.spark.extension import is_attached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,9 +65,6 @@ def run_invocation(
     progress: Callable[[str], None] | None = None,
 ) -> DataFrame:
     """Bind one invocation's arguments, run its routine and return the result's DataFrame."""
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.security.guard import governed
-    from sparkext.spark.environment import check_executors
 
     arguments = ", ".join(f"{a.name} => {a.sql}" if a.name else a.sql for a in invocation.args)
     label = "procedure" if kind == Kind.PROCEDURE else "function"
@@ -106,8 +108,6 @@ def execute(
     spark: SparkSession, statement: Statement, progress: Callable[[str], None] = _quiet
 ) -> DataFrame:
     """Run one statement and return its result."""
-    from sparkext.iceberg.catalog import activate_session
-    from sparkext.iceberg.errors import translate
 
     # The calling thread may be new to the JVM (the shell's statement thread, a user's pool):
     # Iceberg's source and SQLConf.get read the thread's active session, not this one.
@@ -181,7 +181,6 @@ def _stored_query(statement: Statement) -> str | None:
 
 
 def _in_spark(spark: SparkSession) -> bool:
-    from sparkext.spark.extension import is_attached
 
     return is_attached(spark)
 

@@ -24,7 +24,9 @@ from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext import identifiers
+from sparkext.iceberg.catalog import activate_session, split_name
 from sparkext.spark import settings
+from sparkext.spark.extension import thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -169,8 +171,6 @@ class AuditLog:
                 self.flush()
 
     def _append(self, batch: list[Entry]) -> None:
-        from sparkext.iceberg.catalog import activate_session, split_name
-        from sparkext.spark.extension import thread_session
 
         spark = thread_session(self._context)
         if spark is None:

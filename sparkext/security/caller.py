@@ -19,6 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.spark.extension import jvm_caller
+from sparkext.spark.settings import application
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -38,7 +41,6 @@ _CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 
 
 def spark_user(spark: SparkSession) -> str:
-    from sparkext.spark.settings import application
 
     try:
         return application(spark).user
@@ -75,7 +77,6 @@ def entered(spark: SparkSession, route: str, user: str | None = None) -> Iterato
         return
     caller = Caller(route, user or spark_user(spark))
     token = _CURRENT.set(caller)
-    from sparkext.spark.extension import jvm_caller
 
     leave = jvm_caller(spark, caller.route, caller.user)
     try:

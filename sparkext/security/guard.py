@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkext.errors import AccessDeniedError, SparkextError
+from sparkext.iceberg.catalog import refreshed_snapshot_id
+from sparkext.iceberg.errors import one_line, translate
 from sparkext.security import audit, policy
 from sparkext.security.caller import Caller, current
 from sparkext.spark import settings
@@ -121,7 +123,6 @@ class Call:
 
 
 def _snapshot(spark: SparkSession, table: str) -> int | None:
-    from sparkext.iceberg.catalog import refreshed_snapshot_id
 
     try:
         return refreshed_snapshot_id(spark, table)
@@ -139,7 +140,6 @@ def _record(call: Call, outcome: str, error: str | None) -> None:
 
 
 def _outcome(error: BaseException) -> tuple[str, str]:
-    from sparkext.iceberg.errors import one_line, translate
 
     if isinstance(error, AccessDeniedError):
         return "refused", str(error)

@@ -31,12 +31,29 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions import health_report as report
 from sparkext.actions import lease, runlog
+from sparkext.actions.cdc.lag import table_lags
+from sparkext.actions.maintain import maintain
+from sparkext.actions.optimize import optimize, planned
+from sparkext.declarations import Context
 from sparkext.durations import parse_ms as parse_duration_ms
 from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
-from sparkext.iceberg.catalog import discover, parse_patterns
+from sparkext.iceberg.catalog import (
+    activate_session,
+    discover,
+    parse_patterns,
+    refreshed_snapshot_id,
+    resolve_table,
+)
+from sparkext.iceberg.errors import translate
+from sparkext.literals import sql_string
+from sparkext.planning.lag import table_lag
+from sparkext.security.caller import Caller, spark_user
+from sparkext.security.guard import governed
 from sparkext.service.queue import MAINTENANCE, Job, JobQueue, benefit, tier_of
 from sparkext.spark import cancellation
+from sparkext.spark.environment import check_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,9 +199,6 @@ class Service:
         """Log a CDC table whose lag crosses its threshold (the table property
         ``sparkext.cdc.lag-alert``, else the service's), once when it crosses and once when it
         is back within; :attr:`lagging` and the status line show the tables over it."""
-        from sparkext.actions.cdc.lag import table_lags
-        from sparkext.iceberg.catalog import resolve_table
-        from sparkext.planning.lag import table_lag
 
         now = time.monotonic()
         if now - self._lag_checked.get(name, -LAG_CHECK_S) < LAG_CHECK_S:
@@ -218,9 +232,6 @@ class Service:
             self._log_line("ok", f"{name} lag", f"back within the threshold: {detail}")
 
     def _plan(self, name: str, current: int | None) -> None:
-        from sparkext.actions.optimize import planned
-        from sparkext.declarations import Context
-        from sparkext.iceberg.catalog import resolve_table
 
         try:
             ref = resolve_table(self.spark, name)
@@ -252,7 +263,6 @@ class Service:
             )
 
     def _plan_maintenance(self, name: str) -> None:
-        from sparkext.iceberg.catalog import resolve_table
 
         try:
             properties = dict(resolve_table(self.spark, name).properties)
@@ -296,7 +306,6 @@ class Service:
         return futures
 
     def _run_job(self, job: Job, statement: cancellation.Statement) -> None:
-        from sparkext.iceberg.catalog import activate_session
 
         context = self.spark.sparkContext
         started = time.monotonic()
@@ -365,11 +374,6 @@ class Service:
             self._log_line(entry.outcome, _entry_label(entry), _entry_detail(entry))
 
     def _execute(self, job: Job) -> list[runlog.Entry]:
-        from sparkext.iceberg.catalog import resolve_table
-        from sparkext.literals import sql_string
-        from sparkext.security.caller import Caller, spark_user
-        from sparkext.security.guard import governed
-        from sparkext.spark.environment import check_executors
 
         routine = "sparkext.maintain" if job.kind == "maintain" else "sparkext.tiered_optimize"
         arguments = f"table => {sql_string(job.table)}, job => {sql_string(job.kind)}"
@@ -385,9 +389,6 @@ class Service:
             return self._perform(job, ref)
 
     def _perform(self, job: Job, ref) -> list[runlog.Entry]:
-        from sparkext.actions.maintain import maintain
-        from sparkext.actions.optimize import optimize
-        from sparkext.declarations import Context
 
         context = Context(self.spark)
         now = runlog.utc_now()
@@ -445,7 +446,6 @@ class Service:
 
     def _record_health(self, name: str) -> None:
         """A data point of the report's trends, with each maintenance run (hourly)."""
-        from sparkext.actions import health_report as report
 
         try:
             report.record(self.spark, self.log_table, self.owner, report.health(self.spark, [name]))
@@ -492,13 +492,11 @@ class Service:
 
 
 def _current_snapshot(spark: SparkSession, name: str) -> int | None:
-    from sparkext.iceberg.catalog import refreshed_snapshot_id
 
     return refreshed_snapshot_id(spark, name)
 
 
 def _sentence(error: BaseException) -> str:
-    from sparkext.iceberg.errors import translate
 
     if isinstance(error, SparkextError):
         return str(error)

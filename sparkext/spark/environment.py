@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import EnvironmentSetupError
+from sparkext.executors import probe as executor_probe
+from sparkext.spark.settings import application, setting
+from sparkext.version import __version__
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,7 +66,6 @@ def package(directory: str | os.PathLike[str] | None = None) -> str:
     (``$XDG_CACHE_HOME/sparkext/ship``, else ``~/.cache/sparkext/ship``, mode 0700), never a
     shared temp directory: a zip found there is sent to every executor and run as is, so a name
     anyone can predict must not be anyone's to plant."""
-    from sparkext.version import __version__
 
     files = _files()
     digest = hashlib.sha256()
@@ -88,14 +90,12 @@ def package(directory: str | os.PathLike[str] | None = None) -> str:
 
 
 def _local(spark: SparkSession) -> bool:
-    from sparkext.spark.settings import application
 
     return application(spark).conf.get("spark.master", "local").startswith("local")
 
 
 def ship(spark: SparkSession) -> None:
     """Add :func:`package` to the application (once) when ``spark.sparkext.ship`` is true."""
-    from sparkext.spark.settings import setting
 
     context = spark.sparkContext
     if context in _SHIPPED or (setting(spark, SHIP, "false") or "").lower() != "true":
@@ -129,8 +129,6 @@ def warn_about_the_catalog(spark: SparkSession) -> None:
     """Once per application: say so when a cluster application has a Hadoop catalog."""
     import logging
 
-    from sparkext.spark.settings import application
-
     context = spark.sparkContext
     if context in _WARNED:
         return
@@ -151,7 +149,6 @@ def check_executors(spark: SparkSession) -> None:
     machine: a routine that needs no Python there, ``help``, runs with any) and
     ``spark.sparkext.check-executors=false`` skip it. A Python task that fails the same ways
     later, on any master, gets the same sentences (:func:`executor_failure`)."""
-    from sparkext.spark.settings import setting
 
     context = spark.sparkContext
     if context in _CHECKED:
@@ -170,8 +167,6 @@ def check_executors(spark: SparkSession) -> None:
 
 def _ask(spark: SparkSession) -> list[tuple[str, str, str, str]]:
     from pyspark import cloudpickle
-
-    from sparkext.executors import probe as executor_probe
 
     context = spark.sparkContext
     cloudpickle.register_pickle_by_value(executor_probe)
@@ -235,7 +230,6 @@ def _sentence(text: str, python: str) -> str:
 
 
 def _judge(answers: list[tuple[str, str, str, str]]) -> None:
-    from sparkext.version import __version__
 
     driver_python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for host, python, version, error in sorted(answers):

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkext.errors import EnvironmentSetupError, SparkextError
+from sparkext.fs import set_default_filesystem
 from sparkext.jvm import BRIDGE, EXTENSION, jar_path
+from sparkext.spark.environment import ship, warn_about_the_catalog
 from sparkext.spark.java import import_pyspark_short_names
 from sparkext.spark.java import jvm as jvm_of
 
@@ -118,8 +120,6 @@ def attach(spark: SparkSession, answers: Answers) -> SparkSession:
         _registered[0].answers = answers
         _bridge(spark).register(_registered[0])
         import_pyspark_short_names(spark)  # PySpark's F.* and select() ask for them each call
-    from sparkext.fs import set_default_filesystem
-    from sparkext.spark.environment import ship, warn_about_the_catalog
 
     # a plain path is where Spark reads it: on the default file system (hdfs://… on YARN)
     set_default_filesystem(spark._jsc.hadoopConfiguration().get("fs.defaultFS", "file:///"))

@@ -32,6 +32,8 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
+from sparkext.spark.observe import ansi_mode
+
 CAPACITY = 256
 
 P = ParamSpec("P")
@@ -52,7 +54,6 @@ def _gateway() -> Any:
 
 def _read_mode() -> Hashable:
     """The session state that expressions capture when they are built (see the module)."""
-    from sparkext.spark.observe import ansi_mode
 
     return ansi_mode()
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkext.conf import load_defaults
 from sparkext.errors import EnvironmentSetupError
 from sparkext.resources import resource_dir
-from sparkext.spark.extension import Answers, attach, has_extension, spark_conf
+from sparkext.spark.extension import Answers, attach, has_extension, spark_conf, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -233,8 +233,6 @@ def active_session() -> SparkSession | None:
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
-
-    from sparkext.spark.extension import thread_session
 
     context = SparkContext._active_spark_context
     if context is None:

@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from sparkext import times
+from sparkext.actions.history.versions import cdc_versions
+from sparkext.errors import StreamingWriteError
+from sparkext.iceberg.catalog import current_snapshot_summary, set_identifier_columns
+from sparkext.iceberg.commit import RUN_ID, new_run_id, snapshot_facts, snapshot_with_run_id
+from sparkext.iceberg.errors import spark_write
 from sparkext.identifiers import col
 from sparkext.spark import cancellation
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import parse_job
 from sparkext.streaming.rewrite import BatchPlan, BatchQuery, parse_time, plan_batch, table_ddl
 from sparkext.streaming.udf import register_job_functions
+from sparkext.streaming.upsert import UNTIL, upsert, upserted_until
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,7 +83,6 @@ def commit_of_run(
 ) -> tuple[int | None, int | None, int | None]:
     """The snapshot this run's write made (found by its run id; None when it committed
     nothing), with its added and deleted row counts."""
-    from sparkext.iceberg.commit import snapshot_facts, snapshot_with_run_id
 
     snapshot_id = snapshot_with_run_id(spark, sink, run_id)
     if snapshot_id is None:
@@ -92,7 +98,6 @@ def commit_of_run(
 def create_missing_tables(spark: SparkSession, job) -> bool:
     """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet;
     True when it created one."""
-    from sparkext.iceberg.catalog import set_identifier_columns
 
     created = False
     for decl, statement in zip(job.tables.values(), table_ddl(job), strict=True):
@@ -113,7 +118,6 @@ def registered_views(spark: SparkSession, views, states=None) -> Iterator[None]:
 
     ``states``: a stream's :class:`~sparkext.streaming.dim_state.DimensionStates`, which serves
     the views from the dimension state it keeps; without it each view is read from the table."""
-    from sparkext.actions.history.versions import cdc_versions
 
     try:
         for view in views:
@@ -155,10 +159,6 @@ def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
     ``run_id`` so the result names this write's snapshot, not whoever committed last."""
     from pyspark.sql import functions as F
 
-    from sparkext.iceberg.catalog import current_snapshot_summary
-    from sparkext.iceberg.commit import RUN_ID
-    from sparkext.iceberg.errors import spark_write
-
     insert = query.statement
     read_snapshot, _ = current_snapshot_summary(spark, query.sink)
     frame = sink_frame(spark, insert, query.sink)
@@ -177,9 +177,6 @@ def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
 def _upsert(spark: SparkSession, query: BatchQuery, run_id: str) -> tuple[int | None, int, int]:
     """An updating query into a primary-key sink: the rows of every key that differs between
     the query over the history before the end and before the start, upserted in one commit."""
-    from sparkext import times
-    from sparkext.errors import StreamingWriteError
-    from sparkext.streaming.upsert import UNTIL, upsert, upserted_until
 
     zone = times.session_zone(spark)
     end = times.instant(query.end, zone)
@@ -302,7 +299,6 @@ def run_backfill(
                 BackfillResult(None, None, None, None, time.perf_counter() - began, frame)
             )
             continue
-        from sparkext.iceberg.commit import new_run_id
 
         run_id = new_run_id()
         if query.updating:

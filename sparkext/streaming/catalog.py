@@ -8,6 +8,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from sparkext import times
+from sparkext.actions.history.versions import is_cdc_table
 from sparkext.errors import SparkextError
 from sparkext.iceberg.catalog import (
     identifier_columns,
@@ -62,7 +63,6 @@ class SparkCatalog:
 
     @cache  # noqa: B019 - one catalog object per rewrite
     def cdc(self, table: str) -> bool:
-        from sparkext.actions.history.versions import is_cdc_table
 
         return self._table(table) is not None and is_cdc_table(self.spark, self.name(table))
 

@@ -26,7 +26,17 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from sparkext.actions.history.changelog_stream import ChangelogStream
 from sparkext.fs import Location
+from sparkext.iceberg.catalog import metadata_name
+from sparkext.iceberg.commit import RUN_ID, new_run_id
+from sparkext.streaming.backfill import (
+    commit_counts,
+    commit_of_run,
+    create_missing_tables,
+    sink_frame,
+)
+from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.job import (
     Job,
     StreamingSqlError,
@@ -35,6 +45,9 @@ from sparkext.streaming.job import (
     table_key,
     table_name,
 )
+from sparkext.streaming.rewrite import sink_key, sink_of
+from sparkext.streaming.rules.flink_functions import translate
+from sparkext.streaming.udf import register_job_functions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -182,8 +195,6 @@ def _written_batches(spark: SparkSession, sink: str, checkpoint: str, query_id: 
     summaries of the sink's retained snapshots."""
     from pyspark.sql import functions as F
 
-    from sparkext.iceberg.catalog import metadata_name
-
     summary = F.col("summary")
     row = (
         spark.table(metadata_name(spark, sink, "snapshots"))
@@ -205,19 +216,7 @@ def run_changelog_job(
 ) -> StreamRun:
     """Start a job whose source is hinted ``'changelog'='true'`` (see the module text); what
     :func:`~sparkext.streaming.stream.run_stream` does for such a job."""
-    from sparkext.actions.history.changelog_stream import ChangelogStream
-    from sparkext.iceberg.commit import RUN_ID, new_run_id
-    from sparkext.streaming.backfill import (
-        commit_counts,
-        commit_of_run,
-        create_missing_tables,
-        sink_frame,
-    )
-    from sparkext.streaming.catalog import SparkCatalog
-    from sparkext.streaming.rewrite import sink_key, sink_of
-    from sparkext.streaming.rules.flink_functions import translate
     from sparkext.streaming.stream import StreamRun
-    from sparkext.streaming.udf import register_job_functions
 
     if start_from is not None:
         raise StreamingSqlError(

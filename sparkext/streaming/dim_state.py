@@ -38,9 +38,31 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sparkext import times
+from sparkext.actions.cdc.checkpoint import tree_size
+from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, SYSTEM_NAMES, _read_logs
+from sparkext.actions.history.changelog import changelog
+from sparkext.actions.history.versions import (
+    MARK,
+    cdc_range,
+    earlier_events,
+    is_cdc_table,
+    truncates,
+    undominated,
+    versions_in_place,
+)
 from sparkext.errors import EventTimeError
+from sparkext.iceberg.catalog import (
+    identifier_columns,
+    refreshed_snapshot_id,
+    release_checkpoint,
+    resolve_table,
+)
+from sparkext.iceberg.delete_files import SUMMARY_OPERATION
+from sparkext.iceberg.snapshots import ancestry, live_files
 from sparkext.identifiers import col, cols
+from sparkext.planning.changelog import RangeRequest
 from sparkext.planning.dim_join import NewCommit, Refresh, plan_refresh
+from sparkext.planning.summary import EVENTS_LOCATION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -105,7 +127,6 @@ class DimensionStates:
 
     def close(self) -> None:
         """Release every kept state (the stream has stopped)."""
-        from sparkext.iceberg.catalog import release_checkpoint
 
         # stop() and wait() may both close, on two threads: take the states out once
         held_states = []
@@ -122,18 +143,12 @@ class DimensionStates:
     # ---- pinning and planning ------------------------------------------------------------
 
     def _pin(self, table: str) -> int | None:
-        from sparkext.iceberg.catalog import refreshed_snapshot_id
 
         if table not in self.pins:
             self.pins[table] = refreshed_snapshot_id(self.spark, table)
         return self.pins[table]
 
     def _plan(self, table: str, held: _Held | None, pinned: int | None, cdc: bool) -> Refresh:
-        from sparkext.actions.cdc.checkpoint import tree_size
-        from sparkext.iceberg.catalog import resolve_table
-        from sparkext.iceberg.delete_files import SUMMARY_OPERATION
-        from sparkext.iceberg.snapshots import ancestry
-        from sparkext.planning.summary import EVENTS_LOCATION
 
         ref = resolve_table(self.spark, table)
         total = 0
@@ -180,7 +195,6 @@ class DimensionStates:
             )
 
     def _keep(self, slot: tuple[str, str], held: _Held) -> None:
-        from sparkext.iceberg.catalog import release_checkpoint
 
         old = self._held.get(slot)
         self._held[slot] = held
@@ -194,22 +208,6 @@ class DimensionStates:
 
     def _versions(self, view: ViewSpec) -> DataFrame:
         from pyspark.sql import functions as F
-
-        from sparkext.actions.history.as_of import (
-            EVENT_TIME,
-            OP,
-            POSITION,
-            SYSTEM_NAMES,
-            _read_logs,
-        )
-        from sparkext.actions.history.versions import (
-            MARK,
-            cdc_range,
-            earlier_events,
-            truncates,
-            undominated,
-            versions_in_place,
-        )
 
         started = time.monotonic()
         spark, table = self.spark, view.table
@@ -295,8 +293,6 @@ class DimensionStates:
     # ---- processing mode: one snapshot ---------------------------------------------------
 
     def _lookup(self, table: str) -> DataFrame:
-        from sparkext.actions.history.versions import is_cdc_table
-        from sparkext.iceberg.catalog import identifier_columns
 
         started = time.monotonic()
         spark = self.spark
@@ -362,15 +358,12 @@ def _checkpoint(frame: DataFrame) -> DataFrame:
 
 
 def _release(frames: list[DataFrame]) -> None:
-    from sparkext.iceberg.catalog import release_checkpoint
 
     for frame in frames:
         release_checkpoint(frame)
 
 
 def _live_bytes(spark: SparkSession, table: str, snapshot_id: int | None) -> int:
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.iceberg.snapshots import live_files
 
     if snapshot_id is None:
         return 0
@@ -394,9 +387,6 @@ def _fold(
     keeps its partitioning by key unless the events add keys it does not hold. Checkpoints made
     on the way are added to ``temporaries`` (released once the result is kept)."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
-    from sparkext.actions.history.versions import MARK
 
     others = [n for n in names if n not in key]
     newest = F.struct(POSITION, F.col(OP) != MARK)  # a mark loses a tie with its own event
@@ -459,8 +449,6 @@ def _fold_logs(
     after the events of ``logs``: the fold ingest_cdc itself applies (a late change older than
     the key's last event, a delete included, or than a truncate is dropped), so it equals the
     table at the new snapshot."""
-    from sparkext.actions.history.as_of import SYSTEM_NAMES, _read_logs
-    from sparkext.actions.history.versions import earlier_events
 
     schema = dict((f.name, f.dataType) for f in state.schema.fields)
     user = [(n, schema[n]) for n in names if n not in SYSTEM_NAMES]
@@ -475,8 +463,6 @@ def _fold_logs(
 
 def _chain_to(spark: SparkSession, table: str, snapshot_id: int | None) -> list:
     """The table's retained snapshots up to ``snapshot_id``, oldest first (metadata only)."""
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.iceberg.snapshots import ancestry
 
     chain = ancestry(spark, resolve_table(spark, table))
     ids = [s.snapshot_id for s in chain]
@@ -495,10 +481,6 @@ def _fold_changelog(
     """A table's rows after its changelog (held, pinned]: rows of every changed key (or, without
     identifier fields, every changed row) are replaced by the range's net inserts."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.changelog import changelog
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.planning.changelog import RangeRequest
 
     request = RangeRequest(start=None if held is None else str(held), end=str(pinned))
     identity = key or state.columns

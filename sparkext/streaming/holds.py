@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg import changelog_consumers
 from sparkext.planning.changelog_stream import Registration
 
 if TYPE_CHECKING:
@@ -81,7 +82,6 @@ class SourceHolds:
             self._register(source, snapshot, now)
 
     def _register(self, source: str, snapshot: int | None, now: int) -> None:
-        from sparkext.iceberg import changelog_consumers
 
         registration = Registration(self.name, snapshot, now, self.checkpoint)
         try:

@@ -40,6 +40,9 @@ from sqlglot import exp
 from sparkext import times
 from sparkext.errors import SparkextError
 from sparkext.fs import Location
+from sparkext.iceberg.catalog import resolve_table, snapshot_commit_times
+from sparkext.iceberg.commit import RUN_ID, new_run_id
+from sparkext.iceberg.errors import spark_message
 from sparkext.identifiers import col
 from sparkext.spark.observe import release_proxies
 from sparkext.streaming.backfill import (
@@ -50,8 +53,10 @@ from sparkext.streaming.backfill import (
     sink_frame,
 )
 from sparkext.streaming.catalog import SparkCatalog
+from sparkext.streaming.changelog_source import changelog_tables, run_changelog_job
 from sparkext.streaming.context import RewriteContext
 from sparkext.streaming.dim_state import DimensionStates
+from sparkext.streaming.holds import SourceHolds
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_name
 from sparkext.streaming.rewrite import parse_time, rewrite_query
 from sparkext.streaming.rules import RULES
@@ -150,8 +155,6 @@ def _emitted_until(
     of the retained snapshots), as an instant."""
     from pyspark.sql import functions as F
 
-    from sparkext.iceberg.catalog import resolve_table
-
     table = resolve_table(spark, sink)
     if table.current_snapshot_id is None:
         return None
@@ -168,8 +171,6 @@ def _emitted_until(
 
 def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg.catalog import snapshot_commit_times
 
     reader = (
         spark.readStream.format("iceberg")
@@ -247,7 +248,6 @@ class StreamRun:
         A failure inside a micro-batch is raised as its own one sentence (Spark reports it as
         "An exception was raised by the Python Proxy", with the cause deep in its text).
         """
-        from sparkext.iceberg.errors import spark_message
 
         while self.query.isActive:
             time.sleep(poll_seconds)
@@ -335,7 +335,6 @@ def run_stream(
         run.wait()
     """
     job = parse_job(text)
-    from sparkext.streaming.changelog_source import changelog_tables, run_changelog_job
 
     if changelog_tables(job):  # FROM t /*+ OPTIONS('changelog'='true') */: its own runner
         return run_changelog_job(
@@ -397,8 +396,6 @@ def run_stream(
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
-
-        from sparkext.iceberg.commit import RUN_ID, new_run_id
 
         catalog = SparkCatalog(spark, job.names)
         zone = times.zone(catalog.time_zone)
@@ -481,8 +478,6 @@ def run_stream(
         state.save(state_file)
 
     failures: list[BaseException] = []
-
-    from sparkext.streaming.holds import SourceHolds
 
     holds = SourceHolds(
         spark,

@@ -24,6 +24,12 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.errors import CommitConflictError, StreamingWriteError
+from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
+from sparkext.executors.cdc.files import remove_written as remove
+from sparkext.executors.cdc.partitioning import unsupported
+from sparkext.iceberg.catalog import metadata_name
+from sparkext.iceberg.cdc_table import CdcTable
+from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.identifiers import col, cols, map_in_arrow
 
 if TYPE_CHECKING:
@@ -79,8 +85,6 @@ def changes(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
-
     columns = list(new.columns)
     n = _one_per_key(new, key).withColumn(PRESENT, F.lit(True)).alias("n")
     vanished = None
@@ -134,8 +138,6 @@ def upserted_until(spark: SparkSession, sink: str) -> datetime | None:
     ``sparkext.upsert.until`` of its retained snapshots), as an instant."""
     from pyspark.sql import functions as F
 
-    from sparkext.iceberg.catalog import metadata_name
-
     marks = (
         spark.table(metadata_name(spark, sink, "snapshots"))
         .select(F.col("summary")[UNTIL].alias("until"))
@@ -168,10 +170,6 @@ def upsert(
     from pyspark.sql import functions as F
 
     from sparkext.executors.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
-    from sparkext.executors.cdc.files import remove_written as remove
-    from sparkext.executors.cdc.partitioning import unsupported
-    from sparkext.iceberg.cdc_table import CdcTable
-    from sparkext.iceberg.commit import discard_unless_unknown
 
     by_lower = {c.lower(): c for c in new.columns}
     key = [by_lower.get(k.lower(), k) for k in key]  # as the sink spells its columns
