@@ -21,8 +21,8 @@ from sparkext.spark import environment
 
 ROOT = Path(sparkext.__file__).parent
 # Packages whose paths are tables, checkpoints, event logs, key caches or landing zones.
-DATA_PACKAGES = ("actions/cdc", "actions/history", "executors/cdc", "executors/deletes",
-                 "iceberg", "optimize", "procedures", "streaming", "service", "routing",
+DATA_PACKAGES = ("actions", "executors",
+                 "iceberg", "spark", "procedures", "streaming", "service", "routing",
                  "planning")  # fmt: skip
 LOCAL_CALLS = {
     "open", "os.open", "os.remove", "os.unlink", "os.rename", "os.replace", "os.makedirs",
@@ -38,6 +38,10 @@ ALLOWED = {
     ("iceberg/commit.py", "open"): "the Hadoop catalog's flock, only for a metadata file: path",
     ("iceberg/commit.py", "fcntl.flock"): "same",
     ("actions/cdc/checkpoint.py", "os.open"): "O_EXCL lock file, only on pyarrow's LocalFileSystem",
+    (
+        "executors/daemon.py",
+        "os.stat",
+    ): "the worker daemon's own shipped archive, on the node's disk",
 }
 
 
