@@ -48,6 +48,7 @@ from sparkext.errors import (
     SparkextError,
     did_you_mean,
 )
+from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.iceberg.errors import translate
 from sparkext.iceberg.optimize_table import (
     OPERATION,
@@ -384,19 +385,18 @@ def _run_group(
             if group.level >= 1:
                 summary[SUMMARY_CURVE] = curve
                 summary[SUMMARY_CLUSTER_BY] = ",".join(settings.cluster_columns)
-            snapshot_id = table.commit(facts, paths, written, summary)
-    except cancellation.StatementCancelled:
-        if written is not None:
-            table.discard(written)  # Ctrl-C before the swap: never committed
-        raise
+            made = written
+            what = f"L{group.level} of {_partition_label(group.partition) or 'the table'}"
+            # the one policy: a failed swap deletes what this group wrote unless its state is
+            # unknown (then the files are kept and CommitStateUnknownError says so)
+            with discard_unless_unknown(lambda: table.discard(made), run.ref.name, what):
+                snapshot_id = table.commit(facts, paths, written, summary)
     except CommitStateUnknownError as unknown_state:
-        error, unknown = str(unknown_state), True  # the files may be committed: keep them
+        error, unknown = str(unknown_state), True  # the files may be committed: kept
+    except cancellation.StatementCancelled:
+        raise  # Ctrl-C: what this group wrote is already gone (before the swap: never committed)
     except Exception as failure:  # a conflict, a failed Spark job: this group only
-        # the commit layer raises only unknown states for a swap that may have landed, so
-        # whatever this group wrote is definitely not in the table
         error = _sentence(failure, group)
-        if written is not None:
-            table.discard(written)
         context.progress(f"L{group.level} {_partition_label(group.partition)} failed: {error}")
     committed = error is None
     return GroupResult(

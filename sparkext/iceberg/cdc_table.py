@@ -4,6 +4,10 @@ A batch commits as ONE Iceberg transaction: optional schema evolution, optional 
 RowDelta of data files plus equality-delete files, validated against the snapshot the batch
 started from. The source progress goes into the snapshot summary, so a restart can tell whether a
 batch already landed.
+
+Floor: iceberg (the Iceberg Java API). Near 700 lines on purpose: the table's reader and its
+batch committer share the per-table facts they cache (field ids, progress records), and split
+apart each would need the other's internals.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ if TYPE_CHECKING:
     from sparkext.executors.cdc.partitioning import PartitionField
 
 from sparkext.errors import BatchOutdatedError
-from sparkext.executors.cdc.files import DATA
 from sparkext.executors.cdc.partitioning import PartitionField
 from sparkext.iceberg.catalog import metadata_name, split_name
 from sparkext.iceberg.commit import CommitRequest, commit, delete_files, new_run_id
+from sparkext.iceberg.data_files import add_written_files, remove_live_files
 from sparkext.iceberg.types import iceberg_type
 from sparkext.planning.summary import (
     BATCH_ID,
@@ -106,13 +110,6 @@ class ConcurrentChange:
     removed_data_files: bool  # truncates and row-level rewrites: keys not knowable cheaply
     truncate_position: str | None  # the newest truncate the table had after this snapshot
     equality_delete_paths: tuple[str, ...]  # every key an ingest_cdc commit touched is in these
-
-
-def _int_array(spark, values: Sequence[int]):
-    array = spark.sparkContext._gateway.new_array(spark._jvm.int, len(values))
-    for i, value in enumerate(values):
-        array[i] = value
-    return array
 
 
 _SHAPES: dict[tuple[str, str, str], Any] = {}  # see _remembered
@@ -702,135 +699,3 @@ class CdcCommit:
         """Delete the files of a batch that was definitely not committed (best effort)."""
 
         delete_files(self._table, [f.path for f in files])
-
-
-def partition_data(spark: SparkSession, spec, values: Sequence[str]):
-    """Iceberg's PartitionData for partition strings (parsed by Iceberg, typed in Java)."""
-    jvm = jvm_of(spark)
-    strings = jvm.java.util.ArrayList()
-    for value in values:
-        strings.add(value)
-    probe = (  # DataFiles parses the strings into a typed PartitionData for the spec
-        jvm.org.apache.iceberg.DataFiles.builder(spec)
-        .withPath("partition-probe.parquet")
-        .withFileSizeInBytes(0)
-        .withRecordCount(0)
-        .withPartitionValues(strings)
-        .build()
-    )
-    return probe.partition()
-
-
-def remove_live_files(table, delta, snapshot_id: int | None):
-    """``delta`` removing every data and delete file live in ``snapshot_id`` (None: nothing)."""
-    if snapshot_id is None:
-        return delta
-    removed_deletes = set()
-    tasks = table.newScan().useSnapshot(snapshot_id).planFiles()
-    try:
-        iterator = tasks.iterator()
-        while iterator.hasNext():
-            task = iterator.next()
-            delta = delta.removeRows(task.file())
-            for delete in _iterate(task.deletes()):
-                if str(delete.location()) not in removed_deletes:
-                    removed_deletes.add(str(delete.location()))
-                    delta = delta.removeDeletes(delete)
-    finally:
-        tasks.close()
-    return delta
-
-
-def add_written_files(spark: SparkSession, table, delta, files: Sequence[WrittenFile], key):
-    """``delta`` adding files written by :func:`sparkext.executors.cdc.files.file_writer`: data
-    files and equality deletes on the ``key`` columns, with the metrics their writers computed."""
-
-    iceberg = jvm_of(spark).org.apache.iceberg
-    spec = table.spec()
-    schema = table.schema()
-    key_ids = _int_array(spark, [schema.findField(k).fieldId() for k in key])
-    for f in files:
-        file_metrics = java_metrics(spark, table, f.path, f.metrics)
-        partition = partition_data(spark, spec, f.partition) if f.partition else None
-        if f.kind == DATA:
-            builder = iceberg.DataFiles.builder(spec)
-        else:
-            builder = iceberg.FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(key_ids)
-        builder = (
-            builder.withPath(f.path)
-            .withFormat(iceberg.FileFormat.PARQUET)
-            .withFileSizeInBytes(f.bytes)
-            .withMetrics(file_metrics)
-        )
-        if partition is not None:
-            builder = builder.withPartition(partition)
-        if f.kind == DATA:
-            delta = delta.addRows(builder.build())
-        else:
-            delta = delta.addDeletes(builder.build())
-    return delta
-
-
-def java_metrics(spark: SparkSession, table, path: str, metrics: str | None, deletes=False):
-    """Iceberg ``Metrics`` for a file an executor wrote.
-
-    ``metrics`` is the JSON the executor computed from its own Parquet footer
-    (:func:`sparkext.executors.cdc.files.parquet_metrics`); without it the footer is read here
-    (slower: one read per file on the driver).
-    """
-    iceberg = jvm_of(spark).org.apache.iceberg
-    if metrics is None:
-        config = (
-            iceberg.MetricsConfig.forPositionDelete(table)
-            if deletes
-            else iceberg.MetricsConfig.forTable(table)
-        )
-        return iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(path), config)
-    import base64
-
-    jvm = jvm_of(spark)
-    guava = jvm.org.apache.iceberg.relocated.com.google.common
-    helper = _file_metrics_class(spark)
-    if helper is not None:  # sparkext's jar: the maps in one call instead of ~80
-        maps = list(helper.maps(metrics))
-        count = json.loads(metrics)["record_count"]
-        return iceberg.Metrics(guava.primitives.Longs.stringConverter().convert(str(count)), *maps)
-    values = json.loads(metrics)
-
-    def longs(name: str):
-        # py4j hands small Python ints to Java as Integer (and every Long back as an int), so
-        # the values cross as strings and become Longs inside the JVM
-        strings = jvm.java.util.HashMap()
-        for key, value in (values.get(name) or {}).items():
-            strings.put(jvm.java.lang.Integer.valueOf(int(key)), str(int(value)))
-        return guava.collect.Maps.newHashMap(
-            guava.collect.Maps.transformValues(strings, guava.primitives.Longs.stringConverter())
-        )
-
-    def buffers(name: str):
-        out = jvm.java.util.HashMap()
-        for key, value in (values.get(name) or {}).items():
-            out.put(
-                jvm.java.lang.Integer.valueOf(int(key)),
-                jvm.java.nio.ByteBuffer.wrap(bytearray(base64.b64decode(value))),
-            )
-        return out
-
-    return iceberg.Metrics(
-        guava.primitives.Longs.stringConverter().convert(str(int(values["record_count"]))),
-        longs("column_sizes"),
-        longs("value_counts"),
-        longs("null_value_counts"),
-        longs("nan_value_counts"),
-        buffers("lower_bounds"),
-        buffers("upper_bounds"),
-    )
-
-
-def _file_metrics_class(spark: SparkSession):
-    """``io.sparkext.spark.FileMetrics`` when sparkext's jar is on the driver, else None (a session
-    built without ``sparkext.spark_conf()``: the maps are then built entry by entry)."""
-    from py4j.java_gateway import JavaClass
-
-    found = jvm_of(spark).io.sparkext.spark.FileMetrics
-    return found if isinstance(found, JavaClass) else None

@@ -421,7 +421,7 @@ class DeleteTable:
                 .withReferencedDataFile(a.referenced_data_file)
             )
         else:
-            from sparkext.iceberg.cdc_table import java_metrics
+            from sparkext.iceberg.data_files import java_metrics
 
             metrics = java_metrics(self._spark, table, a.path, a.metrics, deletes=True)
             builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sparkext.errors import EventTimeError, SnapshotExpiredError
-from sparkext.iceberg.cdc_table import add_written_files, remove_live_files
 from sparkext.iceberg.commit import CommitRequest, commit, delete_files
+from sparkext.iceberg.data_files import add_written_files, remove_live_files
 from sparkext.planning.event_time_tags import TAGS_PROPERTY, TagRecord, load_records, with_record
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import string_map

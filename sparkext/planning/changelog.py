@@ -46,6 +46,9 @@ Assumed, as Iceberg's writers do: a commit that replaces a data file's delete fi
 deletion vector merged with the new positions, v2 file-scoped position deletes rewritten) keeps
 every position they deleted. A commit that dropped deletes to bring rows back would not show
 those rows as INSERTs.
+
+Floor: planning (pure). Over 600 lines on purpose: the range resolution, the per-snapshot read
+sets and the equality-run plan are one algebra over the same snapshot facts, tested together.
 """
 
 from __future__ import annotations

@@ -344,19 +344,19 @@ def test_executor_metrics_equal_icebergs_footer_metrics(
 ):
     """The metrics a writer task computes are the ones Iceberg would read from the footer, built
     by sparkext's jar in one call or, without the jar, entry by entry through py4j."""
-    import sparkext.iceberg.cdc_table as cdc_table
+    import sparkext.iceberg.data_files as data_files
 
     if route == "py4j":
-        monkeypatch.setattr(cdc_table, "_file_metrics_class", lambda spark: None)
+        monkeypatch.setattr(data_files, "_file_metrics_class", lambda spark: None)
     else:
-        assert cdc_table._file_metrics_class(spark) is not None
+        assert data_files._file_metrics_class(spark) is not None
     import decimal
     from datetime import date, datetime, timezone
 
     import pyarrow as pa
 
     from sparkext.executors.cdc.files import DATA, KIND, file_writer
-    from sparkext.iceberg.cdc_table import java_metrics
+    from sparkext.iceberg.data_files import java_metrics
     from tests.helpers.iceberg import java_table
 
     spark.sql(

@@ -24,6 +24,9 @@ The mapping follows Debezium's MySQL and PostgreSQL connectors with the JSON con
   ``TIME`` is a duration (negative, or over 24 hours); ``ZonedTime`` stays ISO text.
 * Arrays of primitives, strings and dates -> Iceberg lists; structs, maps and other arrays -> JSON
   text. An unknown logical type keeps its base type's mapping and is reported once per column.
+
+Floor: actions (driver side of ingest_cdc). Over 600 lines on purpose: the type table of every
+Debezium / Kafka Connect logical type is data, and the rows' typing reads it in one place.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from sparkext.actions.cdc.ingest.columns import read_columns
 from sparkext.actions.cdc.ingest.write import discard, write_late
 from sparkext.actions.cdc.model import max_position
 from sparkext.errors import BatchOutdatedError
+from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.identifiers import cols
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ def commit_batch(
     once its snapshot is in the table."""
     from pyspark.sql import functions as F
 
-    from sparkext.errors import CommitStateUnknownError
     from sparkext.iceberg import cdc_table as keys
 
     commit, key = plan.commit, plan.key
@@ -108,7 +108,9 @@ def commit_batch(
             context, changes, applied, key, truncate is not None, progress.truncate_position
         )
 
-    try:
+    # the one policy: a failed commit deletes the batch's files unless its state is unknown
+    what = f"micro-batch {batch_id}"
+    with discard_unless_unknown(lambda: commit.discard(files), context.settings.table, what):
         snapshot = commit.commit(
             files,
             key,
@@ -116,13 +118,8 @@ def commit_batch(
             truncate=truncate is not None and truncate.all,
             check=check,
             event_log=(context.checkpoint_id, context.events_root()),
-            what=f"micro-batch {batch_id}",
+            what=what,
         )
-    except CommitStateUnknownError:
-        raise  # the commit may have landed: its files must stay
-    except Exception:
-        commit.discard(files)  # definitely not committed: leave no orphan files
-        raise
     m.commits += 1
     m.snapshot_ids.append(snapshot)
     committed(batch_id)
