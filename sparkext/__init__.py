@@ -3,6 +3,8 @@
 >>> import sparkext
 >>> spark = sparkext.session()                                     # doctest: +SKIP
 >>> sparkext.sql("CALL sparkext.table_health(table => 'lake.db.t')").show()  # doctest: +SKIP
+
+Floor: top (the Python API).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Read conf/spark-defaults.conf: the single source of Spark configuration."""
+"""Read conf/spark-defaults.conf: the single source of Spark configuration.
+
+Floor: util.
+"""
 
 from __future__ import annotations
 

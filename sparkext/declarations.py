@@ -3,6 +3,8 @@
 A routine is a name, a one-line doc, its parameters, its options, its output columns and a ``run``
 function. The registry (:mod:`sparkext.procedures.registry`) maps names to routines; ``help()`` and
 argument binding read these declarations and nothing else.
+
+Floor: util.
 """
 
 from __future__ import annotations

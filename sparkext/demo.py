@@ -12,6 +12,8 @@ need no substitution); the copies written to another DIR have that path replaced
 
 The events are generated here rather than shipped as files so that the whole history is the one
 table below (``ORDER_CHANGES``), which is what the docs' expected outputs are worked out from.
+
+Floor: top.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Every message is one sentence that quotes the bad value and, where possible, suggests a fix.
 Java and Spark exceptions are translated to this tree in exactly one place:
 :func:`sparkext.iceberg.errors.translate`.
+
+Floor: util.
 """
 
 from __future__ import annotations

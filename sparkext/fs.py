@@ -11,6 +11,8 @@ pyarrow and Spark always meet in the same place.
 ('file:///tmp/ck', '/tmp/ck')
 >>> Location.of("file:///tmp/ck").child("offsets").uri
 'file:///tmp/ck/offsets'
+
+Floor: util.
 """
 
 from __future__ import annotations

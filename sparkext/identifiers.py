@@ -5,6 +5,8 @@ Spark reads a name in backticks literally (a doubled backtick stands for one), s
 Every place that joins names into a string Spark parses (``F.col``, ``spark.table``, a DDL
 string, a metadata-table name) goes through this module; a name as a plain Python value (a join's
 ``on`` list, ``withColumnRenamed``, ``alias``) needs no quoting.
+
+Floor: util.
 """
 
 from __future__ import annotations

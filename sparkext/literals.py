@@ -8,6 +8,8 @@ every file, and a broadcast semi-join against a DataFrame of the values is as fa
 
 :func:`sql_string` writes a string as a literal a user can copy, for error messages that quote
 what was written (``where => "day = DATE '2026-11-21'"``, quotes not nested).
+
+Floor: util.
 """
 
 from __future__ import annotations

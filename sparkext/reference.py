@@ -9,6 +9,8 @@ outside the markers is written by hand and never touched. After changing a decla
 
 which rewrites the generated part of every page in place (and makes a page for a new routine);
 tests/pure/test_reference_pages.py fails while a page and its declaration disagree.
+
+Floor: top.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 A wheel carries them as ``sparkext/_resources/{conf,sql}``; an editable install or a checkout finds
 them at the repository root. ``SPARKEXT_CONF_DIR`` overrides the conf directory (a cluster setup).
+
+Floor: util.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Where possible avoid even that: compute in Spark as epoch numbers (``unix_micros
 ``timestamp_micros`` (:func:`lit`).
 
 This module imports no pyspark at import time (planners and rules use it).
+
+Floor: util.
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""actions."""
+"""actions.
+
+Floor: actions (the work, typed results).
+"""

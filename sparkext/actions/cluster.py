@@ -6,6 +6,8 @@ driver), turns the sample into per-column quantile boundaries (:func:`curves.bou
 computes every row's curve key on the executors in Arrow batches (``mapInArrow`` with
 :func:`curves.curve_key`), range-partitions by the key into one task per output file and sorts
 each task by it. ``linear`` range-partitions and sorts by the columns themselves.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

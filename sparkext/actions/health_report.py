@@ -10,6 +10,8 @@ in the page, so the page opens offline. Every number in the page is also in the 
 files they touch; small files (two or more that would pack into fewer) → L0 merges them; a
 clustered table whose partition is mostly unclustered (optimised share < 50%) → L1 clusters it;
 clustering depth over 4× → L2 re-clusters; else none.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

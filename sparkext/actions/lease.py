@@ -7,6 +7,8 @@ catalog's swap is atomic (JDBC, Hive, REST catalogs; the Hadoop catalog on HDFS;
 disk or an object store its check-then-rename leaves a window). A holder that crashes
 stops renewing; its lease expires after ``ttl`` and the next taker proceeds. Clocks of the
 processes are assumed to agree to well within the TTL (default 5 minutes).
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

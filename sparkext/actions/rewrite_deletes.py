@@ -8,6 +8,8 @@
    data file is gone (dangling).
 4. Executors write Parquet position-delete files (v2) or one DV per data file in Puffin files
    (v3); the driver collects one small row per written file and commits ONE RewriteFiles.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Default table: ``<catalog>.sparkext.optimize_log`` in the catalog of the first s
 partitioned by day. Appends from several services never conflict (Iceberg retries appends).
 The log is also the service's memory across restarts: when each table's maintenance actions
 last succeeded (:func:`last_runs`).
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

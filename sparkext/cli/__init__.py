@@ -1,1 +1,4 @@
-"""Command-line entry points: sparkext-sql (shell) and sparkext-demo."""
+"""Command-line entry points: sparkext-sql (shell) and sparkext-demo.
+
+Floor: top (command line).
+"""

@@ -1,4 +1,7 @@
-"""What every sparkext command line shares: error lines, --conf parsing, starting Spark."""
+"""What every sparkext command line shares: error lines, --conf parsing, starting Spark.
+
+Floor: top (command line).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ and table names.
 :func:`complete` is a pure planner over the text before the cursor (tested without a
 terminal); :class:`ShellCompleter` is its prompt_toolkit face, with the tables of the current
 catalog listed lazily and cached for a short while.
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

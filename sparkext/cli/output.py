@@ -1,4 +1,7 @@
-"""Print query results as aligned tables (like spark-sql), JSON lines or CSV."""
+"""Print query results as aligned tables (like spark-sql), JSON lines or CSV.
+
+Floor: top (command line).
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ of its running Spark stages; it is cleared before any result is printed. When st
 terminal (``-e``/``-f`` with output redirected, cron, CI logs) nothing is printed for a statement
 that finishes within :data:`QUIET_SECONDS`; after that one line per stage change, and a line
 every :data:`HEARTBEAT_SECONDS` while nothing changes, so a long procedure is never silent.
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

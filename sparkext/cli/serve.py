@@ -9,6 +9,8 @@ Security (docs/guides/serve-security.md): ``--auth password`` checks a file of s
 TLS. A server that listens beyond this machine without authentication is refused unless
 ``--insecure`` says so, and its clients may call only read-only routines unless a policy
 (``spark.sparkext.policy``) grants more.
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Library: click (options), rich (the status line on a terminal). One log line per job on stdout;
 the status line (tables, queue, running jobs, counts) on stderr when it is a terminal. Ctrl-C
 stops taking jobs and lets the running ones finish; a second Ctrl-C cancels them.
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Libraries: click (options), prompt_toolkit (line editing, history, multi-line input),
 tabulate (aligned tables), rich (a progress spinner on a terminal).
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 sparkext-sql backfill job.sql --from '2024-01-01' --to '2024-01-02' [--dry-run]
 sparkext-sql stream job.sql --checkpoint DIR [--available-now]
+
+Floor: top (command line).
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""executors."""
+"""executors.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
+"""

@@ -37,6 +37,8 @@ No pyspark here; numpy and pyarrow only, and no loop over rows.
 >>> rows  # doctest: +NORMALIZE_WHITESPACE
 [('Lima', 1999), (None, 2001), ('Kyiv', 2010), ('Lima', 2024), ('Rome', 2024),
  ('Oslo', 2001), ('Oslo', 1999)]
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

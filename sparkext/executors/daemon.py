@@ -25,6 +25,8 @@ Set by :func:`sparkext.spark.session.build_conf` for local masters (``spark.pyth
 on a cluster whose executors have sparkext installed, set it in spark-defaults
 (conf/cluster.conf.example).
 A module that fails to import is skipped: the daemon then behaves exactly like PySpark's own.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 This module is pickled by value (its function travels in the task itself), so it runs on an
 executor whose Python cannot import sparkext, and says so instead of failing to unpickle. It
 imports nothing from sparkext at module level.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Resolve table names to Iceberg tables and read table-level metadata through the Java API."""
+"""Resolve table names to Iceberg tables and read table-level metadata through the Java API.
+
+Floor: iceberg (the Iceberg Java API).
+"""
 
 from __future__ import annotations
 

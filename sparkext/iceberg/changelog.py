@@ -20,6 +20,8 @@ Snapshots never change, so what was learnt about one (its files, the scan tasks 
 reads) is kept, per table UUID, in a bounded cache: a changelog over a range that was read
 before (a stream's next batch, overlapping ranges) plans nothing again. Java objects never leave
 this module.
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

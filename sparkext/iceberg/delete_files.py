@@ -4,6 +4,8 @@ Facts come from the ``entries`` metadata table at the plan's snapshot (so partit
 same strings the executors compute for data files); the Java ``DeleteFile`` objects needed to
 remove files stay in this module, looked up by path. The commit is ONE RewriteFiles validated
 from the snapshot the plan started from.
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Per-partition file statistics from Iceberg's metadata tables (manifests only, never data)."""
+"""Per-partition file statistics from Iceberg's metadata tables (manifests only, never data).
+
+Floor: iceberg (the Iceberg Java API).
+"""
 
 from __future__ import annotations
 

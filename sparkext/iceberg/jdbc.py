@@ -4,6 +4,8 @@ The database does the scanning; sparkext reads what it computed.
 
 The JDBC driver must be on the driver's class path (``spark.driver.extraClassPath`` or
 ``spark.jars``), as for Spark's own JDBC source.
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

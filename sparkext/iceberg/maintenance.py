@@ -11,6 +11,8 @@ was decided.
   file any retained snapshot reaches, hidden ``_``/``.`` paths skipped) with a delete function
   that only records: sizes are read and the files deleted here, so the row has bytes and
   ``dry_run`` deletes nothing.
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ and committed here as ONE RewriteFiles validated from the planned snapshot, carr
 snapshot's data sequence number: equality deletes committed meanwhile by a CDC writer still
 apply to the rewritten rows (apache/iceberg#7218), and a position delete or DV added meanwhile
 on a rewritten file fails the group (Iceberg's validation), which then leaves nothing behind.
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Snapshot ancestry and per-snapshot file totals, from Iceberg's metadata tables."""
+"""Snapshot ancestry and per-snapshot file totals, from Iceberg's metadata tables.
+
+Floor: iceberg (the Iceberg Java API).
+"""
 
 from __future__ import annotations
 

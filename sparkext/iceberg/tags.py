@@ -10,6 +10,8 @@ never visible, main is never touched and a commit on main in between only re-sta
 Sequence numbers: the RowDelta's snapshot gets the table's next sequence number, above every
 data file of the base, so its equality deletes remove the base rows of the changed keys and not
 the rows it adds (same sequence number).
+
+Floor: iceberg (the Iceberg Java API).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Spark SQL type names -> Iceberg types (through py4j), for tables sparkext creates or evolves."""
+"""Spark SQL type names -> Iceberg types (through py4j), for tables sparkext creates or evolves.
+
+Floor: iceberg (the Iceberg Java API).
+"""
 
 from __future__ import annotations
 

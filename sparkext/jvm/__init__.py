@@ -7,6 +7,8 @@ the repository so an install needs no JDK. A test rebuilds it and checks the cla
 The extension only routes: ``CALL sparkext.<name>(...)`` and ``sparkext.<name>(...)`` in FROM are
 turned into calls back into the Python driver (``sparkext.spark.extension``), which binds and
 runs the routine exactly as ``sparkext.sql`` does and hands Spark the result's plan.
+
+Floor: spark (the JVM extension's sources and jar).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``python -m sparkext.jvm``: rebuild sparkext-spark.jar from src/."""
+"""``python -m sparkext.jvm``: rebuild sparkext-spark.jar from src/.
+
+Floor: spark (the JVM extension's sources and jar).
+"""
 
 from sparkext.jvm import build
 

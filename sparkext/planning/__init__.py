@@ -1,1 +1,4 @@
-"""Pure planners over metadata: no pyspark, no py4j; unit-testable in milliseconds."""
+"""Pure planners over metadata: no pyspark, no py4j; unit-testable in milliseconds.
+
+Floor: planning (pure: no pyspark, no py4j).
+"""

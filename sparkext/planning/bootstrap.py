@@ -7,6 +7,8 @@ change
 made after it and *at or above* every change the copy already holds, so a following ingest_cdc
 applies exactly the changes after it (its per-key version of every copied row, and its truncate
 mark, is the point).
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

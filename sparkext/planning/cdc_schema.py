@@ -1,4 +1,7 @@
-"""Plan how a CDC table's schema follows its source: new columns, allowed widenings, refusals."""
+"""Plan how a CDC table's schema follows its source: new columns, allowed widenings, refusals.
+
+Floor: planning (pure: no pyspark, no py4j).
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ consumed, null before the first snapshot>, "heartbeat": <epoch ms>, "checkpoint"
 commit. A registration whose heartbeat is older than its TTL (default 7 days) is stale and
 protects nothing. :func:`oldest_needed` says which snapshot maintenance must keep, with every
 snapshot committed after it.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ truncates a version must survive, and how a stream brings its dimension state fo
 
 No pyspark here: every function takes names, sizes and snapshot facts and returns plain data,
 so the rules are unit-tested in milliseconds (tests/pure/test_dim_join_plan.py).
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

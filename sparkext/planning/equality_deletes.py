@@ -6,6 +6,8 @@ the data sequence number each new delete file must carry: the largest of the del
 replaces (Iceberg's rule for RewriteFiles.addFile(DeleteFile, long)). A position delete names one
 data file, and every data file it names is older than the deletes it replaces, so the new file
 deletes exactly the rows the replaced ones did.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ The plan:
    is > T0 (pruned by the summary alone); only events with event time <= T0 count;
 3. when s1 is no longer retained (expired), the plan is a full replay of every event log, but only
    if the caller allows it; otherwise one error sentence says what to do.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

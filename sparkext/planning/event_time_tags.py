@@ -20,6 +20,8 @@ millisecond of D. A day is closed once the newest event time ingested passed D+1
 grace period (sources lag each other and events arrive late); its tag is made once. Late events
 for a tagged day (a commit after the tag was planned holding events <= its T0) make the tag
 *stale*: it is listed as such and replaced only on request.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ The table score is the partition scores' mean weighted by data bytes (by file co
 table holds no bytes), less up to 10 for snapshot history: 1 point per 100 retained snapshots.
 A healthy table scores 100; a score under 60 is worth a rewrite_data_files or
 rewrite_equality_deletes.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ complete_through``:
 with heartbeats it stays right while the source is idle; without them it grows from the last
 change, which is all a lake can know (Debezium's own MilliSecondsBehindSource keeps its last value
 instead, DBZ-8885).
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ to it (:func:`holds`):
 3. ``snapshot_as_of_event_time``: the base snapshot s1 of T0 = now − ``event-time-retention``
    (default 7 days), so any T0 inside the window plans from a retained base;
 4. a tag or branch head (Iceberg's own refs; their ``max-ref-age`` is Iceberg's to apply).
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

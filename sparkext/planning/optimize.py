@@ -18,6 +18,8 @@ a small file is level 0, a larger one is settled (level 1) and only L2 rewrites 
 The number of L1 runs since the partition's last L2 needs no counter that could go stale: L2
 rewrites every file of the partition, so it is the number of distinct snapshots that added the
 partition's live level-1 files.
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ what orders them (docs/reference/ingest_cdc.md, "Ordering of change events"):
 
 Positions of different families never compare: a table holds one family, and an event of
 another family is rejected with a sentence (see :func:`incomparable`).
+
+Floor: planning (pure: no pyspark, no py4j).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Pure planning for reconcile: key ranges from a sample, their SQL on the source, the diff of
-two key lists, and positions compared. No Spark, no database: unit-tested alone."""
+two key lists, and positions compared. No Spark, no database: unit-tested alone.
+
+Floor: planning (pure: no pyspark, no py4j).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Snapshot-summary keys that ingest_cdc writes and other procedures read (one definition)."""
+"""Snapshot-summary keys that ingest_cdc writes and other procedures read (one definition).
+
+Floor: planning (pure: no pyspark, no py4j).
+"""
 
 CHECKPOINT_ID = "sparkext.cdc.checkpoint-id"
 BATCH_ID = "sparkext.cdc.batch-id"

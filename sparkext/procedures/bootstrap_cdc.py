@@ -1,6 +1,9 @@
 """CALL sparkext.bootstrap_cdc(table, source [, options]): copy a large source table into a new
 CDC table at one consistent point, recorded so that ingest_cdc goes on from exactly there (see
-:mod:`sparkext.actions.cdc.bootstrap`)."""
+:mod:`sparkext.actions.cdc.bootstrap`).
+
+Floor: procedures (the SQL façade of an action).
+"""
 
 from __future__ import annotations
 

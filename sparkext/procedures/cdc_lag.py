@@ -3,6 +3,8 @@
 One row per ingest job (checkpoint) that wrote the table: the source commit time and position
 its commits reached, the newest Debezium heartbeat it confirmed, and the lag behind the source
 (sparkext.planning.lag). ``history => true`` gives one row per retained commit instead.
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ UPDATE_AFTER), ``_change_ordinal``, ``_commit_snapshot_id`` as Iceberg's ``<tabl
 and ``_commit_timestamp``. Carry-over rows are removed, as Iceberg's ``create_changelog_view``
 does. See :mod:`sparkext.actions.history.changelog` for how, and
 :mod:`sparkext.procedures.create_changelog_view` for Iceberg's procedure.
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

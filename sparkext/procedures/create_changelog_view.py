@@ -6,6 +6,8 @@ switching from ``CALL lake.system.create_changelog_view(...)`` is a change of ca
 it works on merge-on-read tables where Iceberg's view fails. The view is a session temp view of
 :func:`sparkext.actions.history.changelog.changelog` (the rows are read when the view is queried;
 the range is resolved, and bad arguments refused, when the procedure runs).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ joins one snapshot (option ``as-of``; default the current one). Streaming jobs g
 from ``JOIN dim FOR SYSTEM_TIME AS OF f.ts`` with the dimension's state kept in executor memory
 (:mod:`sparkext.streaming.dim_state`). How the batch join works:
 :mod:`sparkext.actions.history.dim_join`.
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

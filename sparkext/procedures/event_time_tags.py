@@ -4,6 +4,8 @@
 made by ``snapshot_as_of_event_time(..., tag => ...)`` that still exists, oldest T0 first.
 ``late_commits`` counts the commits on main since the tag was planned that hold events at or
 before its T0: a tag with late commits misses those late events (replace it on request).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

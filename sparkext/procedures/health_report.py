@@ -5,6 +5,8 @@ would raise it and the table's score change over the run log's window; ``record`
 true) also appends the tables' current health to the run log, where the trends come from.
 ``sparkext-sql report --out report.html`` renders the same data as a page
 (:mod:`sparkext.actions.health_report`).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

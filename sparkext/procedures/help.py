@@ -1,4 +1,7 @@
-"""CALL sparkext.help(['name']): list routines, or one routine's parameters, options and output."""
+"""CALL sparkext.help(['name']): list routines, or one routine's parameters, options and output.
+
+Floor: procedures (the SQL façade of an action).
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Debezium change events in a file landing zone become equality-delete upserts into an Iceberg
 merge-on-read table, one atomic commit per micro-batch (see sparkext.actions.cdc.ingest).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

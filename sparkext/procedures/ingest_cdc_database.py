@@ -3,6 +3,8 @@
 Every Debezium topic of a landing root (or of a Kafka topic pattern) into an Iceberg table of its
 own in ``namespace``, created on first sight, each with its own commit per micro-batch, from one
 Spark stream and one checkpoint (see sparkext.actions.cdc.database).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

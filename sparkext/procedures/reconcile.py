@@ -1,5 +1,8 @@
 """CALL sparkext.reconcile(table, source [, options]): is the lake table equal to its source
-database, and if not, which keys differ (see :mod:`sparkext.actions.cdc.reconcile`)."""
+database, and if not, which keys differ (see :mod:`sparkext.actions.cdc.reconcile`).
+
+Floor: procedures (the SQL façade of an action).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The one explicit map from SQL name to routine. A new procedure is a module plus a line here."""
+"""The one explicit map from SQL name to routine. A new procedure is a module plus a line here.
+
+Floor: procedures (the SQL façade of an action).
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ small position-delete files, so readers stop testing every row against every del
 (Yanxuan's two steps; Apache Amoro's "minor optimizing"). Each round: plan from metadata
 (sparkext.planning.equality_deletes), join on executors (sparkext.actions.rewrite_deletes), ONE
 RewriteFiles commit validated from the planned snapshot (sparkext.iceberg.delete_files).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ as_of => TIMESTAMP ..., target => 'lake.ods.orders_daily' [, partition_value => 
 writes that state into one partition of a target table (created if missing); re-running the
 same partition replaces it in one atomic overwrite, so a rerun is idempotent.
 See :mod:`sparkext.actions.history.as_of` for how the state is computed.
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

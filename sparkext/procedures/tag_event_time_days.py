@@ -7,6 +7,8 @@ ingested into the table passed its end by ``grace``; a day that is not closed is
 sentence unless ``force => true``. Days already tagged are skipped; a tag that late events made
 stale is reported (``stale``) and moved only with ``'replace-stale', 'true'`` (re-tag on
 request: readers of a published tag never see it change behind their back).
+
+Floor: procedures (the SQL façade of an action).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Order matters for users: name checks (unknown, duplicate, mixed, missing, too many) run before
 anything touches Spark, so a misspelt call fails fast and changes nothing.
+
+Floor: routing.
 """
 
 from __future__ import annotations

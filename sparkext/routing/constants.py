@@ -1,4 +1,7 @@
-"""Evaluate argument expressions: plain literals in Python, anything else once through Spark."""
+"""Evaluate argument expressions: plain literals in Python, anything else once through Spark.
+
+Floor: routing.
+"""
 
 from __future__ import annotations
 

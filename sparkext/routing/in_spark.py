@@ -3,6 +3,8 @@
 Spark's own parser hands over the statement's text (``spark.sql``, a notebook's ``%sql``, a JDBC
 client through the Thrift server, a view's stored text); the invocation is found and bound here by
 the same code as ``sparkext.sql``, so arguments, defaults, output and error sentences are the same.
+
+Floor: routing.
 """
 
 from __future__ import annotations

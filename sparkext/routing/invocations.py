@@ -3,6 +3,8 @@
 Only the argument lists are parsed (with sqlglot's Spark parser, on the statement's own tokens, so
 error positions are those of the user's text); the rest of a statement is left byte for byte as
 written and goes to Spark unchanged.
+
+Floor: routing.
 """
 
 from __future__ import annotations

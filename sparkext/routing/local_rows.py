@@ -21,6 +21,8 @@ worker. Up to ``SQL_TEXT_CHARS`` whose names need no quoting that is one SQL sta
 with sqlglot), its JSON as base64, which the parser's ``${...}`` substitution and escape settings
 cannot touch; timestamps cross it as the microseconds PySpark itself would store (naive datetimes
 in the driver's local zone, aware ones exactly).
+
+Floor: routing.
 """
 
 from __future__ import annotations

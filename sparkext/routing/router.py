@@ -2,6 +2,8 @@
 
 A statement that is not ours reaches ``spark.sql`` byte for byte as the user wrote it (Iceberg's own
 ``CALL lake.system.*`` included); routing costs one tokenization of the text.
+
+Floor: routing.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Splitting on tokens (not characters) keeps a ``;`` inside a string, a quoted identifier or a
 comment where it belongs. sqlglot treats ``CALL``/``SHOW``/… as opaque commands whose text runs to
 the next ``;`` even inside a comment; sparkext tokenizes them like any other statement instead.
+
+Floor: routing.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ tried again at the next flush (the server's log says why), up to 100,000 calls.
 Settings (the application's Spark conf, which a JDBC client's ``SET`` cannot change):
 ``spark.sparkext.audit.enabled`` (true), ``spark.sparkext.audit.table``
 (``<default catalog>.sparkext.audit_log``), ``spark.sparkext.audit.flush-interval`` (10).
+
+Floor: security.
 """
 
 from __future__ import annotations

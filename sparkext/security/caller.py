@@ -9,6 +9,8 @@ user, or ``HADOOP_USER_NAME``).
 The route of a Python entry point is held in a context variable and, for the statements it passes
 to Spark, in the JVM thread's ``io.sparkext.spark.Caller`` (PySpark pins each Python thread to one
 JVM thread), so a routine Spark's parser hands back is attributed to the same route.
+
+Floor: security.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
 JVM extension holds (``io.sparkext.spark.IcebergCall``) and Spark runs between the two.
 A refusal is :class:`~sparkext.errors.AccessDeniedError`, one sentence naming the user, the routine
 and the policy; the data is untouched.
+
+Floor: security.
 """
 
 from __future__ import annotations

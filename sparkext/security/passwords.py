@@ -4,6 +4,8 @@ One line per user, ``name:$pbkdf2-sha256$<iterations>$<salt>$<hash>`` (salt and 
 the format the server's JVM side (``io.sparkext.spark.PasswordFile``) verifies. hashlib's PBKDF2
 and Java's ``PBKDF2WithHmacSHA256`` compute the same bytes. The file is written atomically and
 readable by its owner only.
+
+Floor: security.
 """
 
 from __future__ import annotations

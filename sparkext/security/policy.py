@@ -18,6 +18,8 @@ A policy is a TOML file (``spark.sparkext.policy``), read again whenever it chan
 
 ``read-only`` names every routine that changes no table (``help``, ``table_health``, …). Pure:
 no Spark, no files beyond the policy's own.
+
+Floor: security.
 """
 
 from __future__ import annotations

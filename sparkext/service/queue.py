@@ -15,6 +15,8 @@ Order (smallest key first):
 
 At most one job per table runs at a time (:meth:`JobQueue.pop`) and a table's job is queued
 once per (table, partition, kind): a later plan replaces an earlier one still waiting.
+
+Floor: service.
 """
 
 from __future__ import annotations

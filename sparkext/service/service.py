@@ -18,6 +18,8 @@ Each cycle (every ``poll_interval``):
 Every job ends as one log line and rows in the run log (:mod:`sparkext.actions.runlog`).
 :meth:`Service.stop` (Ctrl-C) stops taking jobs and lets the running ones finish;
 :meth:`Service.cancel` (a second Ctrl-C) cancels them: they commit nothing more.
+
+Floor: service.
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""spark."""
+"""spark.
+
+Floor: spark (the py4j edge into Spark).
+"""

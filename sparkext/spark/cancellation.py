@@ -12,6 +12,8 @@ worker to wind down. The commit layer (:mod:`sparkext.iceberg.commit`) checks th
 before its one atomic swap and records every commit it makes, so a cancelled procedure either
 committed nothing or the user is told exactly which snapshots landed (a swap already under way
 completes: the catalog's compare-and-swap cannot be interrupted halfway).
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

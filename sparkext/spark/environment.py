@@ -12,6 +12,8 @@ sparkext as the driver, with the same Python minor version (PySpark's own rule).
 
 :func:`check_executors` asks the executors once per application, before the first routine that
 runs there, and turns each way it can go wrong into one sentence on the driver.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

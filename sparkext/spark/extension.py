@@ -5,6 +5,8 @@ callback server PySpark starts for ``foreachBatch``. Spark's parser, in any sess
 application (``spark.sql``, the Thrift server's sessions, a view being read), turns sparkext's SQL
 into pending-routine plan nodes; the extension's analyser rule asks this object for each one, and
 it answers with a Dataset (a plan) or the error sentence, never with rows.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ A Python ``for`` over a py4j ``JavaMap``, ``JavaList`` or ``JavaSet`` ends in a 
 ``NoSuchElementException`` that PySpark's error converter inspects with about 70 more round
 trips: :func:`iterate` stops at ``hasNext()``, and :func:`string_map` turns a
 ``Map<String, String>`` (a table's properties, a snapshot's summary) into a dict with one call.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ driver's Python proxies pin (:func:`release_proxies`).
 
 PySpark's ``Observation.get`` converts Spark's Java map entry by entry (~9 py4j calls per metric:
 90 for a ten-figure observation); the metrics row's JSON comes over in one.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ py4j calls (~100 per micro-batch of ingest_cdc): within :func:`pinned_mode` a th
 Entries belong to the JVM they were built in: a new gateway (a restarted driver JVM) starts an
 empty cache. At most ``CAPACITY`` entries are kept (least recently used dropped): a stream whose
 schema keeps evolving does not accumulate them.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

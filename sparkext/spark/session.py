@@ -1,4 +1,7 @@
-"""Build or attach a SparkSession with the Iceberg runtime and conf/spark-defaults.conf."""
+"""Build or attach a SparkSession with the Iceberg runtime and conf/spark-defaults.conf.
+
+Floor: spark (the py4j edge into Spark).
+"""
 
 from __future__ import annotations
 

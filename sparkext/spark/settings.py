@@ -4,6 +4,8 @@ A Spark application's configuration cannot change while it runs, and a JDBC clie
 changes only its session's, never this: so the policy file and the audit settings come from
 here. One py4j round trip per fact would cost every call milliseconds (``getConf()`` alone copies
 the whole configuration); they are read once per SparkContext.
+
+Floor: spark (the py4j edge into Spark).
 """
 
 from __future__ import annotations

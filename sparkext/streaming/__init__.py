@@ -12,6 +12,8 @@
 
 ``run_backfill``, ``run_stream`` and their result types are imported on first use, so
 ``import sparkext.streaming`` stays light.
+
+Floor: streaming.
 """
 
 from sparkext.streaming.rewrite import plan_batch, to_batch

@@ -5,6 +5,8 @@ Planner → runner → committer: :func:`~sparkext.streaming.rewrite.plan_batch`
 as one Iceberg overwrite-by-filter commit with serializable isolation, validated from the
 snapshot the statement read, so a rerun of the same range leaves the sink as it was and a
 concurrent commit is reported, never overwritten.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

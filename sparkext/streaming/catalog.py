@@ -1,4 +1,7 @@
-"""The rewrite's view of a live Spark catalog (what :class:`~.context.Catalog` asks)."""
+"""The rewrite's view of a live Spark catalog (what :class:`~.context.Catalog` asks).
+
+Floor: streaming.
+"""
 
 from __future__ import annotations
 

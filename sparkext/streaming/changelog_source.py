@@ -15,6 +15,8 @@ functions, lookups of other tables); an aggregate, window, DISTINCT or a second 
 state across batches, which this runner does not. The sink is append-only (a primary-key sink
 would need the changes applied as upserts). Spark Structured Streaming is not involved: the
 micro-batch loop runs on the driver (no Iceberg streaming source reads deletes).
+
+Floor: streaming.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ extra constructs are represented with stock nodes: a window TVF is ``exp.Anonymo
 >>> tvf = tree.find(exp.Anonymous)
 >>> tvf.name, tvf.expressions[0].name
 ('TABLE', 'TUMBLE')
+
+Floor: streaming.
 """
 
 from __future__ import annotations

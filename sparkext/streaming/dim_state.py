@@ -26,6 +26,8 @@ the dimension commits, and a backlog of many commits is one delta (or one reload
 
 Nothing is written to the checkpoint: a restart rebuilds the state from the table with one
 reload, which is the same state (the fold is a function of the logged events).
+
+Floor: streaming.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 ``same`` (Spark's function of that name means the same), ``translated`` (to what; the rule
 :mod:`sparkext.streaming.rules.flink_functions` does it) or ``refused`` (why, and what to write
 instead). :func:`markdown_table` renders the table docs/guides/streaming-dialect.md shows.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

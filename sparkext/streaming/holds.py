@@ -8,6 +8,8 @@ consumer ``stream-<checkpoint hash>`` on the source table (the registration main
 :mod:`sparkext.planning.changelog_stream`). Before the first batch completes it registers no
 snapshot (the whole history: the stream may start from the earliest one). A registration is a
 property commit: it is written only when the snapshot moves, or once an hour as a heartbeat.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

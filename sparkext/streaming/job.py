@@ -12,6 +12,8 @@ A job file is Flink-style streaming SQL (``sparkext.streaming.dialect.Streaming`
 
 ``CREATE TABLE`` declares a table of the catalog (created when missing, physical columns only);
 its watermark, computed columns and primary key are the job's metadata about that table.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

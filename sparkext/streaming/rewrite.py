@@ -6,6 +6,8 @@ Rules live in :mod:`sparkext.streaming.rules`, one per construct, applied in ord
 sqlglot's optimizer; :func:`~sparkext.streaming.rules.run_rules` threads the
 :class:`~sparkext.streaming.analysis.Analysis` (what they tell each other) from rule to rule,
 and the query's emission, notes and views come out of its last value.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ Times: event times are collected as epoch microseconds and the watermark is an i
 neither the OS zone nor the session zone moves it; the batch rewrite gets its range as wall
 clocks in the session zone (:mod:`sparkext.times`). The checkpoint is any location pyarrow
 reaches (:mod:`sparkext.fs`); Spark gets it as written.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ Decorate a function and name it in a job::
 
 Both modes run the job's SQL in one Spark session and register the function there with
 ``spark.udf.register`` (a pandas UDF through ``pandas_udf``), so the code path is the same.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ driver
 commits them through the commit layer, validated from the snapshot the write started from: any
 other commit to the sink meanwhile (a compaction excepted) fails the write, which then removes
 its files and says so in one sentence.
+
+Floor: streaming.
 """
 
 from __future__ import annotations

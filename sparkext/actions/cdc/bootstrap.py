@@ -32,6 +32,8 @@ late (or a duplicate) whether or not the key was copied, and applies every later
 slot, every change it sends lies above ``p:<X>:0``: creating a slot waits until the
 transactions running when it started have ended (they end before its consistent point, so the
 copy holds them); every transaction it sends got its first write after ``X``.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

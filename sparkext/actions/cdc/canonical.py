@@ -28,6 +28,8 @@ result names those columns. NULL is its own token (``chr(30)``), so NULL and '' 
 text is its key columns then its compared columns, joined by ``chr(31)``; its hash is the first
 64 bits of the MD5 of that text as a signed integer, available in PostgreSQL, MySQL and Spark
 alike. Segments compare ``count`` and the exact sum of their rows' hashes.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Small file operations on the checkpoint directory (local, HDFS or object store, via pyarrow)."""
+"""Small file operations on the checkpoint directory (local, HDFS or object store, via pyarrow).
+
+Floor: actions (the work, typed results).
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ skips it (``batches_replayed``), the others apply it: nothing lost, nothing twic
 
 ``<checkpoint>/tables.json`` remembers which topic feeds which table, so that a topic seen later
 can never land in a table another topic feeds.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

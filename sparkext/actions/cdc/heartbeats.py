@@ -15,6 +15,8 @@ reads it beside the table's snapshot summaries.
 The assumption, documented in the guide: the landing sink lands a topic's records no later than a
 heartbeat written after them (the embedded engine and a Kafka Connect sink whose data topics flush
 at least as often as the heartbeat topic do).
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

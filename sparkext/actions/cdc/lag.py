@@ -1,4 +1,7 @@
-"""Action behind cdc_lag and table_health's lag columns: read the commits, apply planning.lag."""
+"""Action behind cdc_lag and table_health's lag columns: read the commits, apply planning.lag.
+
+Floor: actions (the work, typed results).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Plain data of the CDC pipeline: settings, running totals, truncate plans, schema facts.
 
 Pure Python: no Spark, no JVM, unit-testable in milliseconds.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

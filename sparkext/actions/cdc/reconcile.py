@@ -14,6 +14,8 @@
    change to reach), their lake rows are read again: only what still differs is reported, as
    *confirmed*. A lake that does not catch up within the wait leaves the candidates reported as
    *unconfirmed* (the lake may only be behind).
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

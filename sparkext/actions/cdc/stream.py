@@ -2,6 +2,8 @@
 
 ``ingest`` processes every file not yet ingested (available-now trigger) and returns totals;
 ``start`` runs the same pipeline continuously with a processing-time trigger.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

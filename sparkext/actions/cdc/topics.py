@@ -6,6 +6,8 @@ changes, transaction metadata) carry no rows and are ignored, by name. The defau
 the source table's name, lower-cased, as Paimon's ``mysql_sync_database`` names it in a
 case-insensitive catalog; a template, a prefix and a suffix change it, and regular expressions
 choose the tables.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""Table state by event time: snapshot_as_of_event_time."""
+"""Table state by event time: snapshot_as_of_event_time.
+
+Floor: actions (the work, typed results).
+"""

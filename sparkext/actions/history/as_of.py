@@ -5,6 +5,8 @@ the event logs of later commits whose events may count are read with ``event tim
 key the newest change by source position wins over the base row; deletes and truncates remove
 rows. Append-only tables: every row whose event-time column is <= T0 (Iceberg prunes files by
 their column bounds). All row work runs on executors; the driver reads summaries and sizes.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

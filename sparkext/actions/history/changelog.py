@@ -21,6 +21,8 @@ candidate rows whose key an equality-delete file of the run holds (a broadcast j
 delete files' keys, grouped per key), the first such file within the read's reach and partition.
 
 The driver only walks snapshots and plans file lists; joins and window functions do the rest.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ repeat; then the stream continues right after it. The checkpoint is one JSON fil
 (``<checkpoint>/changelog-stream.json``) replaced atomically on any filesystem pyarrow reaches
 (:mod:`sparkext.fs`). Planning is pure (:mod:`sparkext.planning.changelog_stream`); the property
 updates of a consumer registration go through :mod:`sparkext.iceberg.changelog_consumers`.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

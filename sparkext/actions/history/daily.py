@@ -1,4 +1,7 @@
-"""Write a state into one partition of a target table, replacing that partition atomically."""
+"""Write a state into one partition of a target table, replacing that partition atomically.
+
+Floor: actions (the work, typed results).
+"""
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ the versions, with no range join whose cost grows with versions × facts per key
 
 Processing mode joins every fact with one pinned snapshot of the dimension (default: the
 current one), as a lookup join at that moment does.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

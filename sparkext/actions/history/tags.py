@@ -6,6 +6,8 @@ module computes the rows on executors, writes their files there
 file_writer`: data files and equality deletes with Iceberg field ids and metrics), and hands the
 file descriptors to :func:`sparkext.iceberg.tags.commit_tag` for ONE commit. The driver sees one
 small row per written file.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ ingest_cdc that state is known exactly from two things this package already has:
 
 Sorted per key by (event time, source position), each version is valid until the next; a delete
 version (``_cdc_op = 'd'``) ends the key. The caller adds ``lead()`` and the join condition.
+
+Floor: actions (the work, typed results).
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""cdc."""
+"""cdc.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
+"""

@@ -3,6 +3,8 @@
 Pure Python, no Spark: runs on executors inside ``mapInArrow`` and in unit tests on the samples.
 One input line is one Kafka record value, or ``{"key": ..., "value": ...}`` when the landing zone
 keeps keys. Tombstones (a null value) decode to ``None`` and are ignored.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Executor side of decoding: JSON lines -> one flat row per event (``mapInArrow``)."""
+"""Executor side of decoding: JSON lines -> one flat row per event (``mapInArrow``).
+
+Floor: executors (runs inside Spark's tasks; no JVM).
+"""
 
 from __future__ import annotations
 

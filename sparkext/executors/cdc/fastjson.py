@@ -8,6 +8,8 @@ and would write a NaN back as ``null``), integers of 19 digits or more (orjson r
 beyond 64 bits as floats) and anything orjson refuses (lone surrogates, say: ``json`` then
 decides and words the error). Output is compact either way; orjson leaves non-ASCII text
 unescaped, which is the same JSON value.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

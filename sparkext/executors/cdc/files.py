@@ -3,6 +3,8 @@
 No JVM here: pyarrow writes Parquet with Iceberg field ids (``PARQUET:field_id``) and each task
 returns one small row per file (path, kind, rows, bytes). The driver turns those rows into
 DataFile/DeleteFile entries and commits them (:mod:`sparkext.iceberg.commit`).
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

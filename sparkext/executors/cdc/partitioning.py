@@ -4,6 +4,8 @@ ingest_cdc writes partitioned tables only when every partition field derives fro
 columns (identity, bucket[N], truncate[W]): a key's rows and its equality deletes then always
 fall in the same partition, which Iceberg needs to apply the deletes (Flink's upsert writer has
 the same rule).
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""deletes."""
+"""deletes.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
+"""

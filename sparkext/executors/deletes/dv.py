@@ -5,6 +5,8 @@ magic + vector, the magic ``D1 D3 39 64``, the positions as a 64-bit Roaring bit
 "portable" layout (8-byte little-endian count of 32-bit bitmaps, then per bitmap a 4-byte key and
 a 32-bit portable Roaring bitmap), and a big-endian CRC-32 of magic + vector. The table metadata
 points at the whole blob (offset and length include the length prefix and the CRC).
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 ``position_delete_writer`` writes sorted (file_path, pos) rows as Parquet position-delete files,
 one or more per partition; ``deletion_vector_writer`` writes one DV per data file into Puffin files.
 Each writer yields one small row per written file or blob for the driver to commit.
+
+Floor: executors (runs inside Spark's tasks; no JVM).
 """
 
 from __future__ import annotations
