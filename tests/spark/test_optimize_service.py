@@ -246,7 +246,7 @@ SERVICE_SCRIPT = textwrap.dedent(
     """
     import contextlib, json, os, sys, time
     import sparkext
-    from sparkext.service import lease
+    from sparkext.actions import lease
     held = lease.held
 
     @contextlib.contextmanager
