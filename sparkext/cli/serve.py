@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 
 from sparkext.cli.common import fail, overrides_of
-from sparkext.cli.streaming import _inherited, _session, spark_options
+from sparkext.cli.streaming import cli_session, inherited_options, spark_options
 from sparkext.conf import load_defaults
 from sparkext.errors import EnvironmentSetupError, ServeSetupError
 from sparkext.resources import resource_dir
@@ -234,7 +234,7 @@ def serve(
 ) -> None:
     """Serve sparkext over JDBC/ODBC (HiveServer2 protocol): jdbc:hive2://HOST:PORT/default."""
 
-    confs, master, verbose = _inherited(confs, master, verbose)
+    confs, master, verbose = inherited_options(confs, master, verbose)
     overrides = overrides_of(confs, master)
     users = (password_file or _configured_password_file(overrides)).expanduser().resolve()
     if add_user is not None or remove_user is not None:
@@ -267,7 +267,7 @@ def serve(
     }
     security = hive_settings(auth, users, ldap, keystore, keystore_password)
     hive = {k: v for k, v in overrides.items() if k.startswith("hive.server2.")}
-    spark = _session({**SYNC_EXECUTION, **overrides}, verbose)
+    spark = cli_session({**SYNC_EXECUTION, **overrides}, verbose)
     networked = not is_loopback(host)
     if networked:
         serve_networked()

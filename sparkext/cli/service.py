@@ -18,7 +18,7 @@ import click
 import sparkext
 from sparkext.cli.common import fail, overrides_of
 from sparkext.cli.progress import Progress
-from sparkext.cli.streaming import EXIT_CANCELLED, _inherited, _session, spark_options
+from sparkext.cli.streaming import EXIT_CANCELLED, cli_session, inherited_options, spark_options
 from sparkext.iceberg.catalog import parse_patterns
 from sparkext.service.service import serve
 
@@ -62,14 +62,14 @@ def optimize_service(
     """Keep many tables optimised and maintained: a commit-driven priority queue, one job per
     table at a time, a lease per table across processes, a run log in SQL."""
 
-    confs, master, verbose = _inherited(confs, master, verbose)
+    confs, master, verbose = inherited_options(confs, master, verbose)
     try:  # bad options are refused before Spark starts
         # no session yet: serve() only checks the options here (the Service is not run)
         serve(None, tables, max_concurrent=max_concurrent, poll_interval=poll_interval,  # type: ignore[arg-type]
               fresh_window=fresh_window, lease_ttl=lease_ttl, lag_alert=lag_alert)  # fmt: skip
     except Exception as error:
         fail(error, verbose)
-    spark = _session(overrides_of(confs, master), verbose)
+    spark = cli_session(overrides_of(confs, master), verbose)
     status = _Status()
     service = serve(
         spark, tables, once=once, max_concurrent=max_concurrent, poll_interval=poll_interval,
@@ -171,12 +171,12 @@ def report(confs, master, verbose, tables, out, log_table, title) -> None:
     """Write one HTML page: per table and partition, files, small files, delete files,
     optimised share, health score and their trends, the worst partitions first with their fix."""
 
-    confs, master, verbose = _inherited(confs, master, verbose)
+    confs, master, verbose = inherited_options(confs, master, verbose)
     try:
         parse_patterns(tables)
     except Exception as error:
         fail(error, verbose)
-    spark = _session(overrides_of(confs, master), verbose)
+    spark = cli_session(overrides_of(confs, master), verbose)
 
     progress = Progress(sys.stderr, spark, None)  # a spinner, or a line every 10 s past 10 s
     try:

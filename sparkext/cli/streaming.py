@@ -49,7 +49,7 @@ def spark_options(function):
     return function
 
 
-def _inherited(confs: tuple[str, ...], master: str | None, verbose: bool):
+def inherited_options(confs: tuple[str, ...], master: str | None, verbose: bool):
     """Options given before the command (``sparkext-sql --conf k=v stream job.sql``) count too."""
     parent = click.get_current_context().parent
     params = parent.params if parent is not None else {}
@@ -63,7 +63,7 @@ def _inherited(confs: tuple[str, ...], master: str | None, verbose: bool):
 EXIT_CANCELLED = 130
 
 
-def _session(overrides: dict[str, str], verbose: bool):
+def cli_session(overrides: dict[str, str], verbose: bool):
     """Start Spark; a failure is one line (status 1), a Ctrl-C while it starts another (130)."""
     try:
         return start_session(overrides, verbose, announce=sys.stderr.isatty())
@@ -163,11 +163,11 @@ def _read(job: str) -> str:
 def backfill(job, confs, master, verbose, start, end, dry_run, lookup_as_of, output_format) -> None:
     """Run a streaming job file as bounded batch SQL over [--from, --to)."""
 
-    confs, master, verbose = _inherited(confs, master, verbose)
+    confs, master, verbose = inherited_options(confs, master, verbose)
     text = _read(job)
     _check(text, job, verbose)
     _check_options(verbose, start=start, end=end, lookup_as_of=lookup_as_of)
-    spark = _session(overrides_of(confs, master), verbose)
+    spark = cli_session(overrides_of(confs, master), verbose)
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # never PySpark's (see shell)
     running = Statement()
@@ -252,11 +252,11 @@ def stream(
     job, confs, master, verbose, checkpoint, available_now, start_from, interval, dimension_state
 ) -> None:
     """Run a streaming job file continuously; Ctrl-C stops it with its checkpoint intact."""
-    confs, master, verbose = _inherited(confs, master, verbose)
+    confs, master, verbose = inherited_options(confs, master, verbose)
     text = _read(job)
     _check(text, job, verbose)
     _check_options(verbose, start=start_from, interval=interval)
-    spark = _session(overrides_of(confs, master), verbose)
+    spark = cli_session(overrides_of(confs, master), verbose)
     from sparkext.streaming.stream import run_stream
 
     def start():

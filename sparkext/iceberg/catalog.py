@@ -88,7 +88,7 @@ def metadata_name(spark: SparkSession, table: str, name: str) -> str:
     return identifiers.join((*split_name(spark, table), name))
 
 
-def _java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
+def load_java_table(spark: SparkSession, name: str):  # -> JavaObject, kept inside this package
     return jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
         spark._jsparkSession, name
     )
@@ -104,7 +104,7 @@ def activate_session(spark: SparkSession) -> None:
 def refreshed_snapshot_id(spark: SparkSession, name: str) -> int | None:
     """The table's current snapshot, read from its metadata now (the catalog's cached table is
     refreshed, so later reads in this session see at least this snapshot)."""
-    table = _java_table(spark, name)
+    table = load_java_table(spark, name)
     table.refresh()
     current = table.currentSnapshot()
     return int(current.snapshotId()) if current is not None else None
@@ -123,7 +123,7 @@ def release_checkpoint(frame) -> None:
 
 def identifier_columns(spark: SparkSession, name: str) -> list[str]:
     """The table's identifier fields (its primary key), in field-id order."""
-    schema = _java_table(spark, name).schema()
+    schema = load_java_table(spark, name).schema()
     return [
         str(schema.findColumnName(i))
         for i in sorted(int(i) for i in _iterate(schema.identifierFieldIds()))
@@ -134,11 +134,11 @@ def set_identifier_columns(spark: SparkSession, name: str, columns: list[str]) -
     """Make ``columns`` (required columns) the table's identifier fields (its primary key)."""
     jvm = jvm_of(spark)
     names = jvm.java.util.ArrayList()
-    schema = _java_table(spark, name).schema()
+    schema = load_java_table(spark, name).schema()
     for column in columns:
         field = schema.caseInsensitiveFindField(column)
         names.add(field.name() if field is not None else column)
-    _java_table(spark, name).updateSchema().setIdentifierFields(names).commit()
+    load_java_table(spark, name).updateSchema().setIdentifierFields(names).commit()
 
 
 def resolve_table(spark: SparkSession, name: str) -> TableRef:
@@ -157,7 +157,7 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
             f"Table '{name}' does not exist{where(spark, parts)}; check the name with {show}."
         )
     try:
-        table = _java_table(spark, name)
+        table = load_java_table(spark, name)
     except Exception as error:
         if spark_message(error) is None:
             raise
@@ -185,7 +185,7 @@ def resolve_table(spark: SparkSession, name: str) -> TableRef:
 
 def partition_transforms(spark: SparkSession, name: str) -> list[tuple[str, str]]:
     """The current spec as (transform, source column): [('day', 'ts'), ('bucket[16]', 'id')]."""
-    table = _java_table(spark, name)
+    table = load_java_table(spark, name)
     schema = table.schema()
     return [
         (str(f.transform().toString()), str(schema.findColumnName(int(f.sourceId()))))
@@ -196,13 +196,13 @@ def partition_transforms(spark: SparkSession, name: str) -> list[tuple[str, str]
 
 def snapshot_commit_times(spark: SparkSession, name: str) -> list[tuple[int, int]]:
     """(commit time in epoch milliseconds, snapshot id) of every retained snapshot."""
-    table = _java_table(spark, name)
+    table = load_java_table(spark, name)
     return [(int(s.timestampMillis()), int(s.snapshotId())) for s in _iterate(table.snapshots())]
 
 
 def current_snapshot_summary(spark: SparkSession, name: str) -> tuple[int | None, dict[str, str]]:
     """The current snapshot's id and summary, straight from the table metadata."""
-    snapshot = _java_table(spark, name).currentSnapshot()
+    snapshot = load_java_table(spark, name).currentSnapshot()
     if snapshot is None:
         return None, {}
     return int(snapshot.snapshotId()), string_map(snapshot.summary())

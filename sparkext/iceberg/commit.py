@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import CommitConflictError, CommitStateUnknownError, SparkextError
-from sparkext.iceberg.catalog import _java_table
+from sparkext.iceberg.catalog import load_java_table
 from sparkext.iceberg.errors import (
     LOST_RACE,
     UNKNOWN_STATE,
@@ -352,7 +352,7 @@ def snapshot_with_run_id(
 ) -> int | None:
     """The snapshot of the current ancestry whose summary carries ``run_id`` (a Spark write's)."""
 
-    table = _java_table(spark, table_name)
+    table = load_java_table(spark, table_name)
     table.refresh()
     snapshot = table.currentSnapshot()
     seen = 0
@@ -368,7 +368,7 @@ def snapshot_with_run_id(
 def snapshot_facts(spark: SparkSession, table_name: str, snapshot_id: int) -> SnapshotInfo:
     """Summary and ids of one snapshot, from table metadata."""
 
-    return _info(_java_table(spark, table_name).snapshot(snapshot_id))
+    return _info(load_java_table(spark, table_name).snapshot(snapshot_id))
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkext.iceberg.catalog import _java_table
+from sparkext.iceberg.catalog import load_java_table
 from sparkext.iceberg.delete_files import DeleteTable, partition_key
 from sparkext.iceberg.optimize_table import (
     SUMMARY_LEVEL,
@@ -121,7 +121,7 @@ def _snapshots(spark: SparkSession, table: TableRef) -> tuple[int | None, dict[i
     (its JSON: one py4j call however many snapshots the table keeps)."""
     import json
 
-    metadata = _java_table(spark, table.name).operations().current()
+    metadata = load_java_table(spark, table.name).operations().current()
     current = metadata.currentSnapshot()
     document = json.loads(jvm_of(spark).org.apache.iceberg.TableMetadataParser.toJson(metadata))
     snapshots = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sparkext.iceberg.catalog import _java_table
+from sparkext.iceberg.catalog import load_java_table
 from sparkext.planning.event_time import SnapshotFact
 from sparkext.spark.java import iterate as _iterate
 from sparkext.spark.java import jvm as jvm_of
@@ -75,7 +75,7 @@ def newest_added_position(
 
     if not snapshot_ids:
         return True, None
-    java = _java_table(spark, table.name)
+    java = load_java_table(spark, table.name)
     field = java.schema().findField(column)
     if field is None:
         return False, None

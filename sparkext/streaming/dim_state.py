@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.actions.cdc.checkpoint import tree_size
-from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, SYSTEM_NAMES, _read_logs
+from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, SYSTEM_NAMES, read_logs
 from sparkext.actions.history.changelog import changelog
 from sparkext.actions.history.versions import (
     MARK,
@@ -249,7 +249,7 @@ class DimensionStates:
             key = list(held.key)
             events, marks = held.pending, None
             if refresh.logs:  # new events; a late one may never be valid (an earlier delete)
-                new = _read_logs(spark, list(refresh.logs), user, key)
+                new = read_logs(spark, list(refresh.logs), user, key)
                 assert new is not None
                 chain = _chain_to(spark, table, held.snapshot_id)
                 marks = earlier_events(spark, chain, user, key, new)
@@ -454,7 +454,7 @@ def _fold_logs(
 
     schema = dict((f.name, f.dataType) for f in state.schema.fields)
     user = [(n, schema[n]) for n in names if n not in SYSTEM_NAMES]
-    events = _read_logs(spark, list(logs), user, key)
+    events = read_logs(spark, list(logs), user, key)
     if events is None:
         return state
     marks = earlier_events(spark, _chain_to(spark, table, held), user, key, events)

@@ -299,7 +299,7 @@ def _event_logs(spark, table: str) -> list[str]:
 def test_event_logs_of_evolved_schemas_read_together(spark, evolved):
     """Logs whose schemas merge are one Parquet relation; a type change falls back to one read
     per log; both conform every log to the current columns and types."""
-    from sparkext.actions.history.as_of import _read_logs
+    from sparkext.actions.history.as_of import read_logs
 
     table_name = evolved["table"]
     logs = _event_logs(spark, table_name)
@@ -308,7 +308,7 @@ def test_event_logs_of_evolved_schemas_read_together(spark, evolved):
     user = [(f.name, f.dataType) for f in schema.fields if not f.name.startswith("_cdc")]
 
     def read(paths):
-        frame = _read_logs(spark, paths, user, ["id"])
+        frame = read_logs(spark, paths, user, ["id"])
         rows = sorted((r.id, r.qty, r.note, r._cdc_op) for r in frame.collect())
         return frame, rows
 

@@ -169,7 +169,7 @@ def cdc_inputs(
     for log in logs:
         n, b = tree_size(log)
         files, bytes_ = files + n, bytes_ + b
-    changes = _read_logs(spark, logs, user, key)
+    changes = read_logs(spark, logs, user, key)
     if changes is not None:
         changes = changes.where(F.col(EVENT_TIME) <= times.lit(as_of))
     base = None
@@ -244,7 +244,7 @@ def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequen
     )
 
 
-def _read_logs(
+def read_logs(
     spark: SparkSession, logs: Sequence[str], user, key: Sequence[str]
 ) -> DataFrame | None:
     """The events of ``logs``: user columns, op, event time, position (each log conformed).
@@ -457,7 +457,7 @@ def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest
     from pyspark.sql import functions as F
 
     key_columns = [(name, dtype) for name, dtype in user if name in key]
-    logs = _read_logs(spark, plan.earlier_logs_reaching(oldest), key_columns, key)
+    logs = read_logs(spark, plan.earlier_logs_reaching(oldest), key_columns, key)
     if logs is None:
         return suspects.select(*cols(key)).limit(0)
     return (
@@ -492,7 +492,7 @@ def _drop_superseded(
         return fresh
     suspects = fresh.select(*cols(key), "w_pos")
     key_columns = [(name, dtype) for name, dtype in user if name in key]
-    logs = _read_logs(spark, reaching, key_columns, key)
+    logs = read_logs(spark, reaching, key_columns, key)
     assert logs is not None
     earlier = logs.select(*cols(key), F.col(POSITION).alias("e_pos"))
     newer = (

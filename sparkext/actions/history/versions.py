@@ -68,7 +68,7 @@ def cdc_range(
     change; naive times are session-zone wall clocks)."""
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, SYSTEM_NAMES, _read_logs, state_as_of
+    from sparkext.actions.history.as_of import EVENT_TIME, SYSTEM_NAMES, read_logs, state_as_of
     from sparkext.iceberg.catalog import identifier_columns, resolve_table
     from sparkext.iceberg.snapshots import ancestry
     from sparkext.planning import summary as keys
@@ -104,7 +104,7 @@ def cdc_range(
         and (high_ms is None or int(s.summary.get(keys.EVENT_TIME_MIN, high_ms - 1)) < high_ms)
     ]
     base = state_as_of(spark, table, low_at, system=True).frame
-    changes = _read_logs(spark, logs, user, key)
+    changes = read_logs(spark, logs, user, key)
     floors, truncate_floor = None, None
     if changes is not None:
         inside = F.col(EVENT_TIME) > times.lit(low_at)
@@ -150,7 +150,7 @@ def superseding(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, _read_logs
+    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, read_logs
 
     if not logs:
         return None, None
@@ -158,7 +158,7 @@ def superseding(
     if oldest is None:
         return None, None
     key_columns = [(n, t) for n, t in user if n in key]
-    early = _read_logs(spark, logs, key_columns, key)
+    early = read_logs(spark, logs, key_columns, key)
     assert early is not None
     early = early.where(F.col(POSITION) >= F.lit(oldest))
     if at is not None:
@@ -189,7 +189,7 @@ def earlier_events(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import OP, POSITION, _read_logs
+    from sparkext.actions.history.as_of import OP, POSITION, read_logs
     from sparkext.planning import summary as keys
 
     oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
@@ -202,7 +202,7 @@ def earlier_events(
         and str(s.summary.get(keys.MAX_POSITION, oldest)) >= oldest
     ]
     key_columns = [(n, t) for n, t in user if n in key]
-    early = _read_logs(spark, logs, key_columns, key)
+    early = read_logs(spark, logs, key_columns, key)
     if early is None:
         return None
     early = early.where(F.col(POSITION) >= F.lit(oldest))

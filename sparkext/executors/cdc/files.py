@@ -256,7 +256,7 @@ def file_writer(
             out["metrics"].append(
                 parquet_metrics(schemas[(kind, partition)], writer.writer.metadata, properties)
             )
-            out["path"].append(_uri(directory, path))
+            out["path"].append(file_uri(directory, path))
             out["kind"].append(kind)
             out["records"].append(counts[(kind, partition)])
             out["bytes"].append(filesystem.get_file_info(path).size)
@@ -423,14 +423,14 @@ def _split(rows: pa.RecordBatch, partition_of, sources: Sequence[str]):
         yield value, pc.take(rows, pa.array(indices, pa.int64())) if len(groups) > 1 else rows
 
 
-def _uri(directory: str, path: str) -> str:
+def file_uri(directory: str, path: str) -> str:
     """Put back the scheme (and authority) pyarrow strips from a path under ``directory``.
 
-    >>> _uri("s3://bucket/wh/data", "bucket/wh/data/f.parquet")
+    >>> file_uri("s3://bucket/wh/data", "bucket/wh/data/f.parquet")
     's3://bucket/wh/data/f.parquet'
-    >>> _uri("hdfs://nn:8020/wh/data", "/wh/data/f.parquet")
+    >>> file_uri("hdfs://nn:8020/wh/data", "/wh/data/f.parquet")
     'hdfs://nn:8020/wh/data/f.parquet'
-    >>> _uri("/tmp/wh/data", "/tmp/wh/data/f.parquet")
+    >>> file_uri("/tmp/wh/data", "/tmp/wh/data/f.parquet")
     '/tmp/wh/data/f.parquet'
     """
     from urllib.parse import urlparse

@@ -59,8 +59,8 @@ def _filesystem(uri: str):
     return filesystem(uri)
 
 
-def _uri(directory: str, path: str) -> str:
-    from sparkext.executors.cdc.files import _uri as uri
+def file_uri(directory: str, path: str) -> str:
+    from sparkext.executors.cdc.files import file_uri as uri
 
     return uri(directory, path)
 
@@ -278,7 +278,7 @@ def direct_delete_writer(
             if puffin:
                 size = puffin["writer"].close()
                 puffin["stream"].close()
-                uri = _uri(directory, puffin["path"])
+                uri = file_uri(directory, puffin["path"])
                 for e, pkey in puffin["blobs"]:
                     out.append(
                         (uri, pkey, e.cardinality, size, e.referenced_data_file, e.offset, e.length)
@@ -321,7 +321,7 @@ def direct_delete_writer(
                     column_encoding={"pos": "DELTA_BINARY_PACKED"},
                 )
             size = filesystem.get_file_info(name).size
-            out.append((_uri(directory, name), pkey, len(positions), size, path, None, None))
+            out.append((file_uri(directory, name), pkey, len(positions), size, path, None, None))
         close_puffin()
         if out:
             yield _written(out)
@@ -398,7 +398,7 @@ def position_delete_writer(
                 state["writer"].close()
                 state["stream"].close()
                 size = filesystem.get_file_info(state["path"]).size
-                uri = _uri(directory, state["path"])
+                uri = file_uri(directory, state["path"])
                 single = state["paths"][0] if len(state["paths"]) == 1 else None
                 metrics = None
                 if single is None:  # readers need its file_path bounds: computed here
@@ -484,7 +484,7 @@ def deletion_vector_writer(
                 return
             size = state["puffin"].close()
             state["stream"].close()
-            uri = _uri(directory, state["path"])
+            uri = file_uri(directory, state["path"])
             for entry, pkey in state["blobs"]:
                 rows.append(
                     (
