@@ -67,7 +67,7 @@ def benefit(
     """
     gib = input_bytes / GIB
     files_out = max(1, math.ceil(input_bytes / max(target_bytes, 1)))
-    gain = max(0, input_files - files_out) + (DELETE_FILE_WEIGHT if converts_deletes else 0)
+    gain: float = max(0, input_files - files_out) + (DELETE_FILE_WEIGHT if converts_deletes else 0)
     if level >= 1:
         gain += gib
     return gain / (1 + gib)
@@ -88,8 +88,10 @@ def tier_of(last_commit_ms: int | None, now_ms: int, fresh_window_ms: int) -> in
 class JobQueue:
     """Jobs by priority; one running job per table."""
 
-    _waiting: dict[tuple[str, str | None, str], tuple[tuple, Job]] = field(default_factory=dict)
-    _order: itertools.count = field(default_factory=itertools.count)
+    _waiting: dict[tuple[str, str | None, str], tuple[tuple[int, float, int], Job]] = field(
+        default_factory=dict
+    )
+    _order: itertools.count[int] = field(default_factory=itertools.count)
 
     def put(self, job: Job) -> None:
         """Queue ``job``, replacing a waiting job with the same key (its newer plan)."""

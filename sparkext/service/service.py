@@ -60,6 +60,8 @@ from sparkext.spark.environment import check_executors
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sparkext.iceberg.catalog import TableRef
+
 # how often each maintenance action is due, unless the table property
 # sparkext.maintenance.<action>-every says otherwise (Magnus: hourly expiry, daily orphans and
 # manifests)
@@ -134,7 +136,7 @@ class Service:
         runlog.ensure(self.spark, self.log_table)
         self._last_runs = runlog.last_runs(self.spark, self.log_table, self._discover())
         with ThreadPoolExecutor(self.settings.max_concurrent, "optimize") as pool:
-            futures: list[Future] = []
+            futures: list[Future[None]] = []
             while not self._stopping.is_set():
                 self._cycle()
                 futures = self._dispatch(pool, futures)
@@ -221,6 +223,7 @@ class Service:
             return
         if found is None or found.lag_ms is None:
             return
+        assert found.complete_through_ms is not None  # table_lag picks rows that have it
         through = dt.datetime.fromtimestamp(found.complete_through_ms / 1000, dt.timezone.utc)
         detail = (
             f"CDC lag {_seconds(found.lag_ms)} (complete through "
@@ -293,7 +296,9 @@ class Service:
 
     # ---- running jobs -----------------------------------------------------------------------
 
-    def _dispatch(self, pool: ThreadPoolExecutor, futures: list[Future]) -> list[Future]:
+    def _dispatch(
+        self, pool: ThreadPoolExecutor, futures: list[Future[None]]
+    ) -> list[Future[None]]:
         futures = [f for f in futures if not f.done()]
         while not self._stopping.is_set() and len(futures) < self.settings.max_concurrent:
             with self._lock:
@@ -335,8 +340,9 @@ class Service:
         except Exception as failure:
             outcome, error = "failed", _sentence(failure)
         finally:
-            context.setLocalProperty("spark.jobGroup.id", None)
-            context.setLocalProperty("spark.job.description", None)
+            # None clears the property (pyspark's annotation says str)
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
         if not entries:
             entries = [self._entry(job, outcome, error, int((time.monotonic() - started) * 1000))]
         ended = runlog.utc_now()  # after the lease was released
@@ -390,7 +396,7 @@ class Service:
             check_executors(self.spark)  # once per application
             return self._perform(job, ref)
 
-    def _perform(self, job: Job, ref) -> list[runlog.Entry]:
+    def _perform(self, job: Job, ref: TableRef) -> list[runlog.Entry]:
 
         context = Context(self.spark)
         now = runlog.utc_now()
@@ -417,14 +423,14 @@ class Service:
                 for a in result.actions
             ]
         level = int(job.kind[1:])
-        result = optimize(
+        optimized = optimize(
             context,
             ref,
             only_levels=frozenset({level}),
             only_partitions=frozenset({job.partition or ""}),
             leased=True,
         )
-        if not result.groups:
+        if not optimized.groups:
             return [self._entry(job, "skipped", None, 0, "nothing due any more")]
         return [
             runlog.Entry(
@@ -443,7 +449,7 @@ class Service:
                 "ok" if g.error is None else "failed",
                 g.error,
             )
-            for g in result.groups
+            for g in optimized.groups
         ]
 
     def _record_health(self, name: str) -> None:

@@ -16,6 +16,8 @@
 Floor: streaming.
 """
 
+from typing import Any
+
 from sparkext.streaming.rewrite import plan_batch, to_batch
 from sparkext.streaming.udf import udf
 
@@ -39,7 +41,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

@@ -12,7 +12,7 @@ Floor: streaming.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +37,10 @@ from sparkext.streaming.upsert import UNTIL, upsert, upserted_until
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from sparkext.streaming.context import ViewSpec
+    from sparkext.streaming.dim_state import DimensionStates
+    from sparkext.streaming.job import Job
 
 
 @dataclass(repr=False)
@@ -98,7 +102,7 @@ def commit_of_run(
     )
 
 
-def create_missing_tables(spark: SparkSession, job) -> bool:
+def create_missing_tables(spark: SparkSession, job: Job) -> bool:
     """``CREATE TABLE IF NOT EXISTS`` for the job's declared tables that do not exist yet;
     True when it created one."""
 
@@ -114,7 +118,9 @@ def create_missing_tables(spark: SparkSession, job) -> bool:
 
 
 @contextmanager
-def registered_views(spark: SparkSession, views, states=None) -> Iterator[None]:
+def registered_views(
+    spark: SparkSession, views: Sequence[ViewSpec], states: DimensionStates | None = None
+) -> Iterator[None]:
     """The temp views a batch statement reads (versions of ingest_cdc dimensions, a stream's
     lookup dimensions), dropped when the block ends, failed or not. Spark resolves them when it
     analyses the statement, so a DataFrame made inside the block still reads them after it.
@@ -163,6 +169,7 @@ def _write(spark: SparkSession, query: BatchQuery, run_id: str) -> None:
     from pyspark.sql import functions as F
 
     insert = query.statement
+    assert isinstance(insert, exp.Insert) and query.sink is not None  # a sink's query is an INSERT
     # through the module: a test stands in for it there to make another writer win the race
     read_snapshot, _ = iceberg_catalog.current_snapshot_summary(spark, query.sink)
     frame = sink_frame(spark, insert, query.sink)
@@ -182,6 +189,8 @@ def _upsert(spark: SparkSession, query: BatchQuery, run_id: str) -> tuple[int | 
     """An updating query into a primary-key sink: the rows of every key that differs between
     the query over the history before the end and before the start, upserted in one commit."""
 
+    assert query.sink is not None and query.end is not None  # an upsert has a sink and a range
+    assert isinstance(query.statement, exp.Insert)  # a sink's query is an INSERT
     zone = times.session_zone(spark)
     end = times.instant(query.end, zone)
     held = upserted_until(spark, query.sink)
@@ -198,6 +207,8 @@ def _upsert(spark: SparkSession, query: BatchQuery, run_id: str) -> tuple[int | 
     old = None
     against_sink = held is not None or query.previous is None
     if not against_sink:
+        assert query.previous is not None  # else against_sink
+        assert isinstance(query.previous.statement, exp.Insert)  # the same INSERT before start
         with registered_views(spark, query.previous.views):  # resolved when analysed
             old = sink_frame(spark, query.previous.statement, query.sink)
     with registered_views(spark, query.views):
@@ -305,6 +316,9 @@ def run_backfill(
             continue
 
         run_id = new_run_id()
+        snapshot_id: int | None
+        added: int | None
+        deleted: int | None
         if query.updating:
             snapshot_id, added, deleted = _upsert(spark, query, run_id)
         else:

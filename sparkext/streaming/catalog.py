@@ -23,13 +23,17 @@ from sparkext.iceberg.catalog import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sparkext.iceberg.catalog import TableRef
+
 
 class SparkCatalog:
     """Tables as the session's catalog has them now; a missing table is ``None``."""
 
     def __init__(self, spark: SparkSession, names: Mapping[str, str] | None = None):
         self.spark = spark
-        self.time_zone = spark.conf.get(times.SESSION_ZONE_KEY)
+        time_zone = spark.conf.get(times.SESSION_ZONE_KEY)
+        assert time_zone is not None  # Spark always has a session time zone
+        self.time_zone = time_zone
         self.names = dict(names or {})  # table key → name as the job writes it
 
     def name(self, table: str) -> str:
@@ -37,7 +41,7 @@ class SparkCatalog:
         return self.names.get(table.lower(), table)
 
     @cache  # noqa: B019 - one catalog object per rewrite
-    def _table(self, table: str):
+    def _table(self, table: str) -> TableRef | None:
         try:
             return resolve_table(self.spark, self.name(table))
         except SparkextError:

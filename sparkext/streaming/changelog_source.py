@@ -78,7 +78,8 @@ DEFAULT_INTERVAL = "10 seconds"
 
 
 def _hinted(table: exp.Table) -> bool:
-    return table.meta.get("options", {}).get(CHANGELOG_HINT, "").lower() == "true"
+    options: dict[str, str] = table.meta.get("options", {})  # the dialect's OPTIONS hint
+    return options.get(CHANGELOG_HINT, "").lower() == "true"
 
 
 def changelog_tables(job: Job) -> list[exp.Table]:
@@ -243,10 +244,12 @@ def run_changelog_job(
     register_job_functions(spark, job)
     create_missing_tables(spark, job)
     view = "sparkext_changelog_" + hashlib.sha1(checkpoint.encode()).hexdigest()[:8]
-    queries = []  # (query id, sink, the INSERT reading the view)
+    queries: list[tuple[str, str, exp.Insert]] = []  # (query id, sink, the INSERT reading the view)
     for number, insert in enumerate(inserts, 1):
         statement = translate(_replace_source(insert, view), job)
-        queries.append((str(number), sink_of(insert), statement))
+        sink = sink_of(insert)
+        assert sink is not None and isinstance(statement, exp.Insert)  # as checked above
+        queries.append((str(number), sink, statement))
     written = {qid: _written_batches(spark, sink, checkpoint, qid) for qid, sink, _ in queries}
     options = {k: v for k, v in hint.items() if k in STREAM_OPTIONS}
     stream = ChangelogStream(

@@ -88,6 +88,7 @@ class StreamingParser(SparkParser):
     def _parse_tvf_value(self) -> exp.Expr | None:
         if self._match(TokenType.TABLE):
             table = self._parse_table_parts()
+            assert table is not None  # only the fast path returns None
             if self._match(TokenType.PARTITION_BY) or self._match_text_seq("PARTITION", "BY"):
                 table.meta["partition_by"] = (
                     self._parse_wrapped_csv(self._parse_column)
@@ -111,6 +112,7 @@ class StreamingParser(SparkParser):
         return table
 
     def _parse_options_hint(self, text: str) -> dict[str, str]:
+        hint: exp.Expr | None
         try:
             hint = exp.maybe_parse(text, dialect="spark")
         except ParseError:

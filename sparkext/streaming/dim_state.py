@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -67,8 +67,9 @@ from sparkext.planning.dim_join import NewCommit, Refresh, plan_refresh
 from sparkext.planning.summary import EVENTS_LOCATION
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
+    from sparkext.planning.event_time import SnapshotFact
     from sparkext.streaming.context import ViewSpec
 
 DIMENSIONS_KEY = "sparkext.stream.dimension-snapshots"  # sink summary: {table: snapshot id}
@@ -179,7 +180,14 @@ class DimensionStates:
             commits.append(NewCommit(fact.snapshot_id, location, not no_rows, size))
         return plan_refresh(held.snapshot_id, pinned, commits, total, self.reload_factor)
 
-    def _record(self, table: str, refresh: Refresh, snapshot_id, bytes_read, started) -> None:
+    def _record(
+        self,
+        table: str,
+        refresh: Refresh,
+        snapshot_id: int | None,
+        bytes_read: int,
+        started: float,
+    ) -> None:
         record = RefreshRecord(
             self._batch,
             table,
@@ -222,7 +230,13 @@ class DimensionStates:
         names = tuple(n for n, _ in user)
         low = None if view.low is None else times.instant(view.low, zone)
         high = times.instant(view.high, zone)
-        usable = held is not None and low is not None and held.low <= low and held.names == names
+        usable = (
+            held is not None
+            and low is not None
+            and held.low is not None  # always set in event mode
+            and held.low <= low
+            and held.names == names
+        )
         refresh = self._plan(table, held if usable else None, pinned, cdc=True)
         bytes_read = refresh.delta_bytes if refresh.kind == "delta" else 0
         if refresh.kind == "reload":
@@ -246,6 +260,7 @@ class DimensionStates:
             bytes_read = _live_bytes(spark, table, found.snapshot_id)
         else:
             assert held is not None and low is not None
+            assert held.low is not None  # event mode's states have a time
             key = list(held.key)
             events, marks = held.pending, None
             if refresh.logs:  # new events; a late one may never be valid (an earlier delete)
@@ -259,12 +274,15 @@ class DimensionStates:
             if events is not None and (low > held.low or refresh.logs):
                 due = events.where(F.col(EVENT_TIME) <= times.lit(low))
             if due is not None and due.isEmpty():  # nothing to fold: the state stays as it is
+                assert events is not None  # due is taken from them
                 pending = _checkpoint(events) if refresh.logs else events
                 held = _Held(pinned, names, held.key, low, held.state, pending)
             elif due is not None:
                 if marks is not None:  # what the state's rows and missing keys came from
+                    assert held.low is not None  # as above (mypy forgets it past `held = …`)
                     known = marks.where(F.col(EVENT_TIME) <= times.lit(held.low))
                     due = due.unionByName(known, allowMissingColumns=True)
+                assert events is not None  # due is taken from them
                 temporaries: list[DataFrame] = []
                 state = _checkpoint(_fold(held.state, due, list(names), key, temporaries))
                 pending = _checkpoint(events.where(F.col(EVENT_TIME) > times.lit(low)))
@@ -318,7 +336,7 @@ class DimensionStates:
             bytes_read = _live_bytes(spark, table, pinned)
         elif refresh.kind == "delta":
             assert held is not None
-            temporaries = []
+            temporaries: list[DataFrame] = []
             state = (
                 _fold_logs(
                     spark,
@@ -339,6 +357,7 @@ class DimensionStates:
                 state = state.repartition(*cols(key))
             held = _Held(pinned, names, held.key, None, _checkpoint(state))
             _release(temporaries)
+        assert held is not None  # no state yet plans a reload
         self._keep(slot, held)
         self._record(table, refresh, held.snapshot_id, bytes_read, started)
         return held.state
@@ -352,6 +371,7 @@ def _checkpoint(frame: DataFrame) -> DataFrame:
     every join of a micro-batch's facts with it shuffles the whole state again."""
     conf = frame.sparkSession.conf
     adaptive = conf.get("spark.sql.adaptive.enabled", "true")
+    assert adaptive is not None  # a default was given
     conf.set("spark.sql.adaptive.enabled", "false")
     try:
         return frame.localCheckpoint(eager=True)
@@ -392,7 +412,9 @@ def _fold(
 
     others = [n for n in names if n not in key]
     newest = F.struct(POSITION, F.col(OP) != MARK)  # a mark loses a tie with its own event
-    truncate = events.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first().p
+    newest_truncate = events.where(F.col(OP) == "t").agg(F.max(POSITION).alias("p")).first()
+    assert newest_truncate is not None  # an aggregate without grouping has one row
+    truncate = newest_truncate.p
     winners = (
         events.where(F.col(OP) != "t")
         .groupBy(*cols(key))
@@ -415,7 +437,7 @@ def _fold(
         & (F.col(POSITION).isNull() | (F.col("w_pos") > F.col(POSITION)))
     )
 
-    def winner(c: str):
+    def winner(c: str) -> Column:
         if c in names:
             return winners[c]
         return F.col({POSITION: "w_pos", EVENT_TIME: "w_et"}.get(c, "w_op"))
@@ -442,7 +464,7 @@ def _fold_logs(
     table: str,
     state: DataFrame,
     held: int | None,
-    logs,
+    logs: Sequence[str],
     names: tuple[str, ...],
     key: list[str],
     temporaries: list[DataFrame],
@@ -463,7 +485,7 @@ def _fold_logs(
     return _fold(state, events, [n for n, _ in user], key, temporaries)
 
 
-def _chain_to(spark: SparkSession, table: str, snapshot_id: int | None) -> list:
+def _chain_to(spark: SparkSession, table: str, snapshot_id: int | None) -> list[SnapshotFact]:
     """The table's retained snapshots up to ``snapshot_id``, oldest first (metadata only)."""
 
     chain = ancestry(spark, resolve_table(spark, table))

@@ -360,7 +360,10 @@ _LISTS = {
     TokenType.VALUES: "VALUES list",
 }
 # The list in parentheses after a clause keyword: TABLE t PARTITION BY (a, b), WITH ('k'='v').
-_PARENTHESIZED = {TokenType.PARTITION_BY: "PARTITION BY list", TokenType.WITH: "WITH option list"}
+_PARENTHESIZED: dict[TokenType | None, str] = {
+    TokenType.PARTITION_BY: "PARTITION BY list",
+    TokenType.WITH: "WITH option list",
+}
 _CLAUSES = {*_LISTS, TokenType.WHERE, TokenType.HAVING, TokenType.ON, TokenType.SET}
 
 

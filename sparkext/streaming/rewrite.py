@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -37,6 +38,9 @@ from sparkext.streaming.job import (
 )
 from sparkext.streaming.rules import RULES, run_rules
 from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def parse_time(value: datetime | str | None, name: str, time_zone: str = "UTC") -> datetime | None:
@@ -115,7 +119,7 @@ def table_ddl(job: Job) -> list[exp.Expr]:
     Each table gets its declared physical columns (and PARTITIONED BY, if any); primary-key
     columns are NOT NULL (the runner then makes them the table's identifier fields).
     """
-    statements = []
+    statements: list[exp.Expr] = []
     for decl in job.tables.values():
         key = {k.lower() for k in decl.primary_key}
         columns = [c.copy() for c in decl.physical]
@@ -128,7 +132,7 @@ def table_ddl(job: Job) -> list[exp.Expr]:
                     "constraints", exp.ColumnConstraint(kind=exp.NotNullColumnConstraint())
                 )
         schema = exp.Schema(this=decl.statement.this.this.copy(), expressions=columns)
-        properties = [exp.FileFormatProperty(this=exp.var("iceberg"))]
+        properties: list[exp.Expr] = [exp.FileFormatProperty(this=exp.var("iceberg"))]
         if decl.partitioned_by:
             properties.append(
                 exp.PartitionedByProperty(
@@ -236,7 +240,9 @@ def _partitions_off_key(sink: str, key: list[str], job: Job, catalog: Catalog) -
             if isinstance(p, exp.Column | exp.Identifier):
                 fields.append(("identity", p.name))
                 continue
-            columns = list(p.find_all(exp.Column)) or list(p.find_all(exp.Identifier))
+            columns: list[exp.Expr] = list(p.find_all(exp.Column)) or list(
+                p.find_all(exp.Identifier)
+            )
             kind = next((k for k in ("bucket", "truncate") if k in p.key), None)
             name = kind or (p.name if isinstance(p, exp.Anonymous) else p.key)
             fields.append((name.lower(), columns[-1].name if columns else "?"))
@@ -317,7 +323,7 @@ def to_batch(
     end: datetime | str,
     catalog: Catalog | None = None,
     lookup_as_of: str = "end",
-    spark=None,
+    spark: SparkSession | None = None,
 ) -> str:
     """The bounded batch SQL of a streaming job over [start, end) (session time zone).
 

@@ -185,6 +185,7 @@ def window_time(
         info = windows(node)
         if info is None:
             return isinstance(node, exp.Table), None
+        assert isinstance(node, exp.Select)  # only SELECTs keep windows (Analysis.windows)
         distance = info.columns.get(column)
         return True, (node, distance) if distance is not None else None
 

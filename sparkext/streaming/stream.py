@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlglot import exp
 
@@ -56,7 +56,7 @@ from sparkext.streaming.backfill import (
 )
 from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.changelog_source import changelog_tables, run_changelog_job
-from sparkext.streaming.context import RewriteContext
+from sparkext.streaming.context import Catalog, RewriteContext
 from sparkext.streaming.dim_state import DimensionStates
 from sparkext.streaming.holds import SourceHolds
 from sparkext.streaming.job import Job, StreamingSqlError, parse_duration, parse_job, table_name
@@ -106,7 +106,7 @@ class StreamState:
         location.write_text(json.dumps({"maxima": self.maxima, "emitted": self.emitted}))
 
 
-def streaming_sources(job: Job, catalog) -> list[StreamSource]:
+def streaming_sources(job: Job, catalog: Catalog) -> list[StreamSource]:
     """Every table the job's queries read as a stream, with its event time and delay."""
     context = RewriteContext(job, catalog, None, datetime.max)
     found: dict[str, StreamSource] = {}
@@ -196,6 +196,18 @@ def _reader(spark: SparkSession, source: StreamSource) -> DataFrame:
     )
 
 
+class _RunningQuery(Protocol):
+    """What :class:`StreamRun` asks of its query: Spark's ``StreamingQuery``, or a changelog
+    job's stand-in (:mod:`sparkext.streaming.changelog_source`)."""
+
+    @property
+    def isActive(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass
 class StreamRun:
     """A started stream job (what :func:`run_stream` returns).
@@ -212,7 +224,7 @@ class StreamRun:
     StreamRun(checkpoint='file:/ck/clicks', state='running', queries=1, sinks=['lake.db.clicks'])
     """
 
-    query: object
+    query: _RunningQuery
     checkpoint: str
     failures: list[BaseException] = field(default_factory=list)  # raised inside a micro-batch
     sinks: list[str] = field(default_factory=list)
@@ -261,7 +273,8 @@ class StreamRun:
             cause = self.failures[-1]
             sentence = spark_message(cause) or f"{type(cause).__name__}: {cause}"
         else:
-            sentence = spark_message(error) or str(error.desc).splitlines()[0]
+            # Spark's StreamingQueryException (a changelog job's error is in failures)
+            sentence = spark_message(error) or str(error.desc).splitlines()[0]  # type: ignore[attr-defined]
         raise SparkextError(f"the stream stopped: {sentence}") from None
 
 
@@ -393,8 +406,8 @@ def run_stream(
         found = [_emitted_until(spark, sink, checkpoint, query_id, zone)]
         if query_id in state.emitted:  # survives the expiry of the sink's snapshots
             found.append(times.parse_instant(state.emitted[query_id], zone))
-        found = [f for f in found if f is not None]
-        return max(found) if found else start
+        known = [f for f in found if f is not None]
+        return max(known) if known else start
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -442,6 +455,7 @@ def run_stream(
                 APPEND_RULES,
             )
             insert = batch_plan.statement
+            assert isinstance(insert, exp.Insert)  # the query has a sink
             with registered_views(spark, batch_plan.views, states):  # resolved when analysed
                 frame = sink_frame(spark, insert, sink)
             marks = {
@@ -467,7 +481,11 @@ def run_stream(
                     "restart the stream",
                     against_sink=True,
                 )
-                counts = (result.snapshot_id, result.upserted, result.deleted)
+                counts: tuple[int | None, int | None, int | None] = (
+                    result.snapshot_id,
+                    result.upserted,
+                    result.deleted,
+                )
             else:
                 writer = frame.writeTo(sink).option(f"snapshot-property.{RUN_ID}", run_id)
                 for mark, value in marks.items():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparkext.errors import SparkextError
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sparkext.streaming.job import Job
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class UdfError(SparkextError, LookupError):
@@ -44,7 +46,7 @@ class UdfError(SparkextError, LookupError):
 @dataclass(frozen=True)
 class UdfSpec:
     name: str
-    function: Callable
+    function: Callable[..., Any]
     return_type: str
     pandas: bool
 
@@ -52,13 +54,15 @@ class UdfSpec:
 REGISTRY: dict[str, UdfSpec] = {}
 
 
-def udf(return_type: str = "string", *, name: str | None = None, pandas: bool = False):
+def udf(
+    return_type: str = "string", *, name: str | None = None, pandas: bool = False
+) -> Callable[[_F], _F]:
     """Declare a UDF (Spark DDL return type, e.g. 'double' or 'array<string>'); the function is
     returned unchanged so it stays a plain, testable Python function."""
 
-    def declare(function: Callable) -> Callable:
+    def declare(function: _F) -> _F:
         spec = UdfSpec(name or function.__name__, function, return_type, pandas)
-        function.__sparkext_udf__ = spec
+        function.__sparkext_udf__ = spec  # type: ignore[attr-defined]  # marks the function itself
         REGISTRY[spec.name.lower()] = spec
         return function
 
@@ -75,7 +79,7 @@ def resolve(target: str) -> UdfSpec:
             f"CREATE FUNCTION … AS '{target}': cannot import it ({error}); check the module is "
             "on PYTHONPATH of the driver and the executors."
         ) from None
-    spec = getattr(function, "__sparkext_udf__", None)
+    spec: UdfSpec | None = getattr(function, "__sparkext_udf__", None)
     if spec is None:
         raise UdfError(
             f"'{target}' is not a sparkext UDF; decorate it with @sparkext.streaming.udf('<type>')."
@@ -87,7 +91,8 @@ def register(spark: SparkSession, name: str, spec: UdfSpec) -> None:
     if spec.pandas:
         from pyspark.sql.functions import pandas_udf
 
-        spark.udf.register(name, pandas_udf(spec.function, spec.return_type))
+        # pyspark's stubs have no overload without functionType (inferred from the type hints)
+        spark.udf.register(name, pandas_udf(spec.function, spec.return_type))  # type: ignore[call-overload]
     else:
         spark.udf.register(name, spec.function, spec.return_type)
 

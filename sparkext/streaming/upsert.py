@@ -35,7 +35,9 @@ from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.identifiers import col, cols, map_in_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from sparkext.iceberg.cdc_table import ConcurrentChange
 
 PRESENT = "_sparkext_present"
 UNTIL = "sparkext.upsert.until"  # snapshot summary: the point in time the sink's keys are at
@@ -48,7 +50,7 @@ class UpsertResult:
     deleted: int  # keys that disappeared
 
 
-def _same(left: str, right: str, columns: Sequence[str]):
+def _same(left: str, right: str, columns: Sequence[str]) -> Column:
     from pyspark.sql import functions as F
 
     same = F.lit(True)
@@ -201,6 +203,7 @@ def upsert(
             F.sum(F.when(F.col(KIND) != DATA, 1).otherwise(0)).alias("deletes"),
             F.sum(F.when((F.col(KIND) == DATA) & null_key, 1).otherwise(0)).alias("null_keys"),
         ).first()  # one row
+        assert stats is not None  # an aggregate without grouping has exactly one row
         if stats.null_keys:
             raise StreamingWriteError(
                 f"{stats.null_keys} row(s) for {sink} have a NULL in the primary key "
@@ -238,7 +241,7 @@ def upsert(
         for r in described
     ]
 
-    def check(concurrent) -> None:
+    def check(concurrent: Sequence[ConcurrentChange]) -> None:
         others = [c for c in concurrent if c.operation != "replace"]
         if others:
             raise CommitConflictError(

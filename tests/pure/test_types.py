@@ -1,8 +1,9 @@
 """Types are part of the suite: mypy over the package, with pyproject.toml's [tool.mypy].
 
-The strict set (the override in [tool.mypy] with ``disallow_untyped_defs``: planning, routing and
-the base modules) must have no error at all. The rest of the package is checked with mypy's
-defaults, and its error count may only fall: BASELINE is the count when it was last lowered.
+The strict set (the override in [tool.mypy] with ``disallow_untyped_defs``: planning, routing,
+streaming, service and the base modules) must have no error at all. The rest of the package is
+checked with mypy's defaults, and its error count may only fall: BASELINE is the count when it
+was last lowered.
 mypy keeps its cache in .mypy_cache/ at the repository root, so a second run takes seconds.
 """
 
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # mypy's error count over the whole package. Fixed errors? Lower this to the new count in the same
 # commit. Never raise it: fix the new error instead (or, rarely, a `# type: ignore[code]` with
 # the reason beside it).
-BASELINE = 206
+BASELINE = 42
 
 _ERROR = re.compile(r"^(?P<path>[^:\s]+\.pyi?):\d+(?::\d+)?: error: ", re.MULTILINE)
 
