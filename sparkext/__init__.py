@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from sparkext.actions.history.changelog_stream import ChangelogStream
+    from sparkext.declarations import Context
     from sparkext.planning.changelog_stream import ConsumerReport
     from sparkext.service.service import Service
 
@@ -261,24 +262,24 @@ def health_report(
     from pathlib import Path
 
     from sparkext.actions import health_report as report
+    from sparkext.routing.router import run_action
+    from sparkext.security.caller import entered
 
     spark = spark or active_session() or session()
-    if out is None:
-        return sql(
-            f"CALL sparkext.health_report(tables => {_literal(tables)}"
-            + (f", log_table => {_literal(log_table)}" if log_table else "")
-            + f", record => {str(record).lower()})",
-            spark,
-        )
+    if out is None:  # the procedure's rows, checked and audited as its CALL is
+        given = {"tables": tables, **({"log_table": log_table} if log_table else {})}
+
+        def rows(context: Context) -> list[tuple[Any, ...]]:
+            found = report.gather(
+                context.spark, tables, log_table or None, record, context.progress
+            )
+            return report.rows(*found)
+
+        with entered(spark, "python"):
+            return run_action(spark, "health_report", {**given, "record": record}, rows, progress)
     partitions, trend = report.gather(
         spark, tables, log_table, record, progress or (lambda message: None)
     )
     path = Path(out)
     path.write_text(report.render(partitions, trend, title), encoding="utf-8")
     return str(path)
-
-
-def _literal(text: str) -> str:
-    from sparkext.literals import sql_string
-
-    return sql_string(text)
