@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from sparkext.declarations import BoundArgs, Context, Kind, Routine, describe
+from sparkext.declarations import BoundArgs, Context, Kind, Routine
 from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
 from sparkext.procedures.registry import ROUTINES
 from sparkext.routing.binding import bind, evaluator
@@ -104,7 +105,8 @@ def run_action(
 
     activate_session(spark)
     routine = ROUTINES[name]
-    arguments = ", ".join(f"{key} => {describe(value)}" for key, value in given.items())
+    # the text the CALL's arguments are recorded as: each one as sqlglot renders it
+    arguments = ", ".join(f"{k} => {exp.convert(v).sql('spark')}" for k, v in given.items())
     values = {p.name: given.get(p.name, p.default) for p in routine.params}
     try:
         with governed(spark, f"sparkext.{name}", "procedure", arguments) as call:

@@ -89,7 +89,7 @@ def test_the_python_api_gives_the_calls_rows_checked_and_audited_as_the_call(
     )
     assert by_api.schema == by_call.schema
     assert by_api.collect() == by_call.collect()
-    arguments = f"tables => '{table_name}', log_table => '{log_table}', record => false"
+    arguments = f"tables => '{table_name}', log_table => '{log_table}', record => FALSE"
     assert recorded == [("python", "sparkext.health_report", "procedure", arguments, "ok")] * 2
 
     monkeypatch.setattr(guard, "active_policy", lambda spark, caller: policy.NETWORK_DEFAULT)
@@ -103,7 +103,7 @@ def test_the_python_api_gives_the_calls_rows_checked_and_audited_as_the_call(
         refused.append(str(error.value))
     assert refused[0] == refused[1] and "may not call sparkext.health_report" in refused[0]
     assert [r[-1] for r in recorded[2:]] == ["refused", "refused"]
-    assert recorded[2][3] == f"tables => '{table_name}', record => true"
+    assert recorded[2][3] == f"tables => '{table_name}', record => TRUE"  # as the CALL was
 
 
 def _chromium() -> str | None:
