@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from sparkext.actions.history.changelog_stream import ChangelogStream
+    from sparkext.declarations import Context
     from sparkext.planning.changelog_stream import ConsumerReport
     from sparkext.service.service import Service
 
@@ -116,34 +117,14 @@ def ingest_cdc_stream(
     Same parameters, options, table and checkpoint layout as the procedure, so a continuous job
     and a catch-up CALL can share a checkpoint (not at the same time). Stop with ``query.stop()``.
     """
-    from sparkext.actions.cdc.stream import start
-    from sparkext.declarations import BoundArgs, Context, bind_options
-    from sparkext.procedures.ingest_cdc import (
-        OPTIMIZE_EVERY,
-        ROUTINE,
-        between_batches,
-        settings_from,
-        source_location,
-    )
+    from sparkext.actions.cdc import ingest_cdc
+    from sparkext.actions.cdc import options as cdc_options
 
     spark = spark or active_session() or session()
     check_executors(spark)
-    values = {
-        "table": table,
-        "checkpoint": checkpoint,
-        "primary_key": primary_key,
-        "create": create,
-    }
-    bound = bind_options(ROUTINE, options or {})
-    settings = settings_from(BoundArgs(values, bound))
-    after_batch = between_batches(Context(spark), table, bound[OPTIMIZE_EVERY])
-    return start(
-        spark,
-        settings,
-        source_location(source),
-        interval=interval,
-        max_files=bound["max-files-per-batch"],
-        after_batch=after_batch,
+    bound = cdc_options.bind(options)
+    return ingest_cdc.start_cdc(
+        spark, table, source, checkpoint, primary_key, create, bound, interval=interval
     )
 
 
@@ -162,29 +143,14 @@ def ingest_cdc_database_stream(
     job and a catch-up CALL can share a checkpoint (not at the same time). Stop with
     ``query.stop()``.
     """
-    from sparkext.actions.cdc.database import start_database
-    from sparkext.declarations import BoundArgs, Context, bind_options
-    from sparkext.procedures import ingest_cdc_database as routine
-    from sparkext.procedures.ingest_cdc import (
-        MAX_FILES_PER_BATCH,
-        OPTIMIZE_EVERY,
-        source_location,
-    )
+    from sparkext.actions.cdc import ingest_cdc
+    from sparkext.actions.cdc import options as cdc_options
 
     spark = spark or active_session() or session()
     check_executors(spark)
-    bound = bind_options(routine.ROUTINE, options or {})
-    args = BoundArgs({"namespace": namespace, "checkpoint": checkpoint}, bound)
-    return start_database(
-        spark,
-        routine.settings_from(args),
-        namespace,
-        source_location(source),
-        routine.naming_from(bound),
-        routine.keys_from(bound),
-        interval=interval,
-        max_files=bound[MAX_FILES_PER_BATCH],
-        after_table=routine.after_table(Context(spark), bound[OPTIMIZE_EVERY]),
+    bound = cdc_options.bind_database(options)
+    return ingest_cdc.start_cdc_database(
+        spark, namespace, source, checkpoint, bound, interval=interval
     )
 
 
@@ -298,24 +264,24 @@ def health_report(
     from pathlib import Path
 
     from sparkext.actions import health_report as report
+    from sparkext.routing.router import run_action
+    from sparkext.security.caller import entered
 
     spark = spark or active_session() or session()
-    if out is None:
-        return sql(
-            f"CALL sparkext.health_report(tables => {_literal(tables)}"
-            + (f", log_table => {_literal(log_table)}" if log_table else "")
-            + f", record => {str(record).lower()})",
-            spark,
-        )
+    if out is None:  # the procedure's rows, checked and audited as its CALL is
+        given = {"tables": tables, **({"log_table": log_table} if log_table else {})}
+
+        def rows(context: Context) -> list[tuple[Any, ...]]:
+            found = report.gather(
+                context.spark, tables, log_table or None, record, context.progress
+            )
+            return report.rows(*found)
+
+        with entered(spark, "python"):
+            return run_action(spark, "health_report", {**given, "record": record}, rows, progress)
     partitions, trend = report.gather(
         spark, tables, log_table, record, progress or (lambda message: None)
     )
     path = Path(out)
     path.write_text(report.render(partitions, trend, title), encoding="utf-8")
     return str(path)
-
-
-def _literal(text: str) -> str:
-    from sparkext.literals import sql_string
-
-    return sql_string(text)

@@ -340,21 +340,30 @@ def label(routine: Routine) -> str:
 
 def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str, Any]:
     """Validate ``options => map(...)`` keys against the routine's declared options."""
-    declared = {o.key: o for o in routine.options}
+    return bind_declared(label(routine), routine.options, given)
+
+
+def bind_declared(
+    where: str, options: Sequence[Option], given: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """Validate ``given`` against ``options``, the options of routine ``where`` (``sparkext.x``,
+    as its sentences name it): what an action that declares its options binds a Python API's
+    ``options`` dict with, in the words ``options => map(...)`` gets."""
+    declared = {o.key: o for o in options}
     result: dict[str, Any] = {
         key: {} if option.prefix else option.parse(option.default)
         for key, option in declared.items()
     }
     for key, raw in (given or {}).items():
         option = declared.get(key)
-        prefix = next((o for o in routine.options if o.prefix and key.startswith(o.key)), None)
+        prefix = next((o for o in options if o.prefix and key.startswith(o.key)), None)
         if option is None and prefix is not None:
             result[prefix.key][key] = raw
             continue
         if option is None:
             valid = ", ".join(sorted(declared)) or "none"
             raise OptionError(
-                f"Unknown option '{key}' for {label(routine)}{did_you_mean(key, declared)}; "
+                f"Unknown option '{key}' for {where}{did_you_mean(key, declared)}; "
                 f"valid options: {valid}."
             )
         try:
@@ -366,10 +375,10 @@ def bind_options(routine: Routine, given: Mapping[str, str] | None) -> dict[str,
                 expected = str(error).removeprefix("expected ").rstrip(".")
             if expected:
                 raise OptionError(
-                    f"Option '{key}' of {label(routine)} expects {expected}, got {describe(raw)}."
+                    f"Option '{key}' of {where} expects {expected}, got {describe(raw)}."
                 ) from None
             raise OptionError(
-                f"Option '{key}' of {label(routine)} has an invalid value '{raw}': {error}."
+                f"Option '{key}' of {where} has an invalid value '{raw}': {error}."
             ) from None
     return result
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from sparkext.declarations import Context, Kind, Routine
+from sparkext.declarations import BoundArgs, Context, Kind, Routine
 from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
 from sparkext.iceberg.catalog import activate_session, resolve_table
 from sparkext.iceberg.errors import translate
@@ -87,6 +88,44 @@ def run_invocation(
         if not routine.output:  # a table whose columns depend on the arguments
             return result
         return result.select(*(c.name for c in routine.output))
+
+
+def run_action(
+    spark: SparkSession,
+    name: str,
+    given: Mapping[str, Any],
+    action: Callable[[Context], list[tuple[Any, ...]]],
+    progress: Callable[[str], None] | None = None,
+) -> DataFrame:
+    """A Python API call of routine ``name`` that runs its action with typed values: checked
+    and audited as ``CALL sparkext.<name>(<given>)`` is (:func:`run_invocation`), with
+    ``given`` as the call's arguments and the other parameters at their defaults; the rows
+    ``action`` returns become the routine's declared output (:func:`local_frame`). Errors come
+    as :func:`execute` gives them."""
+    from sparkext.iceberg.catalog import activate_session
+    from sparkext.iceberg.errors import translate
+    from sparkext.security.guard import governed
+    from sparkext.spark.environment import check_executors
+
+    activate_session(spark)
+    routine = ROUTINES[name]
+    # the text the CALL's arguments are recorded as: each one as sqlglot renders it
+    arguments = ", ".join(f"{k} => {exp.convert(v).sql('spark')}" for k, v in given.items())
+    values = {p.name: given.get(p.name, p.default) for p in routine.params}
+    try:
+        with governed(spark, f"sparkext.{name}", "procedure", arguments) as call:
+            call.resolved(routine)
+            call.bound(routine, BoundArgs(values))
+            check_executors(spark)
+            rows = action(Context(spark, progress or _quiet))
+            return local_frame(spark, rows, routine.output_ddl)
+    except SparkextError:
+        raise
+    except Exception as error:
+        translated = translate(error)
+        if translated is None:
+            raise
+        raise translated from error
 
 
 def failure_column(statement: Statement) -> tuple[str, str] | None:

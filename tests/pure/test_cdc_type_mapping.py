@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from sparkext.actions.cdc.model import Settings, batch_types
+from sparkext.actions.cdc.options import variable_scale_decimal
 from sparkext.actions.cdc.types import (
     UnknownLogicalTypeWarning,
     connect_column,
@@ -20,7 +21,6 @@ from sparkext.actions.cdc.types import (
 )
 from sparkext.errors import SchemaChangeError
 from sparkext.planning.cdc_schema import plan_schema
-from sparkext.procedures.ingest_cdc import _variable_scale_decimal
 from sparkext.spark.session import PARQUET_REBASE, build_conf
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -130,10 +130,10 @@ def test_the_hand_worked_encoding_of_debezium_decimals():
 def test_variable_scale_decimal_can_be_text():
     assert connect_column(VSD, "string")[1] == "string"
     assert connect_column(VSD, "decimal(20,4)")[1] == "decimal(20,4)"
-    assert _variable_scale_decimal(" String ") == "string"
+    assert variable_scale_decimal(" String ") == "string"
     for bad in ("decimal(39,2)", "decimal(5,6)", "double", "decimal(0,0)"):
         with pytest.raises(ValueError, match="string or decimal"):
-            _variable_scale_decimal(bad)
+            variable_scale_decimal(bad)
 
 
 def facts(*schemas) -> list:

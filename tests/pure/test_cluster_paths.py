@@ -137,7 +137,7 @@ def test_an_executor_without_sparkext_or_with_another_version_is_named():
 
 def test_a_plain_path_is_on_the_default_file_system_as_spark_reads_it(tmp_path, monkeypatch):
     from sparkext import fs
-    from sparkext.procedures.ingest_cdc import source_location
+    from sparkext.actions.cdc.options import source_location
 
     monkeypatch.chdir(tmp_path)
     try:

@@ -66,6 +66,46 @@ def test_rows_agree_with_table_health_and_name_the_fix(spark, table_name):
     assert logged == 2
 
 
+def test_the_python_api_gives_the_calls_rows_checked_and_audited_as_the_call(
+    spark, table_name, monkeypatch
+):
+    """sparkext.health_report without out runs the action, not SQL: same rows and columns as
+    the CALL, and the same policy check and audit record (route python)."""
+    from sparkext.errors import AccessDeniedError
+    from sparkext.security import guard, policy
+
+    make(spark, table_name)
+    log_table = "lake.test.health_log_api"
+    recorded = []
+
+    def record(call, outcome, error):
+        recorded.append((call.caller.route, call.routine, call.kind, call.arguments, outcome))
+
+    monkeypatch.setattr(guard, "_record", record)
+    by_api = sparkext.health_report(table_name, log_table=log_table, record=False)
+    by_call = sparkext.sql(
+        f"CALL sparkext.health_report(tables => '{table_name}', log_table => '{log_table}', "
+        "record => false)"
+    )
+    assert by_api.schema == by_call.schema
+    assert by_api.collect() == by_call.collect()
+    arguments = f"tables => '{table_name}', log_table => '{log_table}', record => FALSE"
+    assert recorded == [("python", "sparkext.health_report", "procedure", arguments, "ok")] * 2
+
+    monkeypatch.setattr(guard, "active_policy", lambda spark, caller: policy.NETWORK_DEFAULT)
+    refused = []
+    for run in (
+        lambda: sparkext.health_report(table_name),  # record => true writes the run log
+        lambda: sparkext.sql(f"CALL sparkext.health_report(tables => '{table_name}')"),
+    ):
+        with pytest.raises(AccessDeniedError) as error:
+            run()
+        refused.append(str(error.value))
+    assert refused[0] == refused[1] and "may not call sparkext.health_report" in refused[0]
+    assert [r[-1] for r in recorded[2:]] == ["refused", "refused"]
+    assert recorded[2][3] == f"tables => '{table_name}', record => TRUE"  # as the CALL was
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

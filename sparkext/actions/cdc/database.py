@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
 
 from sparkext.actions.cdc import stream
 from sparkext.actions.cdc.ingest import Ingestor
-from sparkext.actions.cdc.model import Metrics, Settings
+from sparkext.actions.cdc.model import Keys, Metrics, Settings
 from sparkext.actions.cdc.stream import KAFKA, VANISHED
 from sparkext.actions.cdc.topics import NO_TOPIC, Naming, Route, check_routes
 from sparkext.errors import IngestError
@@ -38,18 +38,7 @@ if TYPE_CHECKING:
 TABLES = "tables"  # <checkpoint>/tables/<table>: each table's own ingest_cdc checkpoint
 ROUTES = "tables.json"  # <checkpoint>/tables.json: topic -> table, for every topic ever routed
 TOPIC = "_sparkext_topic"
-
-
-@dataclass(frozen=True)
-class Keys:
-    """Primary keys for tables whose events carry no Debezium key (a sink that landed values
-    only): ``default`` for every table, ``per_table`` by table name (without namespace)."""
-
-    default: tuple[str, ...] = ()
-    per_table: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def of(self, table: str) -> tuple[str, ...]:
-        return self.per_table.get(table, self.default)
+NO_KEYS = Keys()  # every table's key from its events
 
 
 @dataclass
@@ -366,7 +355,7 @@ def ingest_database(
     namespace: str,
     source: str,
     naming: Naming,
-    keys: Keys = Keys(),
+    keys: Keys = NO_KEYS,
     max_files: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
     after_table: Callable[[str], Callable[[], None] | None] = lambda table: None,
@@ -395,7 +384,7 @@ def start_database(
     namespace: str,
     source: str,
     naming: Naming,
-    keys: Keys = Keys(),
+    keys: Keys = NO_KEYS,
     interval: str = "10 seconds",
     max_files: int | None = None,
     after_table: Callable[[str], Callable[[], None] | None] = lambda table: None,

@@ -8,7 +8,7 @@ Floor: actions (the work, typed results).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,18 @@ class Settings:
     unavailable_placeholder: str = "__debezium_unavailable_value"
     # the landing directory of the connector's heartbeat topic: heartbeats count as progress
     heartbeat_source: str | None = None
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Primary keys for tables whose events carry no Debezium key (a sink that landed values
+    only): ``default`` for every table, ``per_table`` by table name (without namespace)."""
+
+    default: tuple[str, ...] = ()
+    per_table: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def of(self, table: str) -> tuple[str, ...]:
+        return self.per_table.get(table, self.default)
 
 
 @dataclass(frozen=True)
