@@ -160,9 +160,9 @@ def rewrite_equality_deletes(
     where = (where or "").strip() or None
     check_where(ref.name, ref.partitioned, where)
     table = DeleteTable(context.spark, ref)
-    granularity = (
+    granularity = str(
         options[DELETE_GRANULARITY] or ref.prop("write.delete.granularity", "file")
-    ).lower()
+    ).lower()  # (prop with a default is never None)
     max_commits = options[PARTIAL_PROGRESS_MAX_COMMITS] if options[PARTIAL_PROGRESS_ENABLED] else 1
     totals = dict.fromkeys(
         ("removed", "pos_added", "dvs_added", "positions", "merged", "dangling", "bytes"), 0

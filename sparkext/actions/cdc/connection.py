@@ -44,13 +44,14 @@ def connection(
         url, user, password = source, options[USER], options[PASSWORD]
     else:
         prefix = f"{CONNECTION_PREFIX}{source}."
-        url = conf.get(f"{prefix}url", None)
-        if not url:
+        named = conf.get(f"{prefix}url", None)
+        if not named:
             raise ProcedureArgumentError(
                 f"source => '{source}' is neither a JDBC URL nor a named connection; write "
                 "source => 'jdbc:postgresql://host:5432/db', or set "
                 f"{prefix}url (and .user, .password) in the session."
             )
+        url = named
         user = options[USER] or conf.get(f"{prefix}user", "") or ""
         password = options[PASSWORD] or conf.get(f"{prefix}password", "") or ""
     properties = {k: v for k, v in ((USER, user), (PASSWORD, password)) if v}
