@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from sparkext.errors import SparkextError
 from sparkext.spark import session as _session
 from sparkext.spark.environment import check_executors
-from sparkext.spark.session import active_session
+from sparkext.spark.extension import spark_conf as with_extension
+from sparkext.spark.session import ICEBERG_EXTENSION, active_session, iceberg_jars
 from sparkext.version import __version__
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def sql(text: str, spark: SparkSession | None = None) -> DataFrame:
     sparkext; every other statement goes to ``spark.sql`` unchanged. Without ``spark``, the active
     session is used, or one is built with :func:`session`.
     """
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.routing.router import run_text
     from sparkext.security.caller import entered
 
@@ -68,7 +70,8 @@ def session(**overrides: Any) -> SparkSession:
     If a session is already running it is returned as is (Spark cannot change static settings of
     a running session); runtime settings among ``overrides`` are applied to it.
     """
-    from sparkext.routing.in_spark import ANSWERS  # start-up: routing imports every routine
+    # loaded on first use: `import sparkext` runs in every executor and stays light
+    from sparkext.routing.in_spark import ANSWERS
 
     return _session.session(ANSWERS, **overrides)
 
@@ -84,7 +87,8 @@ def attach(spark: SparkSession | None = None) -> SparkSession:
     them gets the extension added and a clone of it (same settings, temp views and catalogs) is
     returned and made active: write ``spark = sparkext.attach(spark)``.
     """
-    from sparkext.routing.in_spark import ANSWERS  # start-up: routing imports every routine
+    # loaded on first use: `import sparkext` runs in every executor and stays light
+    from sparkext.routing.in_spark import ANSWERS
     from sparkext.spark.extension import attach as attach_driver
 
     return attach_driver(spark or active_session() or session(), ANSWERS)
@@ -96,9 +100,6 @@ def spark_conf() -> dict[str, str]:
     ``spark.driver.extraClassPath`` (the Iceberg runtime and sparkext's extension jar). Pass them
     to ``spark-submit --conf`` or a notebook's ``SparkSession.builder.config``, then call
     :func:`attach`."""
-    from sparkext.spark.extension import spark_conf as with_extension
-    from sparkext.spark.session import ICEBERG_EXTENSION, iceberg_jars
-
     return with_extension(iceberg_jars({"spark.sql.extensions": ICEBERG_EXTENSION}))
 
 
@@ -117,6 +118,7 @@ def ingest_cdc_stream(
     Same parameters, options, table and checkpoint layout as the procedure, so a continuous job
     and a catch-up CALL can share a checkpoint (not at the same time). Stop with ``query.stop()``.
     """
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions.cdc import ingest_cdc
     from sparkext.actions.cdc import options as cdc_options
 
@@ -143,6 +145,7 @@ def ingest_cdc_database_stream(
     job and a catch-up CALL can share a checkpoint (not at the same time). Stop with
     ``query.stop()``.
     """
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions.cdc import ingest_cdc
     from sparkext.actions.cdc import options as cdc_options
 
@@ -196,6 +199,7 @@ def changelog_stream(
         stream.foreach_batch(lambda frame, batch_id: frame.write.mode("append").parquet(out))
         stream.process_available()
     """
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions.history.changelog_stream import ChangelogStream
 
     spark = spark or active_session() or session()
@@ -206,6 +210,7 @@ def changelog_stream(
 def changelog_consumers(table: str, spark: SparkSession | None = None) -> ConsumerReport:
     """The changelog consumers registered on ``table`` (``consumers``: each registration and
     whether it is stale) and ``needed``: the oldest snapshot they still need."""
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions.history.changelog_stream import changelog_consumers as report
 
     spark = spark or active_session() or session()
@@ -214,6 +219,7 @@ def changelog_consumers(table: str, spark: SparkSession | None = None) -> Consum
 
 def unregister_changelog_consumer(table: str, name: str, spark: SparkSession | None = None) -> bool:
     """Remove consumer ``name``'s registration from ``table`` (True when it was there)."""
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions.history.changelog_stream import unregister_changelog_consumer as remove
 
     spark = spark or active_session() or session()
@@ -239,6 +245,7 @@ def optimize_service(
     thread, or with ``once`` until nothing is due), ``.stats`` counts jobs, the run log table
     keeps every job; ``log`` gets one line per job; ``lag_alert`` (a duration) logs and shows
     CDC tables further behind their source."""
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.service.service import serve
 
     spark = spark or active_session() or session()
@@ -263,6 +270,7 @@ def health_report(
     path; without, return the rows ``CALL sparkext.health_report`` returns."""
     from pathlib import Path
 
+    # loaded on first use: `import sparkext` runs in every executor and stays light
     from sparkext.actions import health_report as report
     from sparkext.routing.router import run_action
     from sparkext.security.caller import entered

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from sparkext.errors import EnvironmentSetupError
+
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
 
@@ -66,8 +68,6 @@ def on_default_filesystem(path: str) -> str | None:
     if not _DEFAULT_FS or scheme(path) is not None:
         return None
     if not path.startswith("/"):
-        from sparkext.errors import EnvironmentSetupError
-
         raise EnvironmentSetupError(
             f"'{path}' is a relative path but the default file system is {_DEFAULT_FS[0]}; "
             f"write it in full (e.g. {_DEFAULT_FS[0]}/data/{path}) or as a /absolute/path."

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions import cluster as clustering
 from sparkext.actions import lease
 from sparkext.actions.cluster import resolve_curve
 from sparkext.actions.rewrite_deletes import run_round
@@ -353,8 +354,6 @@ READ_SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionByte
 def _run_group(
     run: _Run, facts: Any, group: Group, converted: Mapping[str, tuple[int, int]]
 ) -> GroupResult:
-    from sparkext.actions.cluster import cluster, output_tasks
-
     context, table, settings, curve = run.context, run.table, run.settings, run.curve
     started = time.monotonic()
     paths = [f.path for f in group.files]
@@ -373,8 +372,8 @@ def _run_group(
             split = settings.target_file_bytes if group.level == 0 else READ_SPLIT_BYTES
             frame = table.read_staged(group_id, max(split, settings.target_file_bytes))
             if group.level >= 1:
-                tasks = output_tasks(group.input_bytes, settings.target_file_bytes)
-                frame = cluster(frame, settings.cluster_columns, curve, tasks, records)
+                tasks = clustering.output_tasks(group.input_bytes, settings.target_file_bytes)
+                frame = clustering.cluster(frame, settings.cluster_columns, curve, tasks, records)
             written = table.write_staged(group_id, frame, spec_id, settings.target_file_bytes)
             summary = {
                 SUMMARY_OPERATION: OPERATION,

@@ -20,6 +20,18 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from sparkext.errors import SparkextError
+from sparkext.executors.cdc.files import remove_written
+from sparkext.executors.deletes.writers import (
+    DIRECT_READ_UNSUPPORTED,
+    WRITTEN_DDL,
+    data_key_reader,
+    deletion_vector_writer,
+    direct_delete_writer,
+    equality_key_reader,
+    position_delete_writer,
+)
+from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.iceberg.delete_files import OPERATION, SUMMARY_OPERATION, NewDeleteFile
 from sparkext.literals import in_list
 from sparkext.planning.equality_deletes import DeleteFileFact, RoundPlan
@@ -57,8 +69,6 @@ def _candidate_rows(
     read: the prefilter compared against applicable deletes only, nulls matching nulls).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from sparkext.executors.deletes.writers import data_key_reader
 
     candidates = None if iceberg_reader else _candidate_files(spark, files, data_files, has_global)
     if candidates is None:
@@ -109,8 +119,6 @@ def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
     does not apply."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from sparkext.executors.deletes.writers import WRITTEN_DDL, direct_delete_writer
-
     if len(plan.equality_ids) != 1 or len(plan.equality_ids[0]) != 1 or plan.merge:
         return None
     has_global = any(f.is_global for f in plan.convert)
@@ -131,7 +139,6 @@ def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
 
 def _collect_written(frame: DataFrame, directory: str, prefix: str) -> list:
     """Run a writer job and collect its one row per file; a failed job leaves no files."""
-    from sparkext.executors.cdc.files import remove_written
 
     try:
         return frame.collect()
@@ -153,8 +160,6 @@ def _equality_positions(
     once (no dedup needed)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from sparkext.executors.deletes.writers import equality_key_reader
 
     parallelism = spark.sparkContext.defaultParallelism
     has_global = any(f.is_global for f in plan.convert)
@@ -215,8 +220,6 @@ def run_round(
     filesystem pyarrow does not know, a key column missing from an old file) the round is
     redone with Iceberg's own reader, which handles all of those.
     """
-    from sparkext.errors import SparkextError
-    from sparkext.executors.deletes.writers import DIRECT_READ_UNSUPPORTED
 
     args = (spark, table, snapshot_id, plan, where, target_file_size, progress, file_granularity)
     try:
@@ -248,12 +251,6 @@ def _write(
 ):
     """Run the Spark jobs of a round; return what the commit needs."""
     from pyspark.sql import functions as F
-
-    from sparkext.executors.deletes.writers import (
-        WRITTEN_DDL,
-        deletion_vector_writer,
-        position_delete_writer,
-    )
 
     v3 = table.format_version() >= 3
     data_files = table.data_files(snapshot_id).cache()
@@ -316,7 +313,6 @@ def _commit(
     table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
 ):
     """Commit a round's files; if the commit fails they go, unless it may have landed."""
-    from sparkext.iceberg.commit import discard_unless_unknown
 
     paths = [w.path for w in written]
     with discard_unless_unknown(

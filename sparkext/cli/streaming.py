@@ -22,6 +22,7 @@ from sparkext.cli.common import fail, overrides_of, start_session
 from sparkext.cli.output import FORMATS, write
 from sparkext.cli.progress import Progress
 from sparkext.spark.cancellation import Runner, Statement, StatementCancelled
+from sparkext.streaming import stream as stream_runner
 from sparkext.streaming.backfill import run_backfill
 from sparkext.streaming.job import StreamingSqlError, check_syntax, parse_duration
 from sparkext.streaming.rewrite import parse_time
@@ -257,10 +258,9 @@ def stream(
     _check(text, job, verbose)
     _check_options(verbose, start=start_from, interval=interval)
     spark = cli_session(overrides_of(confs, master), verbose)
-    from sparkext.streaming.stream import run_stream
 
     def start():
-        return run_stream(
+        return stream_runner.run_stream(
             spark,
             text,
             checkpoint,

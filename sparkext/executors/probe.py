@@ -17,7 +17,7 @@ def probe(_: object) -> tuple[str, str, str, str]:
 
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
-        import sparkext
+        import sparkext  # the question itself: can this executor's Python import it?
     except Exception as error:
         return socket.gethostname(), python, "", f"{type(error).__name__}: {error}"
     return socket.gethostname(), python, str(getattr(sparkext, "__version__", "?")), ""

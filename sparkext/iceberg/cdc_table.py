@@ -24,11 +24,12 @@ if TYPE_CHECKING:
     from sparkext.executors.cdc.files import WrittenFile
     from sparkext.executors.cdc.partitioning import PartitionField
 
-from sparkext.errors import BatchOutdatedError
+from sparkext.errors import BatchOutdatedError, IngestError
 from sparkext.executors.cdc.partitioning import PartitionField
 from sparkext.iceberg.catalog import metadata_name, split_name
 from sparkext.iceberg.commit import CommitRequest, commit, delete_files, new_run_id
 from sparkext.iceberg.data_files import add_written_files, remove_live_files
+from sparkext.iceberg.errors import is_java
 from sparkext.iceberg.types import iceberg_type
 from sparkext.planning.summary import (
     BATCH_ID,
@@ -416,8 +417,6 @@ class CdcTable:
             self.refresh()  # another process may have committed it since the load
             snapshot = self._table.snapshot(snapshot_id)
         if snapshot is None:
-            from sparkext.errors import BatchOutdatedError
-
             raise BatchOutdatedError(
                 f"Snapshot {snapshot_id} is not in the history of {self.name} (another writer "
                 "may have expired it); nothing of this batch was committed: run ingest_cdc again."
@@ -483,14 +482,10 @@ def create_table(
     try:
         catalog.icebergCatalog().createTable(table_id, schema, spec.build(), props)
     except Exception as error:  # another process created it first: use theirs if it fits
-        from sparkext.iceberg.errors import is_java
-
         if not is_java(error, "AlreadyExistsException"):
             raise
         table = CdcTable(spark, name)
         if set(table.key()) != set(key):
-            from sparkext.errors import IngestError
-
             raise IngestError(
                 f"Table '{name}' was created by another writer at the same time with primary "
                 f"key ({', '.join(table.key())}), not ({', '.join(key)}); pass the same "

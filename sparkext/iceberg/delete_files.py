@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sparkext import identifiers
 from sparkext.errors import CommitConflictError, ProcedureArgumentError
 from sparkext.iceberg.commit import CommitRequest, commit, delete_files
+from sparkext.iceberg.data_files import java_metrics
 from sparkext.iceberg.errors import spark_message
 from sparkext.literals import sql_string
 from sparkext.planning.equality_deletes import DeleteFileFact
@@ -423,8 +424,6 @@ class DeleteTable:
                 .withReferencedDataFile(a.referenced_data_file)
             )
         else:
-            from sparkext.iceberg.data_files import java_metrics
-
             metrics = java_metrics(self._spark, table, a.path, a.metrics, deletes=True)
             builder = builder.withFormat(iceberg.FileFormat.PARQUET).withMetrics(metrics)
         return builder.build()

@@ -95,8 +95,6 @@ def _state(spark: SparkSession, name: str) -> TableState:
     if current is not None:
         heads.append(int(current.snapshotId()))
     if any(h not in snapshots for h in heads):  # a commit between the reads: never plan on it
-        from sparkext.errors import CommitConflictError
-
         raise CommitConflictError(
             f"{name} changed while its snapshots were read; run maintain again."
         )

@@ -4,76 +4,35 @@ One row per ingest job (checkpoint) that wrote the table: the source commit time
 its commits reached, the newest Debezium heartbeat it confirmed, and the lag behind the source
 (sparkext.planning.lag). ``history => true`` gives one row per retained commit instead.
 
-Floor: procedures (the SQL façade of an action).
+Floor: procedures (the SQL façade of :mod:`sparkext.actions.cdc.lag`, which does the work and
+declares the options).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
+from sparkext.actions.cdc import lag as action
 from sparkext.declarations import (
     BoundArgs,
     Context,
     Kind,
-    Option,
     OutputColumn,
     Param,
     ParamType,
     Routine,
-    parse_boolean,
 )
-from sparkext.times import from_millis
-
-HISTORY = "history"
-HISTORY_DEFAULT = "false"
-
-
-def _time(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else from_millis(ms)
-
-
-def _as_of_ms(value: Any) -> int | None:
-    from sparkext.errors import ProcedureArgumentError
-
-    if value is None:
-        return None
-    if not isinstance(value, dt.datetime):
-        raise ProcedureArgumentError(
-            f"as_of must be a timestamp, got {value!r}; write TIMESTAMP '2026-11-21 08:00:00' "
-            "or leave it out for now."
-        )
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return int(value.timestamp() * 1000)
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.actions.cdc.lag import table_lags
-    from sparkext.planning.positions import family, readable
-
-    table = args.table()
-    context.progress(f"reading the commits of {table.name}")
-    rows = table_lags(context.spark, table.name, _as_of_ms(args["as_of"]), args.options[HISTORY])
-    return [
-        (
-            r.commit.checkpoint_id,
-            r.checkpoint,
-            r.commit.snapshot_id,
-            _time(r.commit.committed_ms),
-            r.commit.batch_id,
-            _time(r.commit.source_time_ms),
-            readable(r.commit.position),
-            family(r.commit.position),
-            r.commit.position,
-            _time(r.heartbeat_ms),
-            _time(r.complete_through_ms),
-            _time(r.as_of_ms),
-            r.lag_ms,
-            r.commit_delay_ms,
-        )
-        for r in rows
-    ]
+    rows = action.cdc_lag(
+        context.spark,
+        args.table().name,
+        args["as_of"],
+        args.options[action.HISTORY],
+        context.progress,
+    )
+    return [r.row() for r in rows]
 
 
 ROUTINE = Routine(
@@ -86,15 +45,7 @@ ROUTINE = Routine(
         Param("as_of", ParamType.TIMESTAMP, "the time to measure lag at (default: now)"),
         Param("options", ParamType.STRING_MAP, "map of options, see below", default={}),
     ),
-    options=(
-        Option(
-            HISTORY,
-            HISTORY_DEFAULT,
-            "one row per retained ingest_cdc commit (as_of = its commit time) instead of one "
-            "per ingest job",
-            parse_boolean,
-        ),
-    ),
+    options=action.OPTIONS,
     output=(
         OutputColumn("checkpoint_id", "string", "the ingest job (its checkpoint's id)"),
         OutputColumn("checkpoint", "string", "the job's checkpoint directory"),

@@ -7,14 +7,15 @@ it works on merge-on-read tables where Iceberg's view fails. The view is a sessi
 :func:`sparkext.actions.history.changelog.changelog` (the rows are read when the view is queried;
 the range is resolved, and bad arguments refused, when the procedure runs).
 
-Floor: procedures (the SQL façade of an action).
+Floor: procedures (the SQL façade of
+:func:`sparkext.actions.history.changelog.create_changelog_view`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext.actions.history.changelog import RANGE_OPTIONS, range_request
+from sparkext.actions.history import changelog as changelog_action
 from sparkext.declarations import (
     BoundArgs,
     Context,
@@ -26,30 +27,18 @@ from sparkext.declarations import (
 )
 
 
-def view_name(args: BoundArgs) -> str:
-    """The view's name: ``changelog_view``, else Iceberg's default ```<table>_changes```."""
-    given = args["changelog_view"]
-    if given is not None:
-        return given
-    table = args.table().parts[-1]
-    return "`" + f"{table}_changes".replace("`", "``") + "`"
-
-
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.actions.history.changelog import changelog
-
-    frame = changelog(
+    view = changelog_action.create_changelog_view(
         context.spark,
         args.table(),
-        range_request(args.options),
+        args["changelog_view"],
+        changelog_action.range_request(args.options),
         compute_updates=args["compute_updates"],
         identifier_columns=args["identifier_columns"],
         net_changes=bool(args["net_changes"]),
         progress=context.progress,
     )
-    name = view_name(args)
-    frame.createOrReplaceTempView(name)
-    return [(name,)]
+    return [view.row()]
 
 
 ROUTINE = Routine(
@@ -78,7 +67,7 @@ ROUTINE = Routine(
             default=False,
         ),
     ),
-    options=RANGE_OPTIONS,
+    options=changelog_action.RANGE_OPTIONS,
     output=(OutputColumn("changelog_view", "string", "the temp view created"),),
     run=run,
 )

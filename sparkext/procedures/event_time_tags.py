@@ -5,14 +5,14 @@ made by ``snapshot_as_of_event_time(..., tag => ...)`` that still exists, oldest
 ``late_commits`` counts the commits on main since the tag was planned that hold events at or
 before its T0: a tag with late commits misses those late events (replace it on request).
 
-Floor: procedures (the SQL façade of an action).
+Floor: procedures (the SQL façade of :func:`sparkext.actions.history.tags.event_time_tags`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkext import times
+from sparkext.actions.history import tags
 from sparkext.declarations import (
     BoundArgs,
     Context,
@@ -25,42 +25,7 @@ from sparkext.declarations import (
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.iceberg import tags as iceberg_tags
-    from sparkext.iceberg.cdc_table import CdcTable
-    from sparkext.iceberg.snapshots import ancestry
-    from sparkext.planning.event_time_tags import late_commits
-
-    table = args.table()
-    java = CdcTable(context.spark, table.name)
-    refs = iceberg_tags.refs(java)
-    records = sorted(iceberg_tags.records(java).values(), key=lambda r: (r.as_of_ms, r.tag))
-    chain = ancestry(context.spark, table) if records else []
-    out = []
-    for r in records:
-        ref = refs[r.tag]
-        stamp = iceberg_tags.snapshot_time_ms(java, ref.snapshot_id)
-        expires = (
-            times.from_millis(stamp + ref.max_ref_age_ms)
-            if ref.max_ref_age_ms is not None and stamp is not None
-            else None
-        )
-        out.append(
-            (
-                r.tag,
-                times.from_millis(r.as_of_ms),
-                ref.snapshot_id,
-                r.base_snapshot_id,
-                r.how,
-                r.rows_changed,
-                r.files_written,
-                r.bytes_written,
-                times.from_millis(r.created_ms),
-                expires,
-                late_commits(r, chain),
-                ref.snapshot_id == r.snapshot_id,
-            )
-        )
-    return out
+    return [tag.row() for tag in tags.event_time_tags(context.spark, args.table())]
 
 
 ROUTINE = Routine(

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from sparkext.actions.cdc import options
+from sparkext.actions.cdc.ingest_cdc import event_time, ingest_cdc
 from sparkext.declarations import BoundArgs, Context, OutputColumn, Param, ParamType, Routine
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.actions.cdc.ingest_cdc import event_time, ingest_cdc  # the pipeline: on use
 
     m = ingest_cdc(
         context,

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from sparkext.actions.cdc import options
+from sparkext.actions.cdc.ingest_cdc import event_time, ingest_cdc_database
 from sparkext.declarations import BoundArgs, Context, OutputColumn, Param, ParamType, Routine
 
 
 def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
-    from sparkext.actions.cdc.ingest_cdc import event_time, ingest_cdc_database  # on use
 
     results = ingest_cdc_database(
         context, args["namespace"], args["source"], args["checkpoint"], args.options

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sparkext.identifiers import col
+from sparkext.spark import local_relation as relation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,8 +50,6 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def local_frame(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame:
     """``rows`` (tuples, Rows or dicts) as a DataFrame of the schema ``ddl``, held in the plan."""
-    from sparkext.spark.local_relation import local_relation
-
     schema, verify, schema_json = _schema(ddl)
     internal = []
     for row in rows:
@@ -59,7 +58,7 @@ def local_frame(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame
     if schema.names:
         pickled = pickle.dumps(internal, protocol=pickle.HIGHEST_PROTOCOL)
         if len(pickled) <= MAX_LOCAL_BYTES:
-            frame = local_relation(spark, pickled, schema_json)
+            frame = relation.local_relation(spark, pickled, schema_json)
             if frame is not None:
                 return frame
     return _json_frame(spark, rows, schema)

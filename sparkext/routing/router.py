@@ -102,10 +102,6 @@ def run_action(
     ``given`` as the call's arguments and the other parameters at their defaults; the rows
     ``action`` returns become the routine's declared output (:func:`local_frame`). Errors come
     as :func:`execute` gives them."""
-    from sparkext.iceberg.catalog import activate_session
-    from sparkext.iceberg.errors import translate
-    from sparkext.security.guard import governed
-    from sparkext.spark.environment import check_executors
 
     activate_session(spark)
     routine = ROUTINES[name]

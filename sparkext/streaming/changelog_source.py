@@ -219,6 +219,7 @@ def run_changelog_job(
 ) -> StreamRun:
     """Start a job whose source is hinted ``'changelog'='true'`` (see the module text); what
     :func:`~sparkext.streaming.stream.run_stream` does for such a job."""
+    # here, not at the top: stream mode starts this runner, which is a stream of its own
     from sparkext.streaming.stream import StreamRun
 
     if start_from is not None:

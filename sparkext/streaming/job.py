@@ -28,6 +28,7 @@ from sqlglot.tokens import Token, TokenType
 
 from sparkext import durations
 from sparkext.errors import SqlParseError
+from sparkext.routing.tokens import unterminated_at
 from sparkext.streaming.dialect import Streaming
 
 # Table properties that give an undeclared catalog table its time attribute.
@@ -287,8 +288,6 @@ def _tokens(text: str) -> list[Token]:
     try:
         return tokenizer.tokenize(text)
     except TokenError:
-        from sparkext.routing.tokens import unterminated_at
-
         line, col, snippet = unterminated_at(text, tokenizer.tokens)
         raise StreamingSqlError(
             f"line {line}, column {col}: an unterminated string, quoted identifier or comment "

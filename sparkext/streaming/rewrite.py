@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from sparkext import times
 from sparkext.streaming.analysis import Rule
+from sparkext.streaming.catalog import SparkCatalog
 from sparkext.streaming.context import (
     Catalog,
     Emission,
@@ -302,6 +303,7 @@ def plan_batch(
     catalog: Catalog | None = None,
     lookup_as_of: str = "end",
 ) -> BatchPlan:
+    # here, not at the top: the changelog runner rewrites its batches with this module
     from sparkext.streaming.changelog_source import refuse_in_batch
 
     job = sql if isinstance(sql, Job) else parse_job(sql)
@@ -333,7 +335,5 @@ def to_batch(
     """
     job = parse_job(sql)
     if catalog is None and spark is not None:
-        from sparkext.streaming.catalog import SparkCatalog
-
         catalog = SparkCatalog(spark, job.names)
     return plan_batch(job, start, end, catalog, lookup_as_of).script()

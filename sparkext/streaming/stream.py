@@ -66,6 +66,7 @@ from sparkext.streaming.rules.insert_overwrite import insert_overwrite_rule
 from sparkext.streaming.rules.temporal_join import STATE
 from sparkext.streaming.sqltools import bind_tvf
 from sparkext.streaming.udf import register_job_functions
+from sparkext.streaming.upsert import UNTIL, upsert, upserted_until
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -435,7 +436,6 @@ def run_stream(
                 # Flink updates an upsert sink with every row, without waiting for the
                 # watermark: every row seen so far counts, late ones included (and never less
                 # than a backfill already brought the sink to)
-                from sparkext.streaming.upsert import upserted_until
 
                 held = upserted_until(spark, sink)
                 until, emitted = newest + timedelta(microseconds=1), None
@@ -466,8 +466,6 @@ def run_stream(
             }
             run_id = new_run_id()
             if batch_plan.updating:  # the sink converges on the query's rows, late ones too
-                from sparkext.streaming.upsert import UNTIL, upsert
-
                 marks[UNTIL] = times.instant_text(until)
 
                 result = upsert(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparkext.errors import SparkextError
+from sparkext.spark.environment import check_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,8 +102,6 @@ def register_job_functions(spark: SparkSession, job: Job) -> None:
     """Register every CREATE FUNCTION of the job in the session (its Python runs on the
     executors: they are checked first, see :mod:`sparkext.spark.environment`)."""
     if job.functions:
-        from sparkext.spark.environment import check_executors
-
         check_executors(spark)
     for name, target in job.functions.items():
         register(spark, name, resolve(target))

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING
 
 from sparkext import times
 from sparkext.errors import CommitConflictError, StreamingWriteError
-from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
+from sparkext.executors.cdc.files import (
+    DATA,
+    EQUALITY_DELETES,
+    FILE_SCHEMA_DDL,
+    KIND,
+    WrittenFile,
+    file_writer,
+)
 from sparkext.executors.cdc.files import remove_written as remove
 from sparkext.executors.cdc.partitioning import unsupported
 from sparkext.iceberg.catalog import metadata_name
@@ -172,8 +179,6 @@ def upsert(
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-
-    from sparkext.executors.cdc.files import DATA, FILE_SCHEMA_DDL, KIND, WrittenFile, file_writer
 
     by_lower = {c.lower(): c for c in new.columns}
     key = [by_lower.get(k.lower(), k) for k in key]  # as the sink spells its columns

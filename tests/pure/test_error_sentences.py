@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkext.actions.rewrite_equality_deletes import check_where
 from sparkext.declarations import (
     Expected,
     Option,
@@ -28,7 +29,6 @@ from sparkext.declarations import (
 from sparkext.errors import OptionError, ProcedureArgumentError, UnknownRoutineError
 from sparkext.iceberg.errors import one_line
 from sparkext.procedures.registry import ROUTINES
-from sparkext.procedures.rewrite_equality_deletes import check_where
 from sparkext.routing.binding import bind
 from sparkext.routing.constants import literal_value
 from sparkext.routing.invocations import parse_call

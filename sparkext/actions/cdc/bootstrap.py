@@ -33,7 +33,8 @@ slot, every change it sends lies above ``p:<X>:0``: creating a slot waits until 
 transactions running when it started have ended (they end before its consistent point, so the
 copy holds them); every transaction it sends got its first write after ``X``.
 
-Floor: actions (the work, typed results).
+Floor: actions (the procedure :mod:`sparkext.procedures.bootstrap_cdc` calls :func:`bootstrap`
+and gets a typed :class:`Result` back; this module declares the options).
 """
 
 from __future__ import annotations
@@ -44,7 +45,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparkext.actions.cdc.connection import CONNECTION_OPTIONS, connection, is_database
+from sparkext.actions.cdc.ingest import (
+    EVENT_TIME,
+    OP,
+    SYSTEM_COLUMNS,
+    TABLE_PROPERTIES,
+)
+from sparkext.actions.cdc.ingest import (
+    POSITION as POSITION_COLUMN,
+)
+from sparkext.actions.cdc.types import ntz_from_micros
+from sparkext.declarations import Option, parse_count, parse_names
 from sparkext.errors import ProcedureArgumentError, SourceDatabaseError
+from sparkext.iceberg.cdc_table import CdcTable, create_table
+from sparkext.iceberg.jdbc import Pool, create_exported_slot, dialect_of
 from sparkext.planning import bootstrap as plan
 from sparkext.planning.summary import (
     BATCH_ID,
@@ -59,11 +74,57 @@ from sparkext.planning.summary import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from sparkext.iceberg.jdbc import Pool
-
 CHECKPOINT = "bootstrap_cdc"  # the summary's checkpoint id: ingest_cdc reads its marks
 BOOTSTRAP_POINT = "sparkext.cdc.bootstrap-point"  # the source's own text of the point
 INTEGER_TYPES = ("smallint", "integer", "bigint")
+
+
+def parse_key(text: str) -> list[str]:
+    """Comma-separated key columns, or none.
+
+    >>> parse_key("id, region"), parse_key("")
+    (['id', 'region'], [])
+    """
+    return parse_names(text) if text.strip() else []
+
+
+SOURCE_TABLE = "source-table"
+SEGMENTS = "segments"
+SLOT = "slot"
+PUBLICATION = "publication"
+FETCH_SIZE = "fetch-size"
+POSITION = "position"
+PRIMARY_KEY = "primary-key"
+BIGINT_UNSIGNED_HANDLING = "bigint-unsigned-handling"
+
+OPTIONS = (
+    Option(
+        SOURCE_TABLE,
+        "",
+        "the source table: schema.table (PostgreSQL), database.table (MySQL)",
+    ),
+    *CONNECTION_OPTIONS,
+    Option(SEGMENTS, "16", "key ranges read in parallel (Spark tasks)", parse_count),
+    Option(SLOT, "debezium", "the replication slot to create (Debezium's slot.name)"),
+    Option(
+        PUBLICATION,
+        "dbz_publication",
+        "the publication Debezium reads (publication.name); created for the table if missing",
+    ),
+    Option(FETCH_SIZE, "10000", "rows per JDBC fetch", parse_count),
+    Option(
+        POSITION,
+        "",
+        "a dump's point: a PostgreSQL LSN ('0/1D420E8') or MySQL 'binlog-file:pos'",
+    ),
+    Option(PRIMARY_KEY, "", "a dump's key column(s), comma-separated", parse_key),
+    Option(
+        BIGINT_UNSIGNED_HANDLING,
+        "long",
+        "MySQL: the connector's bigint.unsigned.handling.mode (long or precise), so the "
+        "copy types bigint unsigned as its events do",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +152,50 @@ class Result:
     seconds: float
     rows_per_second: float
 
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's output row (its declared columns, in order)."""
+        return (
+            self.rows, self.segments, self.source_position, self.consistent_point,
+            self.snapshot_id, self.slot, self.publication, round(self.seconds, 3),
+            round(self.rows_per_second, 1),
+        )  # fmt: skip
+
+
+def bootstrap(
+    spark: SparkSession,
+    table: str,
+    source: str,
+    options: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda m: None,
+) -> Result:
+    """Copy ``source`` (a JDBC URL, a named connection, or a dump) into ``table``;
+    ``options`` are the resolved :data:`OPTIONS`."""
+    settings = Settings(
+        table=table,
+        source_table=options[SOURCE_TABLE],
+        segments=max(1, options[SEGMENTS]),
+        slot=options[SLOT],
+        publication=options[PUBLICATION],
+        fetch_size=max(1, options[FETCH_SIZE]),
+        primary_key=tuple(options[PRIMARY_KEY]),
+        position=options[POSITION],
+        unsigned_bigint=options[BIGINT_UNSIGNED_HANDLING].strip().lower(),
+    )
+    if not is_database(spark, source):
+        return bootstrap_dump(spark, settings, source, progress)
+    url, properties = connection(spark, source, options)
+    if settings.position:
+        raise ProcedureArgumentError(
+            "position => is the point of a dump; a database source is copied at a point "
+            "bootstrap_cdc takes itself: leave the position option out."
+        )
+    copy = bootstrap_postgres if dialect_of(url) == "postgres" else bootstrap_mysql
+    pool = Pool(spark, url, properties, 2)
+    try:
+        return copy(spark, settings, url, properties, pool, progress)
+    finally:
+        pool.close()
+
 
 def check_target(spark: SparkSession, table: str) -> None:
     """Refuse a lake table that already holds rows (a bootstrap starts a table)."""
@@ -111,7 +216,6 @@ def bootstrap_postgres(
     on_point: Callable[[], None] | None = None,
 ) -> Result:
     """Copy a PostgreSQL table at the exported snapshot of a new slot (see the module)."""
-    from sparkext.iceberg.jdbc import create_exported_slot
 
     started = time.monotonic()
     check_target(spark, settings.table)
@@ -412,16 +516,7 @@ def _land(
 
     from pyspark.sql import functions as F
 
-    from sparkext.actions.cdc.ingest import (
-        EVENT_TIME,
-        OP,
-        POSITION,
-        SYSTEM_COLUMNS,
-        TABLE_PROPERTIES,
-    )
-    from sparkext.iceberg.cdc_table import CdcTable, create_table
-
-    clash = [c for c in frame.columns if c in {OP, EVENT_TIME, POSITION}]
+    clash = [c for c in frame.columns if c in {OP, EVENT_TIME, POSITION_COLUMN}]
     if clash:
         raise ProcedureArgumentError(
             f"the source has column(s) {', '.join(clash)}, which ingest_cdc keeps for itself; "
@@ -431,7 +526,7 @@ def _land(
         *[F.col(f"`{c}`") for c in frame.columns],
         F.lit("r").alias(OP),
         F.current_timestamp().alias(EVENT_TIME),
-        F.lit(version).alias(POSITION),
+        F.lit(version).alias(POSITION_COLUMN),
     )
     if not spark.catalog.tableExists(settings.table):
         columns = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
@@ -466,8 +561,6 @@ def _land(
 def _converted(frame: DataFrame, columns: Sequence[plan.Column]) -> DataFrame:
     """The JDBC rows as the lake types (times arrive as exact microseconds, dates as days)."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.cdc.types import ntz_from_micros
 
     def convert(c: plan.Column):
         value = F.col(f"`{c.name}`")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from sparkext.errors import IngestError
+from sparkext.fs import Location
+
 _BATCH = re.compile(r"batch=(\d+)$")
 
 
 def _fs(path: str):
     """pyarrow's filesystem and path for ``path`` (a local path, relative ones too, or a URI)."""
-    from sparkext.fs import Location
 
     location = Location.of(path)
     return location.filesystem, location.path
@@ -93,8 +95,6 @@ def missing(location: str) -> bool:
 def batch_directories(root: str) -> list[str]:
     """The ``batch=N`` directories under ``root``, as URIs or paths like ``root`` itself."""
     from pyarrow import fs
-
-    from sparkext.fs import Location
 
     location = Location.of(root)
     try:
@@ -201,8 +201,6 @@ def hold(checkpoint: str, what: str, ttl_s: float = LOCK_TTL_S):
     import threading
     import time
     import uuid
-
-    from sparkext.errors import IngestError
 
     @contextlib.contextmanager
     def held():

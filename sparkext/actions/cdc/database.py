@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
 
 from sparkext.actions.cdc import stream
+from sparkext.actions.cdc.checkpoint import missing
 from sparkext.actions.cdc.ingest import Ingestor
 from sparkext.actions.cdc.model import Keys, Metrics, Settings
-from sparkext.actions.cdc.stream import KAFKA, VANISHED
+from sparkext.actions.cdc.stream import KAFKA, VANISHED, check_source, ingest, start
 from sparkext.actions.cdc.topics import NO_TOPIC, Naming, Route, check_routes
 from sparkext.errors import IngestError
 from sparkext.executors.cdc.decode import INPUT_REJECT
+from sparkext.fs import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -67,8 +69,6 @@ class TopicResult:
 def landing_base(root: str) -> str:
     """The directory whose sub-directories are topics: ``<root>/topics`` when there is one
     (Kafka Connect's S3 and file sinks' ``topics.dir``), else ``<root>`` itself."""
-    from sparkext.actions.cdc.checkpoint import missing
-    from sparkext.fs import Location
 
     if root.startswith(KAFKA):
         return root
@@ -80,8 +80,6 @@ def listed_topics(base: str) -> list[str]:
     """The topic directories under ``base`` (hidden ones too: heartbeats start with ``__``),
     and ``""`` when files lie directly in it."""
     from pyarrow import fs
-
-    from sparkext.fs import Location
 
     location = Location.of(base)
     entries = location.filesystem.get_file_info(
@@ -276,14 +274,12 @@ class DatabaseIngestor:
 
 
 def read_routes(checkpoint: str) -> dict[str, str]:
-    from sparkext.fs import Location
 
     text = Location.of(checkpoint).child(ROUTES).read_text()
     return dict(json.loads(text)) if text else {}
 
 
 def write_routes(checkpoint: str, routes: Mapping[str, str]) -> None:
-    from sparkext.fs import Location
 
     location = Location.of(checkpoint)
     location.make_dirs()
@@ -292,14 +288,13 @@ def write_routes(checkpoint: str, routes: Mapping[str, str]) -> None:
 
 def _check(spark: SparkSession, namespace: str, source: str) -> str:
     """The stream's base (see :func:`landing_base`), after the checks that need no stream."""
-    from sparkext.actions.cdc.stream import _check_source
 
     if not spark.catalog.databaseExists(namespace):
         raise IngestError(
             f"Namespace '{namespace}' does not exist: create it (CREATE NAMESPACE {namespace}) "
             "or name an existing one, such as 'lake.db'; nothing was ingested."
         )
-    _check_source(source, spark)
+    check_source(source, spark)
     base = landing_base(source)
     if not base.startswith(KAFKA) and not listed_topics(base):
         raise IngestError(
@@ -362,7 +357,6 @@ def ingest_database(
 ) -> list[TopicResult]:
     """Ingest every topic of ``source`` not yet ingested under ``settings.checkpoint``, each
     into its table of ``namespace``; one row per topic."""
-    from sparkext.actions.cdc.stream import ingest
 
     settings = database_settings(settings, namespace, source)
     router = _router(spark, settings, namespace, naming, keys, source, progress, after_table)
@@ -390,7 +384,6 @@ def start_database(
     after_table: Callable[[str], Callable[[], None] | None] = lambda table: None,
 ) -> StreamingQuery:
     """The same, continuously (every ``interval``): new topics become tables as they appear."""
-    from sparkext.actions.cdc.stream import start
 
     settings = database_settings(settings, namespace, source)
     router = _router(spark, settings, namespace, naming, keys, source, lambda m: None, after_table)

@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkext.actions.cdc.types import VARIABLE_SCALE_DEFAULT, connect_columns, merge_column
+from sparkext.executors.cdc.decode import merge_types
+
 
 @dataclass
 class Metrics:
@@ -122,8 +125,6 @@ def batch_types(
     inferred from JSON values are merged. ``settings`` chooses the type of variable-scale
     decimals; ``notice`` hears of unknown logical types (default: a warning).
     """
-    from sparkext.actions.cdc.types import VARIABLE_SCALE_DEFAULT, connect_columns, merge_column
-    from sparkext.executors.cdc.decode import merge_types
 
     variable = settings.variable_scale_decimal if settings else VARIABLE_SCALE_DEFAULT
     schemas = [json.loads(f.value_schema) for f in facts if f.value_schema]

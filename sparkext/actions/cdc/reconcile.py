@@ -15,7 +15,8 @@
    *confirmed*. A lake that does not catch up within the wait leaves the candidates reported as
    *unconfirmed* (the lake may only be behind).
 
-Floor: actions (the work, typed results).
+Floor: actions (the procedure :mod:`sparkext.procedures.reconcile` calls :func:`reconcile_table`
+and gets a typed :class:`ReconcileResult` back; this module declares the options).
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparkext.actions.cdc import canonical
-from sparkext.errors import IngestError
+from sparkext.actions.cdc.connection import CONNECTION_OPTIONS, connection
+from sparkext.actions.cdc.lag import table_lags
+from sparkext.declarations import Option, parse_columns, parse_count, parse_duration
+from sparkext.errors import IngestError, ProcedureArgumentError
+from sparkext.iceberg.cdc_table import CdcTable
+from sparkext.iceberg.jdbc import Pool, dialect_of
 from sparkext.identifiers import col
+from sparkext.planning.lag import table_lag
 from sparkext.planning.reconcile import (
     DUPLICATE,
     DUPLICATED,
@@ -51,11 +58,49 @@ from sparkext.planning.summary import MAX_POSITION
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from sparkext.iceberg.jdbc import Pool
+    from sparkext.iceberg.catalog import TableRef
 
 Key = tuple[str, ...]
 _SYSTEM_PREFIX = "_cdc_"
 _NUMERIC_KEY = ("int",)
+
+SOURCE_TABLE = "source-table"
+SEGMENTS = "segments"
+LEAF_ROWS = "leaf-rows"
+PARALLELISM = "parallelism"
+CATCH_UP_TIMEOUT = "catch-up-timeout"
+ROUNDS = "rounds"
+COLUMNS = "columns"
+MAX_KEYS = "max-keys"
+MAX_REPORT = "max-report"
+
+OPTIONS = (
+    Option(SOURCE_TABLE, "", "the source table: schema.table or database.table"),
+    *CONNECTION_OPTIONS,
+    Option(SEGMENTS, "32", "key ranges of the first pass", parse_count),
+    Option(LEAF_ROWS, "20000", "a differing range this small is listed key by key", parse_count),
+    Option(PARALLELISM, "4", "source queries (connections) at a time", parse_count),
+    Option(
+        CATCH_UP_TIMEOUT,
+        "60 seconds",
+        "how long a recheck waits for the lake to reach the source's position",
+        parse_duration,
+    ),
+    Option(ROUNDS, "3", "rechecks of the differing keys at most", parse_count),
+    Option(
+        COLUMNS,
+        "",
+        "compare only these columns (default: all both sides have)",
+        parse_columns,
+    ),
+    Option(
+        MAX_KEYS,
+        "1000000",
+        "keys listed from differing ranges at most; ranges beyond are counted, not listed",
+        parse_count,
+    ),
+    Option(MAX_REPORT, "1000", "differences listed in the result at most", parse_count),
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +144,20 @@ class ReconcileResult:
     differences: tuple[Difference, ...] = field(default=())
     duration_ms: int = 0
 
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's output row (its declared columns, in order)."""
+        return (
+            self.equal, self.source_rows, self.lake_rows, self.segments,
+            self.segments_differing, self.ranges_not_listed, self.missing, self.extra,
+            self.duplicate, self.stale, self.unconfirmed, ",".join(self.compared_columns),
+            ",".join(self.not_compared), self.source_position, self.lake_position,
+            [  # structs as dicts: the result crosses as JSON (routing.local_rows)
+                {"key": d.key, "kind": d.kind, "columns": d.columns, "confirmed": d.confirmed}
+                for d in self.differences
+            ],
+            self.duration_ms,
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class _Plan:
@@ -130,6 +189,46 @@ class _Plan:
     def lake_hash(self) -> Column:
         parts = [self.lake_text(c) for c in (*self.key, *self.compared)]
         return canonical.lake_hash(canonical.lake_row_text(parts))
+
+
+def reconcile_table(
+    spark: SparkSession,
+    table: TableRef,
+    source: str,
+    options: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda message: None,
+) -> ReconcileResult:
+    """Compare ``table`` with its source (a JDBC URL or a named connection, see
+    :mod:`sparkext.actions.cdc.connection`); ``options`` are the resolved :data:`OPTIONS`."""
+    url, properties = connection(spark, source, options)
+    dialect = dialect_of(url)
+    if not options[SOURCE_TABLE]:
+        raise ProcedureArgumentError(
+            "reconcile needs the source table: add options => map('source-table', "
+            "'schema.table') (PostgreSQL) or 'database.table' (MySQL)."
+        )
+    key = CdcTable(spark, table.name).key()
+    if not key:
+        raise ProcedureArgumentError(
+            f"{table.name} has no primary key (Iceberg identifier fields); reconcile compares "
+            "tables key by key (ingest_cdc sets them)."
+        )
+    settings = Settings(
+        source_table=options[SOURCE_TABLE],
+        segments=max(1, options[SEGMENTS]),
+        leaf_rows=max(1, options[LEAF_ROWS]),
+        parallelism=max(1, options[PARALLELISM]),
+        catch_up_timeout_s=options[CATCH_UP_TIMEOUT] / 1000,
+        rounds=max(1, options[ROUNDS]),
+        report=options[MAX_REPORT],
+        max_keys=max(1, options[MAX_KEYS]),
+        columns=options[COLUMNS],
+    )
+    pool = Pool(spark, url, properties, settings.parallelism)
+    try:
+        return reconcile(spark, table.name, key, pool, settings, dialect, progress)
+    finally:
+        pool.close()
 
 
 def reconcile(
@@ -353,9 +452,6 @@ def _source_clock_ms(pool: Pool, dialect: str) -> int:
 
 def _complete_through(spark: SparkSession, table_name: str) -> int:
     """The source time the lake is complete through (cdc_lag), -1 when unknown."""
-    from sparkext.actions.cdc.lag import table_lags
-    from sparkext.planning.lag import table_lag
-
     found = table_lag(table_lags(spark, table_name))
     return found.complete_through_ms if found and found.complete_through_ms is not None else -1
 
@@ -432,8 +528,6 @@ def _lake(spark: SparkSession, table_name: str) -> DataFrame:
 
 
 def _lake_position(spark: SparkSession, table_name: str) -> str | None:
-    from sparkext.iceberg.cdc_table import CdcTable
-
     table = CdcTable(spark, table_name)
     table.refresh()
     return table.current_summary().get(MAX_POSITION)

@@ -13,10 +13,17 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sparkext.actions.cdc import heartbeats
+from sparkext.actions.cdc.checkpoint import hold, missing
 from sparkext.actions.cdc.ingest import GuessCache, Ingestor
 from sparkext.actions.cdc.model import Metrics, Settings
+from sparkext.errors import IngestError, SparkextError
 from sparkext.executors.cdc.decode import INPUT_REJECT
+from sparkext.fs import Location
+from sparkext.iceberg.errors import spark_message
+from sparkext.iceberg.files import glob_matches_nothing
 from sparkext.spark import cancellation
+from sparkext.spark.java import callback_connection, close_connections
 
 KAFKA = "kafka:"
 SCALA_VERSION = "2.12"  # the Scala build inside the pyspark wheels of Spark 3.5
@@ -65,7 +72,6 @@ def _lines(
 
 
 def _kafka_stream(spark: SparkSession, settings: Settings, topics: str) -> DataFrame:
-    from sparkext.errors import IngestError
 
     options = dict(settings.kafka_options)
     if not topics or "kafka.bootstrap.servers" not in options:
@@ -85,8 +91,6 @@ def _kafka_stream(spark: SparkSession, settings: Settings, topics: str) -> DataF
     try:
         return reader.load()
     except Exception as error:
-        from sparkext.iceberg.errors import spark_message
-
         message = spark_message(error) or ""
         if "kafka" in message.lower() and "data source" in message.lower():
             raise IngestError(kafka_connector_hint()) from None
@@ -144,7 +148,6 @@ def kafka_lines(records: DataFrame) -> DataFrame:
 def planned_files(spark_checkpoint: str, batch_id: int) -> list[str]:
     """The files Spark's file source planned for micro-batch ``batch_id`` (its source log:
     ``sources/0/<id>``, or the ``<id>.compact`` file that also holds earlier batches)."""
-    from sparkext.fs import Location
 
     log = Location.of(spark_checkpoint).child("sources", "0")
     for name in (str(batch_id), f"{batch_id}.compact"):
@@ -163,8 +166,6 @@ def vanished(paths: list[str]) -> list[str]:
     from urllib.parse import unquote
 
     from pyarrow import fs
-
-    from sparkext.fs import Location
 
     by_directory: dict[str, list[str]] = {}
     for path in paths:
@@ -221,7 +222,6 @@ class _Batches:
         self.statement = cancellation.current()
 
     def __call__(self, lines: DataFrame, batch_id: int) -> None:
-        from sparkext.spark.java import callback_connection
 
         connection = callback_connection()
         if connection is not None:
@@ -272,20 +272,17 @@ def _query(
     return writer.trigger(**trigger).start()
 
 
-def _check_source(source: str, spark: SparkSession | None = None) -> None:
+def check_source(source: str, spark: SparkSession | None = None) -> None:
     """A file source that does not exist is one sentence (Spark's own error names no remedy).
 
     >>> try:
-    ...     _check_source("/nonexistent/landing")
+    ...     check_source("/nonexistent/landing")
     ... except Exception as error:
     ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
     Source '/nonexistent/landing' does not exist: check the path (a relative one is from the
     current directory); sparkext-demo --data DIR writes example change files to
     DIR/shop.orders.
     """
-    from sparkext.actions.cdc.checkpoint import missing
-    from sparkext.errors import IngestError
-    from sparkext.iceberg.files import glob_matches_nothing
 
     if source.startswith(KAFKA):
         return
@@ -324,10 +321,8 @@ def ingest(
     ``ingestor``: what processes the batches (default: an :class:`Ingestor` of
     ``settings.table``; a whole-database sync passes its router); ``what``: the lock's words.
     """
-    from sparkext.actions.cdc.checkpoint import hold
-    from sparkext.spark.java import close_connections
 
-    _check_source(source, spark)
+    check_source(source, spark)
     connections: set = set()  # each query's thread's py4j connection, closed once it ended
     query: StreamingQuery | None = None
     with hold(settings.checkpoint, what or f"ingest_cdc into {settings.table}"):
@@ -371,8 +366,6 @@ def _newest_heartbeat(settings: Settings) -> tuple[int, int] | None:
     heartbeat source and one has landed."""
     import time
 
-    from sparkext.actions.cdc import heartbeats
-
     if not settings.heartbeat_source:
         return None
     wall = int(time.time() * 1000)
@@ -382,7 +375,6 @@ def _newest_heartbeat(settings: Settings) -> tuple[int, int] | None:
 
 def _confirm(settings: Settings, beat: tuple[int, int] | None, ingestor: Ingestor) -> None:
     """The source was drained after ``beat`` was read: the lake holds every change before it."""
-    from sparkext.actions.cdc import heartbeats
 
     if beat is not None:
         for checkpoint, batch in ingestor.heartbeat_checkpoints():
@@ -396,7 +388,6 @@ def _confirm_while_running(query: StreamingQuery, settings: Settings, ingestor: 
     pending: list[tuple[int, int] | None] = [None]
 
     def step() -> None:
-        from sparkext.errors import SparkextError
 
         status = query.status
         last = query.lastProgress
@@ -433,9 +424,7 @@ def start(
     import threading
     import time
 
-    from sparkext.actions.cdc.checkpoint import hold
-
-    _check_source(source)
+    check_source(source)
     lock = hold(settings.checkpoint, what or f"ingest_cdc_stream into {settings.table}")
     lock.__enter__()
     try:

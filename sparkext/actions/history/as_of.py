@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import times
+from sparkext.actions.cdc.checkpoint import batch_directories, tree_size
 from sparkext.errors import EventTimeError
+from sparkext.iceberg import tags as iceberg_tags
+from sparkext.iceberg.catalog import identifier_columns
+from sparkext.iceberg.cdc_table import CdcTable
+from sparkext.iceberg.snapshots import ancestry, live_files, newest_added_position
 from sparkext.identifiers import col, cols, ddl_fields
 from sparkext.planning import event_time_tags as plan_tags
 from sparkext.planning.event_time import EventTimePlan, SnapshotFact, has_event_time, plan_as_of
@@ -58,7 +63,6 @@ def state_as_of(
     allow_full_replay: bool = False,
     system: bool = False,
 ) -> AsOfResult:
-    from sparkext.iceberg.snapshots import ancestry
 
     as_of = times.instant(as_of, times.session_zone(spark))  # naive: a session wall clock
     chain = ancestry(spark, table)
@@ -94,7 +98,6 @@ def state_as_of(
 
 def _tag_state(spark: SparkSession, table: TableRef, record) -> AsOfResult:
     """The state an event-time tag made for this T0 holds (read like any tag)."""
-    from sparkext.iceberg.snapshots import live_files
 
     frame = spark.read.option("snapshot-id", str(record.snapshot_id)).table(table.name)
     names = [c for c in frame.columns if c not in SYSTEM_NAMES]
@@ -141,9 +144,6 @@ def cdc_inputs(
     spark: SparkSession, table: TableRef, plan: EventTimePlan, as_of: dt.datetime
 ) -> CdcInputs:
     from pyspark.sql import functions as F
-
-    from sparkext.actions.cdc.checkpoint import batch_directories, tree_size
-    from sparkext.iceberg.catalog import identifier_columns
 
     schema = spark.table(table.name).schema
     user = [(f.name, f.dataType) for f in schema.fields if f.name not in SYSTEM_NAMES]
@@ -208,7 +208,6 @@ def _cdc_state(
     as_of: dt.datetime,
     system: bool = False,
 ) -> AsOfResult:
-    from sparkext.iceberg.snapshots import live_files
 
     inputs = cdc_inputs(spark, table, plan, as_of)
     files, bytes_ = inputs.log_files, inputs.log_bytes
@@ -436,8 +435,6 @@ def _logs_cover_base(
     (a bulk load, a user's write) is older than every late change, by the files' position bounds.
     """
 
-    from sparkext.iceberg.snapshots import newest_added_position
-
     if plan.unlogged_snapshots is None or not plan.earlier_logs:
         return False
     if not plan.unlogged_snapshots:
@@ -514,8 +511,6 @@ def exact_tag(
     """An event-time tag of ``table`` made for exactly this T0 that still names the snapshot it
     was made on and that no late event has made stale since (so reading it gives the same rows
     as computing the state)."""
-    from sparkext.iceberg import tags as iceberg_tags
-    from sparkext.iceberg.cdc_table import CdcTable
 
     if table.prop(plan_tags.TAGS_PROPERTY) is None:
         return None

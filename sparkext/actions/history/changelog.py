@@ -22,17 +22,22 @@ delete files' keys, grouped per key), the first such file within the read's reac
 
 The driver only walks snapshots and plans file lists; joins and window functions do the rest.
 
-Floor: actions (the work, typed results).
+Floor: actions (the routines :mod:`sparkext.procedures.changelog` and
+:mod:`sparkext.procedures.create_changelog_view` call :func:`changelog` and
+:func:`create_changelog_view`; this module declares their options).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from sparkext import times
 from sparkext.declarations import Option, or_empty, parse_boolean, parse_long, parse_names
+from sparkext.iceberg.changelog import ChangelogTable
 from sparkext.identifiers import col, cols
 from sparkext.planning.changelog import (
     DELETED_DATA_FILES,
@@ -55,7 +60,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from sparkext.iceberg.catalog import TableRef
-    from sparkext.iceberg.changelog import ChangelogTable
 
 CHANGE_TYPE = "_change_type"
 CHANGE_ORDINAL = "_change_ordinal"
@@ -187,8 +191,6 @@ def changelog(
     ``_commit_timestamp``, for the snapshots in the range, ordered by ordinal, deletes before
     inserts (then ``_cdc_position`` for ``ingest_cdc`` tables). Argument and range errors are
     raised here, before any row is read; the rows are read when the DataFrame runs."""
-    from sparkext import times
-    from sparkext.iceberg.changelog import ChangelogTable
 
     source = ChangelogTable(spark, table)
     user = source.schema()  # current schema: every change is read in it
@@ -212,6 +214,52 @@ def changelog(
     elif options.net_changes:
         changes = net(changes, names)
     return ordered(changes.drop(_TRANSIENT), names)
+
+
+@dataclass(frozen=True)
+class ChangelogView:
+    """The temp view :func:`create_changelog_view` made."""
+
+    name: str  # as written in SQL (quoted when it is Iceberg's default)
+
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's output row (its declared column, ``changelog_view``)."""
+        return (self.name,)
+
+
+def view_name(given: str | None, table: TableRef) -> str:
+    """The view's name: ``given``, else Iceberg's default ```<table>_changes```."""
+    if given is not None:
+        return given
+    return "`" + f"{table.parts[-1]}_changes".replace("`", "``") + "`"
+
+
+def create_changelog_view(
+    spark: SparkSession,
+    table: TableRef,
+    view: str | None,
+    request: RangeRequest,
+    *,
+    compute_updates: bool | None = None,
+    identifier_columns: Sequence[str] | None = None,
+    net_changes: bool = False,
+    progress: Callable[[str], None] = lambda message: None,
+) -> ChangelogView:
+    """Iceberg's create_changelog_view for every table: a session temp view of
+    :func:`changelog` (its rows are read when the view is queried; the range is resolved, and
+    bad arguments refused, now)."""
+    frame = changelog(
+        spark,
+        table,
+        request,
+        compute_updates=compute_updates,
+        identifier_columns=identifier_columns,
+        net_changes=net_changes,
+        progress=progress,
+    )
+    name = view_name(view, table)
+    frame.createOrReplaceTempView(name)
+    return ChangelogView(name)
 
 
 def raw_changes(

@@ -30,6 +30,7 @@ from sparkext.actions.history.changelog import (
     COMPUTE_UPDATES,
     IDENTIFIER_COLUMNS,
     NET_CHANGES,
+    changelog,
 )
 from sparkext.declarations import (
     Kind,
@@ -43,6 +44,10 @@ from sparkext.declarations import (
 )
 from sparkext.errors import CommitConflictError, OptionError, SparkextError
 from sparkext.fs import Location
+from sparkext.iceberg import changelog_consumers as consumers
+from sparkext.iceberg.catalog import resolve_table
+from sparkext.iceberg.changelog import ChangelogTable
+from sparkext.planning.changelog import RangeRequest
 from sparkext.planning.changelog_stream import (
     EARLIEST,
     LATEST,
@@ -53,6 +58,7 @@ from sparkext.planning.changelog_stream import (
     Registration,
     consumer_key,
     consumer_report,
+    head_id,
     next_step,
     parse_consumer_name,
     start_position,
@@ -133,8 +139,6 @@ class ChangelogStream:
         options: Mapping[str, str] | None = None,
         progress: Callable[[str], None] = lambda message: None,
     ):
-        from sparkext.iceberg import changelog_consumers as consumers
-        from sparkext.iceberg.catalog import resolve_table
 
         self.spark = spark
         self._options = bind_options(ROUTINE, dict(options or {}))
@@ -259,7 +263,6 @@ class ChangelogStream:
         """Write (or refresh) this consumer's registration; nothing without ``consumer-name``."""
         if not self.consumer_name:
             return
-        from sparkext.iceberg import changelog_consumers as consumers
 
         now = _now_ms()
         registration = Registration(
@@ -309,8 +312,6 @@ class ChangelogStream:
             )
 
     def _history(self) -> History:
-        from sparkext.iceberg import changelog_consumers as consumers
-        from sparkext.iceberg.changelog import ChangelogTable
 
         consumers.refresh(self.spark, self.table)
         return ChangelogTable(self.spark, self.ref).history()
@@ -318,7 +319,6 @@ class ChangelogStream:
     def _run_once(self, until: int | None) -> tuple[BatchInfo | None, int | None]:
         """Plan, deliver and commit one micro-batch; (None, …) when there is nothing to do.
         Returns the head it stops at, so "available now" stays what it was at the first call."""
-        from sparkext.planning.changelog_stream import head_id
 
         with self._lock:
             cancellation.raise_if_cancelled()
@@ -357,8 +357,6 @@ class ChangelogStream:
             return info, until
 
     def _deliver(self, batch: PlannedBatch, info: BatchInfo) -> None:
-        from sparkext.actions.history.changelog import changelog
-        from sparkext.planning.changelog import RangeRequest
 
         options = self._options
         frame = changelog(
@@ -427,9 +425,6 @@ def _now_ms() -> int:
 def changelog_consumers(spark: SparkSession, table: str) -> ConsumerReport:
     """The table's registered changelog consumers (stale ones marked) and the oldest snapshot
     they still need."""
-    from sparkext.iceberg import changelog_consumers as consumers
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.iceberg.changelog import ChangelogTable
 
     ref = resolve_table(spark, table)
     properties = consumers.properties(spark, ref.name)
@@ -439,8 +434,6 @@ def changelog_consumers(spark: SparkSession, table: str) -> ConsumerReport:
 
 def unregister_changelog_consumer(spark: SparkSession, table: str, name: str) -> bool:
     """Remove a consumer's registration (True when there was one)."""
-    from sparkext.iceberg import changelog_consumers as consumers
-    from sparkext.iceberg.catalog import resolve_table
 
     ref = resolve_table(spark, table)
     return consumers.remove_property(spark, ref.name, consumer_key(name))

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkext.iceberg.commit import RUN_ID, new_run_id, snapshot_facts, snapshot_with_run_id
+from sparkext.iceberg.errors import spark_write
+from sparkext.identifiers import col
 from sparkext.spark import cancellation
 
 if TYPE_CHECKING:
@@ -32,15 +35,6 @@ def write_partition(
     partition replaces it and changes nothing else.
     """
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg.commit import (
-        RUN_ID,
-        new_run_id,
-        snapshot_facts,
-        snapshot_with_run_id,
-    )
-    from sparkext.iceberg.errors import spark_write
-    from sparkext.identifiers import col
 
     run_id = new_run_id()
     rows = frame.withColumn(column, F.lit(value))

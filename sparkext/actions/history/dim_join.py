@@ -23,20 +23,43 @@ the versions, with no range join whose cost grows with versions × facts per key
 Processing mode joins every fact with one pinned snapshot of the dimension (default: the
 current one), as a lookup join at that moment does.
 
-Floor: actions (the work, typed results).
+Floor: actions (the table function :mod:`sparkext.procedures.dim_join_changelog` builds a
+:class:`DimJoinRequest` with :func:`request_of` and calls :func:`dim_join`; this module declares
+its options).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkext import times
+from sparkext.actions.history.as_of import EVENT_TIME, EVENT_TIME_PROPERTY, OP, POSITION
+from sparkext.actions.history.changelog import changelog
+from sparkext.actions.history.versions import (
+    VALID_FROM,
+    cdc_range,
+    is_cdc_table,
+    truncates,
+    versions_from,
+)
+from sparkext.declarations import Option, one_of, or_empty, parse_boolean, parse_names
 from sparkext.errors import ProcedureArgumentError
+from sparkext.iceberg.catalog import identifier_columns, resolve_table, split_name
+from sparkext.iceberg.changelog import ChangelogTable
+from sparkext.iceberg.errors import spark_message
 from sparkext.identifiers import col, cols
-from sparkext.planning.dim_join import KeyPair, Output, output_columns, parse_on, truncate_floors
+from sparkext.planning.changelog import Bound, RangeRequest, parse_bound, resolve_end
+from sparkext.planning.dim_join import (
+    MODES,
+    KeyPair,
+    Output,
+    output_columns,
+    parse_on,
+    truncate_floors,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -65,6 +88,82 @@ class DimJoinRequest:
     as_of: str | None = None  # processing mode: snapshot id, tag, branch or time
 
 
+JOIN = "join"
+JOIN_DEFAULT = "left"
+COLUMNS = "columns"
+COLUMNS_DEFAULT = ""  # every dimension column but the join keys
+COLUMN_PREFIX = "column-prefix"
+COLUMN_PREFIX_DEFAULT = ""
+AUDIT_OPTION = "audit"
+AUDIT_DEFAULT = "false"
+AS_OF = "as-of"
+AS_OF_DEFAULT = ""  # processing mode: the current snapshot
+
+OPTIONS = (
+    Option(
+        JOIN,
+        JOIN_DEFAULT,
+        "'left' keeps facts without a version, 'inner' drops them",
+        one_of("left", "inner"),
+    ),
+    Option(
+        COLUMNS,
+        COLUMNS_DEFAULT,
+        "dimension columns to return, comma-separated (default: all but the join keys)",
+        or_empty(parse_names),
+    ),
+    Option(COLUMN_PREFIX, COLUMN_PREFIX_DEFAULT, "prefix for the returned dimension columns"),
+    Option(
+        AUDIT_OPTION,
+        AUDIT_DEFAULT,
+        "add _dim_version (the source position or snapshot id joined) and _dim_valid_from "
+        "(when that version's change happened)",
+        parse_boolean,
+    ),
+    Option(
+        AS_OF,
+        AS_OF_DEFAULT,
+        "processing mode: the snapshot to join, a snapshot id, tag, branch or time "
+        "(default: the current snapshot)",
+    ),
+)
+
+
+def request_of(
+    facts: str,
+    dimension: TableRef,
+    on: str,
+    fact_time: str | None,
+    mode: str | None,
+    options: Mapping[str, Any],
+) -> DimJoinRequest:
+    """The request dim_join_changelog's arguments make (``options``: the resolved
+    :data:`OPTIONS`); the mode defaults to 'event' when ``fact_time`` is given."""
+    chosen = (mode or ("event" if fact_time else "processing")).lower()
+    if chosen not in MODES:
+        raise ProcedureArgumentError(
+            f"mode '{mode}' is not one of {', '.join(MODES)}; 'event' joins the version "
+            "valid at each fact's time, 'processing' one snapshot of the dimension."
+        )
+    if options[AS_OF] and chosen == "event":
+        raise ProcedureArgumentError(
+            f"option as-of '{options[AS_OF]}' pins one snapshot, which is processing mode; "
+            "drop it, or pass mode => 'processing'."
+        )
+    return DimJoinRequest(
+        facts=facts,
+        dimension=dimension,
+        on=on,
+        fact_time=fact_time or None,
+        mode=chosen,
+        join=options[JOIN],
+        columns=options[COLUMNS],
+        prefix=options[COLUMN_PREFIX],
+        audit=options[AUDIT_OPTION],
+        as_of=options[AS_OF],
+    )
+
+
 @dataclass(frozen=True)
 class Versions:
     """A dimension's versions: user columns, ``_sparkext_valid_from`` (NULL: valid from before
@@ -79,12 +178,9 @@ class Versions:
 
 def facts_frame(spark: SparkSession, text: str) -> DataFrame:
     """The facts: a table name, or a query (any text that is not a table name)."""
-    from sparkext.iceberg.errors import spark_message
 
     text = text.strip()
     try:
-        from sparkext.iceberg.catalog import split_name
-
         split_name(spark, text)
         is_name = True
     except Exception:
@@ -106,7 +202,6 @@ def dim_join(
     progress: Callable[[str], None] = lambda message: None,
 ) -> DataFrame:
     """The facts joined with the dimension, in the request's mode (see the module doc)."""
-    from sparkext.actions.history.versions import is_cdc_table
 
     facts = facts_frame(spark, request.facts)
     dimension = request.dimension
@@ -149,13 +244,10 @@ def _last_parts(facts: str) -> list[str]:
 
 
 def _fact_time(spark: SparkSession, facts: DataFrame, request: DimJoinRequest) -> str:
-    from sparkext.actions.history.as_of import EVENT_TIME_PROPERTY
 
     column = request.fact_time
     if column is None:
         try:
-            from sparkext.iceberg.catalog import resolve_table
-
             column = resolve_table(spark, request.facts.strip()).prop(EVENT_TIME_PROPERTY)
         except Exception:
             column = None
@@ -204,9 +296,6 @@ def _cdc_versions(
 ) -> Versions:
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, POSITION
-    from sparkext.actions.history.versions import cdc_range, truncates, versions_from
-
     found = cdc_range(spark, dimension.name, low, high)
     frame = versions_from(
         found.base, found.changes, found.names, found.key, found.floors, found.truncate_floor
@@ -225,13 +314,6 @@ def _changelog_versions(
 ) -> Versions:
     """Versions of a table without event logs, valid from their commit times."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import OP, POSITION
-    from sparkext.actions.history.changelog import changelog
-    from sparkext.actions.history.versions import VALID_FROM
-    from sparkext.iceberg.catalog import identifier_columns
-    from sparkext.iceberg.changelog import ChangelogTable
-    from sparkext.planning.changelog import Bound, RangeRequest, resolve_end
 
     names = spark.table(dimension.name).columns
     key = identifier_columns(spark, dimension.name) or [p.dim for p in pairs]
@@ -301,9 +383,6 @@ def _as_of_join(
     """Every fact with the last version of its key at or before its time (module doc)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import OP, POSITION
-    from sparkext.actions.history.versions import VALID_FROM
 
     fact_struct = F.struct(*cols(facts.columns))
     keys = [f"{_K}{i}" for i in range(len(pairs))]
@@ -423,8 +502,6 @@ def pin_snapshot(
 ) -> tuple[int | None, int | None]:
     """(snapshot id, commit ms) that ``as_of`` names: a snapshot id, a tag or branch, or a time
     (session zone or with an offset); None: the current snapshot."""
-    from sparkext.iceberg.changelog import ChangelogTable
-    from sparkext.planning.changelog import parse_bound, resolve_end
 
     history = ChangelogTable(spark, table).history()
     bound = None

@@ -7,7 +7,12 @@ file_writer`: data files and equality deletes with Iceberg field ids and metrics
 file descriptors to :func:`sparkext.iceberg.tags.commit_tag` for ONE commit. The driver sees one
 small row per written file.
 
-Floor: actions (the work, typed results).
+Also the work of the procedures :mod:`sparkext.procedures.tag_event_time_days` (:func:`tag_days`,
+one :class:`DayResult` per day; this module declares its options as :data:`DAYS_OPTIONS`) and
+:mod:`sparkext.procedures.event_time_tags` (:func:`event_time_tags`, one :class:`TagInfo` per
+tag).
+
+Floor: actions.
 """
 
 from __future__ import annotations
@@ -16,20 +21,53 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkext import times
-from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES
+from sparkext.actions.history.as_of import (
+    EVENT_TIME,
+    OP,
+    POSITION,
+    cdc_inputs,
+    delta_as_of,
+    epoch_ms,
+    state_as_of,
+)
+from sparkext.declarations import Option, parse_boolean, parse_count, parse_duration
+from sparkext.errors import EventTimeError
+from sparkext.executors.cdc.files import (
+    DATA,
+    EQUALITY_DELETES,
+    FILE_SCHEMA_DDL,
+    KIND,
+    WrittenFile,
+    file_writer,
+    remove_written,
+)
+from sparkext.executors.cdc.partitioning import unsupported
+from sparkext.iceberg import tags as iceberg_tags
+from sparkext.iceberg.cdc_table import CdcTable
+from sparkext.iceberg.commit import discard_unless_unknown
+from sparkext.iceberg.snapshots import ancestry
+from sparkext.identifiers import col, cols, map_in_arrow
 from sparkext.planning import event_time_tags as plan_tags
 from sparkext.planning.event_time import has_event_time, plan_as_of
-from sparkext.planning.event_time_tags import TagRecord
+from sparkext.planning.event_time_tags import (
+    GRACE_DEFAULT,
+    MAX_REF_AGE_DEFAULT,
+    TAG_PREFIX_DEFAULT,
+    TagRecord,
+    check_tag_name,
+    late_commits,
+    plan_days,
+    watermark_ms,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkext.executors.cdc.files import WrittenFile
     from sparkext.iceberg.catalog import TableRef
 
 AS_OF_SUMMARY = "sparkext.event-time.as-of"
@@ -72,11 +110,6 @@ def create_tag(
     progress: Callable[[str], None] = lambda message: None,
 ) -> TagResult:
     """Make ``tag`` name ``table``'s state as of ``as_of`` (see the module docstring)."""
-    from sparkext.actions.history.as_of import cdc_inputs, delta_as_of, epoch_ms
-    from sparkext.iceberg import tags as iceberg_tags
-    from sparkext.iceberg.cdc_table import CdcTable
-    from sparkext.iceberg.snapshots import ancestry
-
     plan_tags.check_tag_name(tag)
     as_of = times.instant(as_of, times.session_zone(spark))
     as_of_ms = epoch_ms(as_of)
@@ -84,8 +117,6 @@ def create_tag(
     java = CdcTable(spark, table.name)
     chain = ancestry(spark, table)
     if not chain:
-        from sparkext.errors import EventTimeError
-
         raise EventTimeError(
             f"Table '{table.name}' has no snapshot yet, so there is no state to tag; ingest "
             "into it first."
@@ -142,8 +173,6 @@ def create_tag(
             if not files:
                 how = plan_tags.BASE  # every change lost to a newer base row
     if how == plan_tags.REWRITE:
-        from sparkext.actions.history.as_of import state_as_of
-
         if not cdc:
             _check_writable(java, table.name)
 
@@ -173,8 +202,6 @@ def create_tag(
         created_ms=int(time.time() * 1000),
     )
     progress(f"committing tag {tag}")
-    from sparkext.iceberg.commit import discard_unless_unknown
-
     with discard_unless_unknown(
         lambda: iceberg_tags.discard(java, files), table.name, f"the tag '{tag}'"
     ):
@@ -213,10 +240,6 @@ def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
     row: one pass over the delta (each row exploded into one or two)."""
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
-    from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
-    from sparkext.identifiers import col
-
     kinds = F.when(F.col("w_op") == "d", F.array(F.lit(EQUALITY_DELETES))).otherwise(
         F.array(F.lit(EQUALITY_DELETES), F.lit(DATA))
     )
@@ -237,9 +260,6 @@ def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
 
 def _check_writable(java, name: str) -> None:
     """Refuse an append-only table whose partitions sparkext's writer cannot compute."""
-    from sparkext.errors import EventTimeError
-    from sparkext.executors.cdc.partitioning import unsupported
-
     fields = java.partition_fields()
     bad = unsupported(fields, [f.source for f in fields])
     if bad:
@@ -253,22 +273,11 @@ def _check_writable(java, name: str) -> None:
 def _state_rows(state: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    from sparkext.executors.cdc.files import DATA, KIND
-
     return state.select(F.lit(DATA).alias(KIND), *state.columns)
 
 
 def _write(spark: SparkSession, java, rows: DataFrame, tag: str) -> list[WrittenFile]:
     """Write ``rows`` (with ``__kind``) as Iceberg files on executors; one row back per file."""
-    from sparkext.executors.cdc.files import (
-        FILE_SCHEMA_DDL,
-        WrittenFile,
-        file_writer,
-        remove_written,
-    )
-    from sparkext.iceberg import tags as iceberg_tags
-    from sparkext.identifiers import cols, map_in_arrow
-
     directory = java.data_directory()
     prefix = f"tag-{''.join(c if c.isalnum() else '-' for c in tag)[:40]}-{uuid.uuid4().hex[:8]}"
     writer = file_writer(
@@ -295,3 +304,203 @@ def _write(spark: SparkSession, java, rows: DataFrame, tag: str) -> list[Written
         )
         for r in described
     ]
+
+
+# tag_event_time_days: the daily event-time tag, for cron
+GRACE = "grace"
+PREFIX = "tag-prefix"
+BACKFILL = "backfill-days"
+REPLACE_STALE = "replace-stale"
+TAG_MAX_AGE = "tag-max-age"
+
+DAYS_OPTIONS = (
+    Option(
+        GRACE,
+        GRACE_DEFAULT,
+        "a day closes when the newest event time passed its end by this",
+        parse_duration,
+    ),
+    Option(PREFIX, TAG_PREFIX_DEFAULT, "tag name prefix: the tag is <prefix><day>"),
+    Option(BACKFILL, "1", "tag up to this many closed days, newest first", parse_count),
+    Option(REPLACE_STALE, "false", "re-tag a day whose tag late events made stale", parse_boolean),
+    Option(TAG_MAX_AGE, MAX_REF_AGE_DEFAULT, "the tags' max-ref-age", parse_duration),
+)
+
+
+@dataclass(frozen=True)
+class DayResult:
+    """One day :func:`tag_days` tagged, found tagged, or found stale."""
+
+    day: str  # ISO date, session time zone
+    tag: str
+    as_of: dt.datetime  # T0: the day's last millisecond
+    action: str  # tagged-base, committed-changes, rewrote-state, exists, stale or replaced
+    snapshot_id: int
+    rows_changed: int
+    files_written: int
+    bytes_written: int
+    late_commits: int
+    closes_at: dt.datetime
+    duration_ms: int
+
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's output row (its declared columns, in order)."""
+        return (
+            self.day, self.tag, self.as_of, self.action, self.snapshot_id, self.rows_changed,
+            self.files_written, self.bytes_written, self.late_commits, self.closes_at,
+            self.duration_ms,
+        )  # fmt: skip
+
+
+def parse_day(text: str | None) -> dt.date | None:
+    """``day =>`` as a date (None: not given), or the one sentence refusing it."""
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise EventTimeError(f"day => '{text}' is not a date; write day => '2026-11-21'.") from None
+
+
+def duration_text(ms: int) -> str:
+    """A duration as a short text.
+
+    >>> duration_text(3_600_000), duration_text(90_000)
+    ('1 h', '90 s')
+    """
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+def tag_days(
+    spark: SparkSession,
+    table: TableRef,
+    day: str | None,
+    force: bool,
+    options: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda message: None,
+) -> tuple[DayResult, ...]:
+    """Tag the newest closed day (or ``day``) and up to ``backfill-days`` - 1 untagged days
+    before it; ``options`` are the resolved :data:`DAYS_OPTIONS`."""
+    zone = times.session_zone(spark)
+    prefix = check_tag_name(options[PREFIX]) if options[PREFIX] else ""
+    chain = ancestry(spark, table)
+    days = plan_days(chain, zone, options[GRACE], prefix, parse_day(day), options[BACKFILL])
+    mark = watermark_ms(chain)
+    out = []
+    for planned in days:
+        started = time.monotonic()
+        closes = times.from_millis(planned.as_of_ms + 1 + options[GRACE])
+        if not planned.closed and not force:
+            if day is None:
+                continue  # nothing closed yet: nothing to do
+            raise EventTimeError(
+                f"Day {planned.day} of {table.name} may still receive late events: the newest "
+                f"event time ingested is {times.wall_clock_text(times.from_millis(mark), zone)} "
+                f"and the day closes at {times.wall_clock_text(closes, zone)} (grace "
+                f"{duration_text(options[GRACE])}); run again later or pass force => true."
+            )
+        java = CdcTable(spark, table.name)
+        record = iceberg_tags.records(java).get(planned.tag)
+        late = late_commits(record, chain) if record is not None else 0
+        if (
+            record is not None
+            and record.as_of_ms == planned.as_of_ms
+            and not (late and options[REPLACE_STALE])
+        ):
+            action = "stale" if late else "exists"
+            made = (record.snapshot_id, record.rows_changed, 0, 0)
+        else:
+            progress(f"tagging {planned.day} as {planned.tag}")
+            result = create_tag(
+                spark,
+                table,
+                times.from_millis(planned.as_of_ms),
+                planned.tag,
+                replace=record is not None and record.as_of_ms == planned.as_of_ms,  # stale
+                max_ref_age_ms=options[TAG_MAX_AGE],
+                progress=progress,
+            )
+            action = "replaced" if record is not None else result.action
+            late = 0
+            made = (
+                result.snapshot_id,
+                result.rows_changed,
+                result.files_written,
+                result.bytes_written,
+            )
+        out.append(
+            DayResult(
+                planned.day.isoformat(),
+                planned.tag,
+                times.from_millis(planned.as_of_ms),
+                action,
+                *made,
+                late,
+                closes,
+                int((time.monotonic() - started) * 1000),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    """One event-time tag that still exists (event_time_tags' row)."""
+
+    tag: str
+    as_of: dt.datetime
+    snapshot_id: int
+    base_snapshot_id: int | None
+    how: str  # base, changes or rewrite
+    rows_changed: int
+    files_written: int
+    bytes_written: int
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+    late_commits: int
+    as_recorded: bool  # the tag still names the snapshot it was made on
+
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's output row (its declared columns, in order)."""
+        return (
+            self.tag, self.as_of, self.snapshot_id, self.base_snapshot_id, self.how,
+            self.rows_changed, self.files_written, self.bytes_written, self.created_at,
+            self.expires_at, self.late_commits, self.as_recorded,
+        )  # fmt: skip
+
+
+def event_time_tags(spark: SparkSession, table: TableRef) -> tuple[TagInfo, ...]:
+    """The event-time tags of ``table`` that still exist, oldest T0 first."""
+    java = CdcTable(spark, table.name)
+    refs = iceberg_tags.refs(java)
+    records = sorted(iceberg_tags.records(java).values(), key=lambda r: (r.as_of_ms, r.tag))
+    chain = ancestry(spark, table) if records else []
+    out = []
+    for r in records:
+        ref = refs[r.tag]
+        stamp = iceberg_tags.snapshot_time_ms(java, ref.snapshot_id)
+        expires = (
+            times.from_millis(stamp + ref.max_ref_age_ms)
+            if ref.max_ref_age_ms is not None and stamp is not None
+            else None
+        )
+        out.append(
+            TagInfo(
+                r.tag,
+                times.from_millis(r.as_of_ms),
+                ref.snapshot_id,
+                r.base_snapshot_id,
+                r.how,
+                r.rows_changed,
+                r.files_written,
+                r.bytes_written,
+                times.from_millis(r.created_ms),
+                expires,
+                late_commits(r, chain),
+                ref.snapshot_id == r.snapshot_id,
+            )
+        )
+    return tuple(out)

@@ -21,8 +21,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkext import times
+from sparkext.actions.history.as_of import (
+    EVENT_TIME,
+    OP,
+    POSITION,
+    SYSTEM_NAMES,
+    read_logs,
+    state_as_of,
+)
 from sparkext.errors import EventTimeError
+from sparkext.iceberg.catalog import identifier_columns, resolve_table
+from sparkext.iceberg.snapshots import ancestry
 from sparkext.identifiers import col, cols
+from sparkext.planning import summary as keys
+from sparkext.planning.event_time import has_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,9 +45,6 @@ VALID_TO = "_sparkext_valid_to"
 
 def is_cdc_table(spark: SparkSession, name: str) -> bool:
     """Whether ingest_cdc has committed to ``name`` (its snapshots carry event-time bounds)."""
-    from sparkext.iceberg.catalog import resolve_table
-    from sparkext.iceberg.snapshots import ancestry
-    from sparkext.planning.event_time import has_event_time
 
     return has_event_time(ancestry(spark, resolve_table(spark, name)))
 
@@ -67,11 +76,6 @@ def cdc_range(
     ``name`` (``low`` None: from just before its first event; ``high`` None: every later
     change; naive times are session-zone wall clocks)."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import EVENT_TIME, SYSTEM_NAMES, read_logs, state_as_of
-    from sparkext.iceberg.catalog import identifier_columns, resolve_table
-    from sparkext.iceberg.snapshots import ancestry
-    from sparkext.planning import summary as keys
 
     table = resolve_table(spark, name)
     chain = ancestry(spark, table)
@@ -150,8 +154,6 @@ def superseding(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION, read_logs
-
     if not logs:
         return None, None
     oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
@@ -189,9 +191,6 @@ def earlier_events(
     """
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import OP, POSITION, read_logs
-    from sparkext.planning import summary as keys
-
     oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
     if oldest is None:
         return None
@@ -226,8 +225,6 @@ def undominated(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
-
     cut = truncates(events) + truncates(marks)  # collected: a handful
     changes = events.where(F.col(OP) != "t")
     every = changes
@@ -255,8 +252,6 @@ def truncates(frame: DataFrame | None) -> list[tuple[int, str]]:
     """(event time in epoch µs, source position) of the truncates among ``frame``'s events
     (collected: a table is truncated a handful of times, not per row)."""
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
 
     if frame is None:
         return []
@@ -288,8 +283,6 @@ def cdc_versions(
         )
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import POSITION
 
     versions = versions_from(
         found.base, found.changes, found.names, found.key, found.floors, found.truncate_floor
@@ -323,8 +316,6 @@ def versions_from(
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
 
     base = base.select(
         *cols(names),
@@ -386,8 +377,6 @@ def versions_in_place(
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from sparkext.actions.history.as_of import EVENT_TIME, OP, POSITION
 
     as_version = [
         *cols(names),

@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from sparkext.executors.cdc.partitioning import PartitionField, partitioner
+from sparkext.fs import Location
+from sparkext.fs import filesystem as pyarrow_filesystem
 
 DATA, EQUALITY_DELETES = 0, 2
 KEY_LOG = -1  # a written-file row that is not a table file: a KeyLog's file
@@ -180,8 +182,6 @@ def file_writer(
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
-        from sparkext.fs import filesystem as pyarrow_filesystem
-
         filesystem, base = pyarrow_filesystem(directory)
         writers: dict[tuple[int, tuple[str, ...]], tuple[str, pq.ParquetWriter]] = {}
         keys: list[pa.Table] = []
@@ -278,7 +278,6 @@ class _EventLogFile:
     under a hidden name and moved into place whole by :meth:`finish`."""
 
     def __init__(self, event_log: EventLog):
-        from sparkext.fs import Location
 
         self.location = Location.of(event_log.directory)
         self.version = event_log.spark_version.encode()
@@ -340,8 +339,6 @@ def _write_whole(directory: str, table: pa.Table) -> str:
     files the job's successful tasks reported (see ``keep_only``)."""
     import pyarrow.parquet as pq
 
-    from sparkext.fs import Location
-
     location = Location.of(directory)
     filesystem, base = location.filesystem, location.path
     filesystem.create_dir(base, recursive=True)
@@ -362,8 +359,6 @@ def keep_only(directory: str, kept: Sequence[str]) -> int:
     """Delete the files under ``directory`` that are not among ``kept`` (URIs or paths as a
     writer reported them): what failed or superseded task attempts left. Returns how many."""
     from pyarrow import fs
-
-    from sparkext.fs import Location
 
     location = Location.of(directory)
     names = {k.rstrip("/").rsplit("/", 1)[-1] for k in kept}
@@ -389,8 +384,6 @@ def remove_written(directory: str, prefix: str) -> int:
     nothing else matches. Returns how many files were removed (best effort).
     """
     from pyarrow import fs
-
-    from sparkext.fs import filesystem as pyarrow_filesystem
 
     try:
         filesystem, base = pyarrow_filesystem(directory)

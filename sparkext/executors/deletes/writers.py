@@ -16,6 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from sparkext.executors.cdc.files import file_uri, parquet_metrics
+from sparkext.executors.deletes.dv import PuffinWriter
+from sparkext.fs import filesystem
+
 FILE_PATH_FIELD_ID = 2147483546  # Iceberg's MetadataColumns.DELETE_FILE_PATH
 POS_FIELD_ID = 2147483545  # Iceberg's MetadataColumns.DELETE_FILE_POS
 WRITTEN_DDL = (
@@ -54,15 +58,8 @@ _POSITION_SCHEMA = pa.schema(
 def _filesystem(uri: str):
     """pyarrow's filesystem and path for an Iceberg location (``s3a://``, ``file:/x`` forms
     included: :func:`sparkext.fs.filesystem`)."""
-    from sparkext.fs import filesystem
 
     return filesystem(uri)
-
-
-def file_uri(directory: str, path: str) -> str:
-    from sparkext.executors.cdc.files import file_uri as uri
-
-    return uri(directory, path)
 
 
 DIRECT_READ_UNSUPPORTED = "sparkext-direct-read-unsupported"
@@ -263,7 +260,6 @@ def direct_delete_writer(
     out sorted, so the task writes that file's position-delete file (v2, one per data file) or
     its DV (v3, into the task's Puffin file) straight away.
     """
-    from sparkext.executors.deletes.dv import PuffinWriter
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
@@ -402,8 +398,6 @@ def position_delete_writer(
                 single = state["paths"][0] if len(state["paths"]) == 1 else None
                 metrics = None
                 if single is None:  # readers need its file_path bounds: computed here
-                    from sparkext.executors.cdc.files import parquet_metrics
-
                     metrics = parquet_metrics(
                         _POSITION_SCHEMA, state["writer"].writer.metadata, _POSITION_METRICS
                     )
@@ -458,7 +452,6 @@ def deletion_vector_writer(
 
     Rows arrive sorted by file_path; each file's positions become one blob.
     """
-    from sparkext.executors.deletes.dv import PuffinWriter
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         filesystem, base = _filesystem(directory)

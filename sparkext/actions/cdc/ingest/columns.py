@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sparkext.executors.cdc.files import DATA, EQUALITY_DELETES, KIND
 from sparkext.fs import Location
 from sparkext.identifiers import col
+from sparkext.planning.positions import TIME_FAMILY, incomparable
 from sparkext.spark.reused import reused
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def with_arrival(decoded: DataFrame, batch_id: int) -> DataFrame:
     not a duplicate."""
     from pyspark.sql import functions as F
 
-    from sparkext.planning.positions import TIME_FAMILY
-
     arrival = F.concat(  # file names of Kafka Connect sinks sort by partition and offset
         F.col("position"),
         F.lit(f":{batch_id:010d}:"),
@@ -144,8 +143,6 @@ def reject_other_families(
 ) -> DataFrame:
     """``reject`` set for events whose position cannot be ordered against the table's."""
     from pyspark.sql import functions as F
-
-    from sparkext.planning.positions import incomparable
 
     others = sorted(f for f in seen if f is not None and f != chosen)
     if chosen is None or not others:

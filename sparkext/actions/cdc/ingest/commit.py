@@ -19,6 +19,7 @@ from sparkext.actions.cdc.ingest.columns import read_columns
 from sparkext.actions.cdc.ingest.write import discard, write_late
 from sparkext.actions.cdc.model import max_position
 from sparkext.errors import BatchOutdatedError
+from sparkext.iceberg import cdc_table as keys
 from sparkext.iceberg.commit import discard_unless_unknown
 from sparkext.identifiers import cols
 
@@ -49,8 +50,6 @@ def commit_batch(
     """Count the batch's figures, keep its late events, and commit it; ``committed(batch_id)``
     once its snapshot is in the table."""
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg import cdc_table as keys
 
     commit, key = plan.commit, plan.key
     batch_id, per_partition = plan.batch_id, plan.per_partition

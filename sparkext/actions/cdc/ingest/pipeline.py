@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sparkext.actions.cdc.checkpoint import read_or_create_id
 from sparkext.actions.cdc.ingest import table as target
 from sparkext.actions.cdc.ingest.columns import (
     SYSTEM_NAMES,
@@ -77,6 +78,7 @@ from sparkext.executors.cdc.decode import DECODED_DDL, decode_documents, decode_
 from sparkext.identifiers import cols
 from sparkext.planning.cdc_schema import plan_schema
 from sparkext.planning.positions import NAMES, family
+from sparkext.spark.cancellation import raise_if_cancelled
 from sparkext.spark.observe import input_partitions, release_proxies, same_session
 from sparkext.spark.reused import pinned_mode
 
@@ -321,8 +323,6 @@ class Ingestor:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from sparkext.spark.cancellation import raise_if_cancelled
-
         if held:
             marked = reject_other_families(marked, guess.family, set(NAMES))
         observation = Observation()
@@ -552,7 +552,6 @@ def _was_common(state: BatchState, seen: TypedFacts, known: str | None) -> bool:
 
 
 def _checkpoint_id(checkpoint: str) -> str:
-    from sparkext.actions.cdc.checkpoint import read_or_create_id
 
     return read_or_create_id(checkpoint, lambda: str(uuid.uuid4()))
 

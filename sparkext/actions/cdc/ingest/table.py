@@ -10,9 +10,11 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from sparkext import identifiers
 from sparkext.actions.cdc.ingest.columns import SYSTEM_COLUMNS, TABLE_PROPERTIES
 from sparkext.errors import IngestError
 from sparkext.executors.cdc.partitioning import unsupported
+from sparkext.iceberg.cdc_table import CdcTable, create_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
 
 def load_table(context: Context) -> CdcTable | None:
     """The table, refreshed; ``None`` when it does not exist and may be created."""
-    from sparkext.iceberg.cdc_table import CdcTable
 
     spark, settings = context.spark, context.settings
     if not spark.catalog.tableExists(settings.table):
@@ -50,8 +51,6 @@ def create(context: Context, valid: DataFrame, batch_types: Mapping[str, str]) -
     """The table, created with the first batch's columns and the key ``primary_key`` names
     (else the events' Kafka key)."""
     from pyspark.sql import functions as F
-
-    from sparkext.iceberg.cdc_table import create_table
 
     settings = context.settings
     key = list(settings.primary_key)
@@ -89,7 +88,6 @@ def create(context: Context, valid: DataFrame, batch_types: Mapping[str, str]) -
 def adopt_key(context: Context, table: CdcTable) -> list[str]:
     """An existing table without identifier fields: ``primary_key`` becomes them (one
     schema commit, once no row has a NULL key), or one sentence says what to do."""
-    from sparkext import identifiers
 
     name, wanted = context.settings.table, list(context.settings.primary_key)
     if not wanted:
