@@ -70,7 +70,7 @@ def test_the_site_loads_nothing_from_the_network(site):
 
 def test_the_python_api_page_documents_the_functions(site):
     text = (site / "reference" / "python.html").read_text(encoding="utf-8")
-    for name in ("sparkext.sql", "sparkext.spark.session.session", "sparkext.changelog_stream"):
+    for name in ("sparkext.sql", "sparkext.session", "sparkext.changelog_stream"):
         assert f'id="{name}"' in text, name
 
 
