@@ -13,8 +13,8 @@ Floor: actions (the work, typed results).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sparkext import identifiers
 from sparkext.errors import ProcedureArgumentError, did_you_mean
@@ -77,7 +77,7 @@ def cluster(
     return keyed.repartitionByRange(tasks, KEY).sortWithinPartitions(KEY).drop(KEY)
 
 
-def with_curve_key(frame: DataFrame, columns: Sequence[str], curve: str, records: int):
+def with_curve_key(frame: DataFrame, columns: Sequence[str], curve: str, records: int) -> DataFrame:
     """``frame`` plus a bigint column ``KEY``: each row's ``curve`` key over ``columns``."""
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -107,8 +107,11 @@ def _resolve(frame: DataFrame, column: str) -> str:
     )
 
 
-def _key_function(positions: list[int], bounds: list, curve: str):
-    def add_keys(batches):
+def _key_function(
+    positions: list[int], bounds: list[Any], curve: str
+) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    # pyarrow is untyped here (no stubs): its batches and arrays are Any
+    def add_keys(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:

@@ -108,7 +108,13 @@ def health(spark: SparkSession, tables: Sequence[str]) -> list[PartitionHealth]:
     return out
 
 
-def record(spark: SparkSession, log_table: str, owner: str, partitions: Sequence[PartitionHealth]):
+# trends(): "health" and "jobs", each a list of rows as dicts (column name -> value).
+Trend = dict[str, list[dict[str, Any]]]
+
+
+def record(
+    spark: SparkSession, log_table: str, owner: str, partitions: Sequence[PartitionHealth]
+) -> None:
     """Append one 'health' row per table to the run log (the trends' data points)."""
 
     now = runlog.utc_now()
@@ -145,7 +151,7 @@ def record(spark: SparkSession, log_table: str, owner: str, partitions: Sequence
     runlog.append(spark, log_table, entries)
 
 
-def trends(spark: SparkSession, log_table: str, tables: Sequence[str], days: int = 14) -> dict:
+def trends(spark: SparkSession, log_table: str, tables: Sequence[str], days: int = 14) -> Trend:
     """From the run log: per table, the recorded health over time; per hour, jobs by outcome
     and bytes rewritten (small aggregates reach the driver)."""
     from pyspark.sql import functions as F
@@ -171,13 +177,13 @@ def trends(spark: SparkSession, log_table: str, tables: Sequence[str], days: int
     return {"health": [r.asDict() for r in health_rows], "jobs": [r.asDict() for r in jobs]}
 
 
-def score_change(trend_rows: Sequence[dict], table: str, now_score: int) -> int | None:
+def score_change(trend_rows: Sequence[dict[str, Any]], table: str, now_score: int) -> int | None:
     """Score now minus the first score recorded in the window (None: no record)."""
     first = next((r for r in trend_rows if r["table_name"] == table), None)
     return None if first is None else now_score - int(first["health_score"])
 
 
-def rows(partitions: Sequence[PartitionHealth], trend: dict) -> list[tuple[Any, ...]]:
+def rows(partitions: Sequence[PartitionHealth], trend: Trend) -> list[tuple[Any, ...]]:
     """The procedure's rows: one per partition, worst first."""
     return [
         (
@@ -200,7 +206,7 @@ def rows(partitions: Sequence[PartitionHealth], trend: dict) -> list[tuple[Any, 
 # ---- the page -------------------------------------------------------------------------------
 
 
-def render(partitions: Sequence[PartitionHealth], trend: dict, title: str) -> str:
+def render(partitions: Sequence[PartitionHealth], trend: Trend, title: str) -> str:
     """One self-contained HTML page (plotly's JavaScript embedded once)."""
     import plotly.graph_objects as go
     import plotly.io as pio

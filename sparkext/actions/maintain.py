@@ -214,7 +214,7 @@ def _fresh_properties(context: Context, ref: TableRef) -> dict[str, str]:
     return changelog_consumers.properties(context.spark, ref.name)
 
 
-def _event_time_base(state, as_of_ms: int) -> int | None:
+def _event_time_base(state: iceberg.TableState, as_of_ms: int) -> int | None:
     """The base s1 of T0 = ``as_of_ms`` (None: the table carries no event times, or that base
     is already gone)."""
 

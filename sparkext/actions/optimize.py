@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from sparkext.actions import cluster as clustering
@@ -239,7 +240,7 @@ def optimize(
     return OptimizeResult(tuple(_optimize(run, hold)))
 
 
-def _lease_for(context: Context, ref: TableRef):
+def _lease_for(context: Context, ref: TableRef) -> AbstractContextManager[None]:
     """The table's lease, taken only once the plan has work (a call with nothing to do makes no
     metadata commit: a loop of calls beside a writer must not crowd its commits out)."""
 
@@ -325,6 +326,7 @@ def _optimize(run: _Run, hold: Any = None) -> list[GroupResult]:
         if converted:  # the data files' deletes changed: plan again at the new snapshot
             table.refresh()
             start = table.current_snapshot_id()
+            assert start is not None  # the conversion committed a snapshot
             facts = table.facts(start, where, cluster_by)
             groups = plan(facts.files, settings, (), facts.last_commit_ms, facts.now_ms)
             if only is not None:
@@ -507,7 +509,9 @@ def _planned(group: Group, table: OptimizeTable) -> GroupResult:
     )
 
 
-def _check_cluster_columns(name: str, table, cluster_by, levels) -> None:
+def _check_cluster_columns(
+    name: str, table: OptimizeTable, cluster_by: tuple[str, ...], levels: frozenset[int]
+) -> None:
     if levels & {1, 2} and not cluster_by:
         wanted = ",".join(f"l{lv}" for lv in sorted(levels))
         raise ProcedureArgumentError(

@@ -15,7 +15,7 @@ Floor: actions (the work, typed results).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -37,9 +37,9 @@ from sparkext.literals import in_list
 from sparkext.planning.equality_deletes import DeleteFileFact, RoundPlan
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
-    from sparkext.iceberg.delete_files import DeleteTable
+    from sparkext.iceberg.delete_files import DeleteTable, KeyColumn
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,16 @@ BROADCAST_KEYS_MAX = 2_000_000  # delete keys up to this many rows are broadcast
 
 
 def _candidate_rows(
-    spark, table, snapshot_id, files, keys, data_files, where, has_global, iceberg_reader=False
-):
+    spark: SparkSession,
+    table: DeleteTable,
+    snapshot_id: int,
+    files: Sequence[DeleteFileFact],
+    keys: Sequence[KeyColumn],
+    data_files: DataFrame,
+    where: str | None,
+    has_global: bool,
+    iceberg_reader: bool = False,
+) -> tuple[DataFrame, bool]:
     """Data rows that may match a delete key: file_path, pos, d0..dn, data_seq, pkey.
 
     Parquet data files are read directly on executors (key columns only, prefiltered on the
@@ -81,10 +89,13 @@ def _candidate_rows(
     arrow = to_arrow_schema(spark.createDataFrame([], ddl).schema)
     deletes = [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files]
     reader = data_key_reader([k.field_id for k in keys], deletes, arrow)
-    return candidates.mapInArrow(reader, ddl), len(keys) == 1
+    # pyspark's stubs want Iterable -> Iterable; the readers take and give iterators
+    return candidates.mapInArrow(reader, ddl), len(keys) == 1  # type: ignore[arg-type]
 
 
-def _candidate_files(spark, files, data_files, has_global):
+def _candidate_files(
+    spark: SparkSession, files: Sequence[DeleteFileFact], data_files: DataFrame, has_global: bool
+) -> DataFrame | None:
     """Data files some of ``files`` may apply to, as a DataFrame of (file_path, data_seq, pkey)
     spread evenly over tasks by row count; None when one of them is not Parquet (then
     Iceberg's own reader is used). Collects one metadata row per candidate data file."""
@@ -93,7 +104,9 @@ def _candidate_files(spark, files, data_files, has_global):
     newest = max(f.sequence_number for f in files)
     candidates = data_files.where(F.col("data_seq") < newest)
     if not has_global:
-        candidates = candidates.where(in_list("pkey", sorted({f.partition for f in files})))
+        partitions = in_list("pkey", sorted({f.partition for f in files}))
+        assert partitions is not None  # strings always have a literal
+        candidates = candidates.where(partitions)
     described = candidates.select("file_path", "data_seq", "pkey", "format", "records").collect()
     if any(d.format != "PARQUET" for d in described):
         return None
@@ -104,17 +117,26 @@ def _candidate_files(spark, files, data_files, has_global):
         1,
         min(len(described), spark.sparkContext.defaultParallelism, -(-total // ROWS_PER_TASK)),
     )
-    buckets: list[list] = [[] for _ in range(tasks)]
+    buckets: list[list[tuple[str, int, str]]] = [[] for _ in range(tasks)]
     loads = [0] * tasks
     for d in sorted(described, key=lambda d: -d.records):  # biggest first, to the lightest task
         i = loads.index(min(loads))
         buckets[i].append((d.file_path, d.data_seq, d.pkey))
         loads[i] += d.records
-    rdd = spark.sparkContext.parallelize(range(tasks), tasks).flatMap(lambda i, b=buckets: b[i])
+    # mypy cannot infer a lambda with a default argument (b binds the buckets for the tasks)
+    rdd = spark.sparkContext.parallelize(range(tasks), tasks).flatMap(lambda i, b=buckets: b[i])  # type: ignore[misc]
     return spark.createDataFrame(rdd, "file_path string, data_seq bigint, pkey string")
 
 
-def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
+def _direct(
+    spark: SparkSession,
+    table: DeleteTable,
+    plan: RoundPlan,
+    data_files: DataFrame,
+    directory: str,
+    v3: bool,
+    target_file_size: int,
+) -> list[Row] | None:
     """One job that matches and writes (single key column, nothing to merge); None if it
     does not apply."""
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -134,10 +156,11 @@ def _direct(spark, table, plan, data_files, directory, v3, target_file_size):
     writer = direct_delete_writer(
         key.field_id, first_type, deletes, directory, prefix, v3, target_file_size
     )
-    return _collect_written(candidates.mapInArrow(writer, WRITTEN_DDL), directory, prefix)
+    # pyspark's stubs want Iterable -> Iterable; the writers take and give iterators
+    return _collect_written(candidates.mapInArrow(writer, WRITTEN_DDL), directory, prefix)  # type: ignore[arg-type]
 
 
-def _collect_written(frame: DataFrame, directory: str, prefix: str) -> list:
+def _collect_written(frame: DataFrame, directory: str, prefix: str) -> list[Row]:
     """Run a writer job and collect its one row per file; a failed job leaves no files."""
 
     try:
@@ -185,7 +208,8 @@ def _equality_positions(
             [(f.path, f.sequence_number, None if f.is_global else f.partition) for f in files],
             "path string, del_seq bigint, del_pkey string",
         ).repartition(max(1, min(len(files), parallelism)))
-        delete_keys = descriptors.mapInArrow(equality_key_reader(ids, arrow), ddl)
+        # pyspark's stubs want Iterable -> Iterable; the readers take and give iterators
+        delete_keys = descriptors.mapInArrow(equality_key_reader(ids, arrow), ddl)  # type: ignore[arg-type]
         if sum(f.records for f in files) <= BROADCAST_KEYS_MAX:
             delete_keys = F.broadcast(delete_keys)
         matches = reduce(
@@ -239,16 +263,16 @@ def run_round(
 
 
 def _write(
-    spark,
-    table,
-    snapshot_id,
-    plan,
-    where,
-    target_file_size,
-    progress,
-    file_granularity,
-    iceberg_reader,
-):
+    spark: SparkSession,
+    table: DeleteTable,
+    snapshot_id: int,
+    plan: RoundPlan,
+    where: str | None,
+    target_file_size: int,
+    progress: Callable[[str], None],
+    file_granularity: bool,
+    iceberg_reader: bool,
+) -> tuple[list[Row], list[DeleteFileFact], list[DeleteFileFact], int, bool]:
     """Run the Spark jobs of a round; return what the commit needs."""
     from pyspark.sql import functions as F
 
@@ -280,14 +304,16 @@ def _write(
         dangling_positions = held.where(F.col("data_seq").isNull()).count()
         existing = live.select("file_path", "pos", "pkey")
     parts = [p for p in (positions, existing) if p is not None]
-    written: list = []
+    written: list[Row] = []
     if parts:
         every = reduce(lambda a, b: a.unionByName(b), parts)
         if len(parts) > 1 or not unique:
             every = every.distinct()
         prefix = f"rewrite-{uuid.uuid4().hex[:8]}"
         directory = table.data_directory()
-        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        shuffle_conf = spark.conf.get("spark.sql.shuffle.partitions")
+        assert shuffle_conf is not None  # a conf with a default: always set
+        shuffle = int(shuffle_conf)
         if v3:
             writer = deletion_vector_writer(directory, prefix, target_file_size)
             ordered = every.repartition(shuffle, "file_path").sortWithinPartitions(
@@ -302,7 +328,8 @@ def _write(
                 .sortWithinPartitions("group", "file_path", "pos")
             )
         progress("writing delete files")
-        written = _collect_written(ordered.mapInArrow(writer, WRITTEN_DDL), directory, prefix)
+        # pyspark's stubs want Iterable -> Iterable; the writers take and give iterators
+        written = _collect_written(ordered.mapInArrow(writer, WRITTEN_DDL), directory, prefix)  # type: ignore[arg-type]
     data_files.unpersist()
     if positions is not None:
         positions.unpersist()
@@ -310,8 +337,16 @@ def _write(
 
 
 def _commit(
-    table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
-):
+    table: DeleteTable,
+    snapshot_id: int,
+    plan: RoundPlan,
+    written: Sequence[Row],
+    merge: Sequence[DeleteFileFact],
+    dangling_dvs: Sequence[DeleteFileFact],
+    dangling_positions: int,
+    v3: bool,
+    progress: Callable[[str], None],
+) -> RoundResult:
     """Commit a round's files; if the commit fails they go, unless it may have landed."""
 
     paths = [w.path for w in written]
@@ -324,8 +359,16 @@ def _commit(
 
 
 def _commit_written(
-    table, snapshot_id, plan, written, merge, dangling_dvs, dangling_positions, v3, progress
-):
+    table: DeleteTable,
+    snapshot_id: int,
+    plan: RoundPlan,
+    written: Sequence[Row],
+    merge: Sequence[DeleteFileFact],
+    dangling_dvs: Sequence[DeleteFileFact],
+    dangling_positions: int,
+    v3: bool,
+    progress: Callable[[str], None],
+) -> RoundResult:
     added = [
         NewDeleteFile(
             path=w.path,
@@ -386,17 +429,16 @@ def _scoped_to_merge(
         targets.append(positions.select("file_path"))
     if legacy:
         targets.append(table.positions_of(legacy).select("file_path"))
-    hit: set[str] = set()
+    hit: set[str | None] = set()
     if targets:
         union = reduce(lambda a, b: a.unionByName(b), targets).distinct()
         hit = {r.file_path for r in union.collect()}  # data file paths: metadata-sized
     counts = Counter(f.referenced_data_file for f in dvs)
     hit |= {ref for ref, n in counts.items() if n > 1}
     referenced = [f.referenced_data_file for f in dvs]
-    live = {
-        r.file_path
-        for r in data_files.where(in_list("file_path", referenced)).select("file_path").collect()
-    }
+    of_referenced = in_list("file_path", referenced)
+    assert of_referenced is not None  # strings always have a literal
+    live = {r.file_path for r in data_files.where(of_referenced).select("file_path").collect()}
     merge = legacy + [f for f in dvs if f.referenced_data_file in hit & live]
     dangling = [f for f in dvs if f.referenced_data_file not in live]
     return merge, dangling

@@ -169,7 +169,7 @@ def rewrite_equality_deletes(
     )
     remaining = commits = 0
     snapshot_id = None
-    skipped: tuple = ()
+    skipped: tuple[tuple[str, str], ...] = ()
     while True:
         table.refresh()
         start = table.current_snapshot_id()

@@ -63,7 +63,7 @@ class PartitionHealth:
     equality_delete_records: int
     deletion_vectors: int
     deletion_vector_records: int
-    delete_bytes: int
+    delete_bytes: int | None  # SQL's SUM: None when no delete file's size is known
     data_records: int
     live_rows: int
     last_commit_time: dt.datetime | None

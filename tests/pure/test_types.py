@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # mypy's error count over the whole package. Fixed errors? Lower this to the new count in the same
 # commit. Never raise it: fix the new error instead (or, rarely, a `# type: ignore[code]` with
 # the reason beside it).
-BASELINE = 40
+BASELINE = 0
 
 _ERROR = re.compile(r"^(?P<path>[^:\s]+\.pyi?):\d+(?::\d+)?: error: ", re.MULTILINE)
 

@@ -61,6 +61,7 @@ from sparkext.errors import ProcedureArgumentError, SourceDatabaseError
 from sparkext.iceberg.cdc_table import CdcTable, create_table
 from sparkext.iceberg.jdbc import Pool, create_exported_slot, dialect_of
 from sparkext.planning import bootstrap as plan
+from sparkext.planning.reconcile import identifier
 from sparkext.planning.summary import (
     BATCH_ID,
     CHECKPOINT_ID,
@@ -440,7 +441,7 @@ def _mysql_edges(pool: Pool, source: str, key: str, segments: int) -> list[Any]:
     )
     rows = float(estimate[0][0] or 0) if estimate else 0.0
     fraction = plan.sample_percent(rows, segments) / 100
-    column = plan.identifier(key, "mysql")
+    column = identifier(key, "mysql")
     sample = f" WHERE RAND() < {fraction}" if fraction < 1 else ""
     keys = [
         r[0]
@@ -562,7 +563,7 @@ def _converted(frame: DataFrame, columns: Sequence[plan.Column]) -> DataFrame:
     """The JDBC rows as the lake types (times arrive as exact microseconds, dates as days)."""
     from pyspark.sql import functions as F
 
-    def convert(c: plan.Column):
+    def convert(c: plan.Column) -> Column:
         value = F.col(f"`{c.name}`")
         if c.convert == "date":
             value = F.date_from_unix_date(value.cast("int"))
@@ -656,7 +657,7 @@ def _ensure_publication(pool: Pool, publication: str, source: str) -> None:
     found = pool.query(f"SELECT puballtables FROM pg_publication WHERE pubname = {literal}")
     schema, _, name = source.partition(".")
     if not found:
-        quoted = plan.identifier(publication, "postgres")
+        quoted = identifier(publication, "postgres")
         pool.execute(f"CREATE PUBLICATION {quoted} FOR TABLE {plan.table_sql(source, 'postgres')}")
         return
     if found[0][0] in ("t", "true"):
@@ -683,7 +684,7 @@ def _edges(pool: Pool, source: str, key: str, segments: int) -> list[Any]:
         pool.query(f"SELECT reltuples FROM pg_class WHERE oid = '{regclass}'::regclass")[0][0] or 0
     )
     percent = plan.sample_percent(estimate, segments)
-    column = plan.identifier(key, "postgres")
+    column = identifier(key, "postgres")
     table = plan.table_sql(source, "postgres")
     sample = f" TABLESAMPLE BERNOULLI ({percent})" if percent < 100 else ""
     keys = [r[0] for r in pool.query(f"SELECT {column} FROM {table}{sample} ORDER BY {column}")]

@@ -6,15 +6,20 @@ Floor: actions (the work, typed results).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import IngestError
 from sparkext.fs import Location
 
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem  # untyped (no stubs): Any
+
 _BATCH = re.compile(r"batch=(\d+)$")
 
 
-def _fs(path: str):
+def _fs(path: str) -> tuple[FileSystem, str]:
     """pyarrow's filesystem and path for ``path`` (a local path, relative ones too, or a URI)."""
 
     location = Location.of(path)
@@ -28,7 +33,8 @@ def read_or_create_id(checkpoint: str, make: Callable[[], str]) -> str:
     filesystem.create_dir(base, recursive=True)
     try:
         with filesystem.open_input_stream(path) as stream:
-            return stream.read().decode().strip()
+            found: str = stream.read().decode().strip()
+            return found
     except (FileNotFoundError, OSError):
         value = make()
         with filesystem.open_output_stream(path) as stream:
@@ -87,7 +93,8 @@ def missing(location: str) -> bool:
 
     try:
         filesystem, base = _fs(location)
-        return filesystem.get_file_info(base).type == fs.FileType.NotFound
+        gone: bool = filesystem.get_file_info(base).type == fs.FileType.NotFound
+        return gone
     except Exception:
         return False
 
@@ -114,23 +121,24 @@ LOCK_NAME = "_in_use.json"
 LOCK_TTL_S = 60.0  # a holder renews every third of it; a crashed holder's lock lapses after it
 
 
-def _lock_text(owner: dict) -> bytes:
+def _lock_text(owner: dict[str, Any]) -> bytes:
     import json
 
     return json.dumps(owner, sort_keys=True).encode()
 
 
-def _read_lock(filesystem, path: str) -> dict | None:
+def _read_lock(filesystem: FileSystem, path: str) -> dict[str, Any] | None:
     import json
 
     try:
         with filesystem.open_input_stream(path) as stream:
-            return json.loads(stream.read().decode())
+            holder: dict[str, Any] = json.loads(stream.read().decode())
+            return holder
     except (FileNotFoundError, OSError, ValueError):
         return None
 
 
-def _create_exclusive(filesystem, path: str, text: bytes) -> bool:
+def _create_exclusive(filesystem: FileSystem, path: str, text: bytes) -> bool:
     """Create ``path`` unless it exists. Atomic on a local disk (``O_EXCL``); elsewhere a
     check, a write and a read-back (the last writer wins and the others see it)."""
     import os
@@ -152,10 +160,11 @@ def _create_exclusive(filesystem, path: str, text: bytes) -> bool:
         stream.write(text)
     time.sleep(0.5)  # another writer's file, written meanwhile, is the one read back
     with filesystem.open_input_stream(path) as stream:
-        return stream.read() == text
+        same: bool = stream.read() == text
+        return same
 
 
-def _live(holder: dict, host: str) -> bool:
+def _live(holder: dict[str, Any], host: str) -> bool:
     """Whether a lock's holder may still be writing: it renewed within the TTL and, on this
     host, its process is alive (a crash on this host lets go at once, not after the TTL)."""
     import os
@@ -173,7 +182,7 @@ def _live(holder: dict, host: str) -> bool:
     return True
 
 
-def busy_sentence(checkpoint: str, holder: dict) -> str:
+def busy_sentence(checkpoint: str, holder: dict[str, Any]) -> str:
     """Who holds a checkpoint, in one sentence.
 
     >>> print(busy_sentence("/ck", {"what": "ingest_cdc into lake.db.t", "host": "h",
@@ -190,7 +199,7 @@ def busy_sentence(checkpoint: str, holder: dict) -> str:
     )
 
 
-def hold(checkpoint: str, what: str, ttl_s: float = LOCK_TTL_S):
+def hold(checkpoint: str, what: str, ttl_s: float = LOCK_TTL_S) -> AbstractContextManager[None]:
     """Hold ``checkpoint`` for one writer while the block runs (renewed on a daemon thread,
     released at the end); another live holder is :class:`~sparkext.errors.IngestError` naming
     it. A lock whose holder stopped renewing it for ``ttl_s`` is taken over."""
@@ -203,13 +212,13 @@ def hold(checkpoint: str, what: str, ttl_s: float = LOCK_TTL_S):
     import uuid
 
     @contextlib.contextmanager
-    def held():
+    def held() -> Iterator[None]:
         filesystem, base = _fs(checkpoint)
         filesystem.create_dir(base, recursive=True)
         path = f"{base.rstrip('/')}/{LOCK_NAME}"
         token = uuid.uuid4().hex
         since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        owner = {"what": what, "host": socket.gethostname(), "pid": os.getpid()}
+        owner: dict[str, Any] = {"what": what, "host": socket.gethostname(), "pid": os.getpid()}
         owner.update(since=since, token=token)
 
         def text() -> bytes:

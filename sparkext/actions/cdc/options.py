@@ -111,7 +111,7 @@ def template(text: str) -> str:
         raise Expected(str(error).removeprefix("expected ")) from None
 
 
-def pattern(text: str) -> re.Pattern | None:
+def pattern(text: str) -> re.Pattern[str] | None:
     """``including-tables`` / ``excluding-tables``: a regular expression, empty for none."""
     try:
         return check_pattern(text)

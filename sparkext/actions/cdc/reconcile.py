@@ -350,8 +350,9 @@ def _source_columns(pool: Pool, dialect: str, source_table: str) -> list[canonic
             f"AND c.table_name = {literal(name, dialect, False)} ORDER BY c.ordinal_position"
         )
         rows = pool.query(sql)
+        # information_schema.columns: column_name and data_type are NOT NULL
         return [
-            canonical.SourceColumn(n, "enum" if typtype == "e" else kind, udt or "")
+            canonical.SourceColumn(n, "enum" if typtype == "e" else kind, udt or "")  # type: ignore[arg-type]
             for n, kind, udt, typtype in rows
         ]
     schema_sql = literal(schema, dialect, False) if schema else "DATABASE()"
@@ -360,7 +361,8 @@ def _source_columns(pool: Pool, dialect: str, source_table: str) -> list[canonic
         f"WHERE table_schema = {schema_sql} AND table_name = {literal(name, dialect, False)} "
         "ORDER BY ordinal_position"
     )
-    return [canonical.SourceColumn(n, kind, detail or "") for n, kind, detail in pool.query(sql)]
+    # information_schema.columns: column_name and data_type are NOT NULL
+    return [canonical.SourceColumn(n, kind, detail or "") for n, kind, detail in pool.query(sql)]  # type: ignore[arg-type]
 
 
 def _plan(
@@ -435,6 +437,7 @@ def _source_position(pool: Pool, dialect: str) -> Any:
             "needs log_bin on, and reconcile reads its position."
         )
     file, position = rows[0][0], rows[0][1]
+    assert position is not None  # SHOW MASTER STATUS: Position is never null
     digits = "".join(ch for ch in str(file).rsplit(".", 1)[-1] if ch.isdigit())
     return (int(digits or 0), int(position))
 
@@ -467,6 +470,7 @@ def _source_segments(
         rows = f"SELECT {hashed} AS h FROM {plan.table_sql} WHERE {where}"
         sql = f"SELECT count(*), sum(h) FROM ({rows}) s"
         count, total = pool.query(sql)[0]
+        assert count is not None  # count(*) is never null
         return int(count), int(total or 0)
 
     with ThreadPoolExecutor(max(1, parallelism)) as workers:
@@ -484,7 +488,8 @@ def _source_keys(
     rows = pool.query(
         f"SELECT {key_texts}, {plan.source_hash()} FROM {plan.table_sql} WHERE {where}"
     )
-    return {tuple(r[:-1]): int(r[-1]) for r in rows}
+    # the key columns are NOT NULL and the row hash is of coalesced texts: never null
+    return {tuple(r[:-1]): int(r[-1]) for r in rows}  # type: ignore[arg-type]
 
 
 def _source_key_filter(plan: _Plan, keys: Sequence[Key]) -> str:
@@ -517,7 +522,8 @@ def _source_values(
         f"SELECT {texts} FROM {plan.table_sql} WHERE {_source_key_filter(plan, keys)}"
     )
     width = len(plan.key)
-    return {tuple(r[:width]): tuple(r[width:]) for r in rows}
+    # the key columns are NOT NULL
+    return {tuple(r[:width]): tuple(r[width:]) for r in rows}  # type: ignore[arg-type]
 
 
 # ---- the lake side ------------------------------------------------------------------------------
@@ -565,7 +571,9 @@ def _cut(pool: Pool, lake: DataFrame, plan: _Plan, segment: Segment, rows: int) 
         low, high = pool.query(
             f"SELECT min({first}), max({first}) FROM {plan.table_sql} WHERE {where}"
         )[0]
-        if low is not None and int(high) > int(low):
+        # max(first) is null only when min(first) is
+        if low is not None and int(high) > int(low):  # type: ignore[arg-type]
+            assert high is not None
             step = max(1, (int(high) - int(low)) // 16)
             inner = list(range(int(low) + step, int(high) + 1, step))[:15]
     return split(segment, inner) if inner else []

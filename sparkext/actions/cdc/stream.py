@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkext.actions.cdc import heartbeats
 from sparkext.actions.cdc.checkpoint import hold, missing
@@ -206,7 +206,7 @@ class _Batches:
         file_source: bool,
         skip_missing: bool,
         after_batch: Callable[[], None] | None = None,
-        connections: set | None = None,
+        connections: set[Any] | None = None,
     ):
         self.spark = spark
         self.after_batch = after_batch
@@ -255,10 +255,10 @@ def _query(
     source: str,
     ingestor: Ingestor,
     max_files: int | None,
-    trigger: dict,
+    trigger: dict[str, Any],
     skip_missing: bool = True,
     after_batch: Callable[[], None] | None = None,
-    connections: set | None = None,
+    connections: set[Any] | None = None,
 ) -> StreamingQuery:
     batches = _Batches(
         spark, ingestor, not source.startswith(KAFKA), skip_missing, after_batch, connections
@@ -323,7 +323,7 @@ def ingest(
     """
 
     check_source(source, spark)
-    connections: set = set()  # each query's thread's py4j connection, closed once it ended
+    connections: set[Any] = set()  # each query's thread's py4j connection, closed once it ended
     query: StreamingQuery | None = None
     with hold(settings.checkpoint, what or f"ingest_cdc into {settings.table}"):
         beat = _newest_heartbeat(settings)  # read before the source is listed (heartbeats.py)
@@ -381,7 +381,9 @@ def _confirm(settings: Settings, beat: tuple[int, int] | None, ingestor: Ingesto
             heartbeats.confirm(checkpoint, heartbeats.Confirmed(beat[0], beat[1], batch))
 
 
-def _confirm_while_running(query: StreamingQuery, settings: Settings, ingestor: Ingestor):
+def _confirm_while_running(
+    query: StreamingQuery, settings: Settings, ingestor: Ingestor
+) -> Callable[[], None]:
     """For a continuous stream: a heartbeat read before a trigger that found no new input (the
     query waits for data: everything listed was consumed) is confirmed. Called every few
     seconds; returns the heartbeat pending confirmation."""

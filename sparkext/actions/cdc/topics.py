@@ -100,7 +100,7 @@ def check_template(template: str) -> str:
     return template
 
 
-def check_pattern(text: str) -> re.Pattern | None:
+def check_pattern(text: str) -> re.Pattern[str] | None:
     """A regular expression (Python's syntax, which Java's shares for the common cases);
     empty: none."""
     if not text.strip():
@@ -125,8 +125,8 @@ class Naming:
     template: str = TEMPLATE_DEFAULT
     prefix: str = ""
     suffix: str = ""
-    including: re.Pattern | None = None
-    excluding: re.Pattern | None = None
+    including: re.Pattern[str] | None = None
+    excluding: re.Pattern[str] | None = None
 
     def route(self, topic: str) -> Route:
         """The table of ``topic``, or why it has none.

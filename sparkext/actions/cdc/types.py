@@ -169,7 +169,7 @@ def _element(items: Any) -> tuple[str, str] | None:
     if name:
         found = _ELEMENT_LOGICAL.get(name)
         return (found, name) if found else None
-    found = _ELEMENT_TYPES.get(items.get("type"))
+    found = _ELEMENT_TYPES.get(items["type"]) if "type" in items else None
     return (found, "") if found else None
 
 

@@ -12,7 +12,7 @@ Floor: actions (the work, typed results).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,8 @@ from sparkext.planning.event_time import EventTimePlan, SnapshotFact, has_event_
 from sparkext.planning.event_time_tags import TagRecord
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, GroupedData, SparkSession
+    from pyspark.sql.types import DataType
 
     from sparkext.iceberg.catalog import TableRef
 
@@ -96,7 +97,7 @@ def state_as_of(
     return _append_state(spark, table, column, as_of)
 
 
-def _tag_state(spark: SparkSession, table: TableRef, record) -> AsOfResult:
+def _tag_state(spark: SparkSession, table: TableRef, record: TagRecord) -> AsOfResult:
     """The state an event-time tag made for this T0 holds (read like any tag)."""
 
     frame = spark.read.option("snapshot-id", str(record.snapshot_id)).table(table.name)
@@ -121,6 +122,7 @@ def _append_state(
             .agg(F.count(F.lit(1)).alias("n"), F.sum("file_size_in_bytes").alias("b"))
             .first()
         )
+        assert row is not None  # an aggregation without grouping has one row
         files, bytes_ = int(row.n or 0), int(row.b or 0)
     return AsOfResult(frame, "append", table.current_snapshot_id, 0, 0, files, bytes_)
 
@@ -133,7 +135,7 @@ class CdcInputs:
 
     base: DataFrame | None
     changes: DataFrame | None
-    user: list  # (name, Spark type) of the user columns
+    user: list[tuple[str, DataType]]  # (name, Spark type) of the user columns
     key: list[str]
     logs: int  # event logs read
     log_files: int
@@ -229,7 +231,9 @@ def _cdc_state(
     return AsOfResult(frame, mode, plan.base_snapshot_id, inputs.logs, plan.pruned, files, bytes_)
 
 
-def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequence[str]):
+def _conform(
+    frame: DataFrame, user: Sequence[tuple[str, DataType]], extra: Sequence[str]
+) -> DataFrame:
     """``frame`` with exactly the current user columns (cast; added as NULL) plus ``extra``."""
     from pyspark.sql import functions as F
 
@@ -244,7 +248,10 @@ def _conform(frame: DataFrame, user: Sequence[tuple[str, object]], extra: Sequen
 
 
 def read_logs(
-    spark: SparkSession, logs: Sequence[str], user, key: Sequence[str]
+    spark: SparkSession,
+    logs: Sequence[str],
+    user: Sequence[tuple[str, DataType]],
+    key: Sequence[str],
 ) -> DataFrame | None:
     """The events of ``logs``: user columns, op, event time, position (each log conformed).
 
@@ -297,7 +304,7 @@ def _delta(
     base: DataFrame | None,
     changes: DataFrame,
     plan: EventTimePlan,
-    user,
+    user: Sequence[tuple[str, DataType]],
     key: Sequence[str],
     log_bytes: int,
     materialize: bool = False,
@@ -319,7 +326,7 @@ def _delta(
         F.struct(*(col(n) for n in names if n not in key), OP, POSITION, EVENT_TIME), POSITION
     ).alias("w")
 
-    def winners_of(grouped: DataFrame) -> DataFrame:
+    def winners_of(grouped: GroupedData) -> DataFrame:
         return grouped.agg(newest_of).select(
             *cols(key),
             *(col("w", n).alias(n) for n in names if n not in key),
@@ -333,10 +340,14 @@ def _delta(
         # newest truncate, the oldest late change and the rows to write all come from it
         keys = [F.when(F.col(OP) != "t", col(k)).alias(k) for k in key]
         grouped = winners_of(changes.groupBy(*keys)).localCheckpoint(eager=True)
-        newest_truncate = grouped.where(F.col("w_op") == "t").agg(F.max("w_pos")).first()[0]
+        row = grouped.where(F.col("w_op") == "t").agg(F.max("w_pos")).first()
+        assert row is not None  # an aggregation without grouping has one row
+        newest_truncate = row[0]
         winners = grouped.where(F.col("w_op") != "t")
     else:
-        newest_truncate = changes.where(F.col(OP) == "t").agg(F.max(POSITION)).first()[0]
+        row = changes.where(F.col(OP) == "t").agg(F.max(POSITION)).first()
+        assert row is not None  # an aggregation without grouping has one row
+        newest_truncate = row[0]
         winners = winners_of(changes.where(F.col(OP) != "t").groupBy(*cols(key)))
     floors = [p for p in (newest_truncate, plan.base_truncate_position) if p is not None]
     floor = max(floors) if floors else None
@@ -349,7 +360,9 @@ def _delta(
         base = base.where(F.col(POSITION).isNotNull() & (F.col(POSITION) > newest_truncate))
     suspects = winners.where(F.col("w_pos") <= F.lit(high))
     # one small job over the changes: the oldest late change, None when there is none
-    oldest = suspects.agg(F.min("w_pos")).first()[0]
+    row = suspects.agg(F.min("w_pos")).first()
+    assert row is not None  # an aggregation without grouping has one row
+    oldest = row[0]
     if oldest is None:
         return Delta(winners, newest_truncate)
     if _logs_cover_base(spark, plan, table, oldest):
@@ -383,7 +396,7 @@ def _merge(
     base: DataFrame | None,
     changes: DataFrame | None,
     plan: EventTimePlan,
-    user,
+    user: Sequence[tuple[str, DataType]],
     key: Sequence[str],
     log_bytes: int,
     system: bool = False,
@@ -393,7 +406,7 @@ def _merge(
 
     names = [name for name, _ in user]
 
-    def out(from_base: bool) -> list:  # the user columns, plus op, position and event time
+    def out(from_base: bool) -> list[Column]:  # the user columns, plus op, position and event time
         if not system:
             return cols(names)
         if from_base:
@@ -445,7 +458,14 @@ def _logs_cover_base(
     return upper is None or upper < oldest
 
 
-def _stale(spark: SparkSession, plan: EventTimePlan, suspects: DataFrame, oldest: str, user, key):
+def _stale(
+    spark: SparkSession,
+    plan: EventTimePlan,
+    suspects: DataFrame,
+    oldest: str,
+    user: Sequence[tuple[str, DataType]],
+    key: Sequence[str],
+) -> DataFrame:
     """Keys of late changes that a logged event at or before the base is at least as new as.
 
     Only logs holding positions above the oldest late change are read (Parquet statistics skip
@@ -471,7 +491,7 @@ def _drop_superseded(
     spark: SparkSession,
     fresh: DataFrame,
     plan: EventTimePlan,
-    user,
+    user: Sequence[tuple[str, DataType]],
     key: Sequence[str],
     oldest: str,
 ) -> DataFrame:
@@ -501,7 +521,7 @@ def _drop_superseded(
     return fresh.join(newer, list(key), "left_anti")
 
 
-def _ddl(user) -> str:
+def _ddl(user: Iterable[tuple[str, DataType]]) -> str:
     return ddl_fields((name, dtype.simpleString()) for name, dtype in user)
 
 

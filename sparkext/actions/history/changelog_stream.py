@@ -165,7 +165,8 @@ class ChangelogStream:
     # ---- public -------------------------------------------------------------------------
     @property
     def consumer_name(self) -> str:
-        return self._options[CONSUMER_NAME]
+        name: str = self._options[CONSUMER_NAME]
+        return name
 
     @property
     def consumed_snapshot_id(self) -> int | None:

@@ -272,6 +272,7 @@ def _time_range(facts: DataFrame, fact_time: Column) -> tuple[dt.datetime | None
     row = facts.agg(
         F.min(F.unix_micros(fact_time)).alias("lo"), F.max(F.unix_micros(fact_time)).alias("hi")
     ).first()
+    assert row is not None  # an aggregation without grouping has one row
     if row.lo is None:
         return None, times.from_micros(0)
     return times.from_micros(row.lo), times.from_micros(row.hi + 1)
@@ -361,6 +362,7 @@ def _changelog_versions(
             F.lit(None).cast("timestamp").alias(_SINCE),
         )
     elif changes is None:
+        assert base is not None  # both None is the branch above
         frame = base
     elif base is None:
         frame = changes

@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,8 @@ from sparkext.planning.event_time_tags import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
     from sparkext.iceberg.catalog import TableRef
 
@@ -138,6 +139,7 @@ def create_tag(
     )
     mode = "append" if not cdc else ("full-replay" if plan.full_replay else "cdc")
     if how == plan_tags.EXISTS:
+        assert existing is not None  # decide: EXISTS only for a tag that names a snapshot
         record = records[tag]
         return TagResult(
             tag,
@@ -235,7 +237,9 @@ def create_tag(
     )
 
 
-def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
+def _delta_rows(
+    delta: DataFrame, key: Sequence[str], user: Sequence[tuple[str, DataType]]
+) -> DataFrame:
     """Per changed key an equality-delete row (key only) and, when it is alive at T0, a data
     row: one pass over the delta (each row exploded into one or two)."""
     from pyspark.sql import functions as F
@@ -246,7 +250,7 @@ def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
     rows = delta.select("*", F.explode(kinds).alias(KIND))
     is_data = F.col(KIND) == DATA
 
-    def data_only(column, name: str):
+    def data_only(column: Column, name: str) -> Column:
         return F.when(is_data, column).alias(name)
 
     return rows.select(
@@ -258,7 +262,7 @@ def _delta_rows(delta: DataFrame, key, user) -> DataFrame:
     )
 
 
-def _check_writable(java, name: str) -> None:
+def _check_writable(java: CdcTable, name: str) -> None:
     """Refuse an append-only table whose partitions sparkext's writer cannot compute."""
     fields = java.partition_fields()
     bad = unsupported(fields, [f.source for f in fields])
@@ -276,7 +280,7 @@ def _state_rows(state: DataFrame) -> DataFrame:
     return state.select(F.lit(DATA).alias(KIND), *state.columns)
 
 
-def _write(spark: SparkSession, java, rows: DataFrame, tag: str) -> list[WrittenFile]:
+def _write(spark: SparkSession, java: CdcTable, rows: DataFrame, tag: str) -> list[WrittenFile]:
     """Write ``rows`` (with ``__kind``) as Iceberg files on executors; one row back per file."""
     directory = java.data_directory()
     prefix = f"tag-{''.join(c if c.isalnum() else '-' for c in tag)[:40]}-{uuid.uuid4().hex[:8]}"
@@ -389,6 +393,7 @@ def tag_days(
     chain = ancestry(spark, table)
     days = plan_days(chain, zone, options[GRACE], prefix, parse_day(day), options[BACKFILL])
     mark = watermark_ms(chain)
+    assert mark is not None  # plan_days refused a chain without event times
     out = []
     for planned in days:
         started = time.monotonic()

@@ -37,7 +37,12 @@ from sparkext.planning import summary as keys
 from sparkext.planning.event_time import has_event_time
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+    from sparkext.planning.event_time import SnapshotFact
 
 VALID_FROM = "_sparkext_valid_from"
 VALID_TO = "_sparkext_valid_to"
@@ -139,7 +144,7 @@ def cdc_range(
 def superseding(
     spark: SparkSession,
     logs: list[str],
-    user,
+    user: Sequence[tuple[str, DataType]],
     key: list[str],
     candidates: DataFrame,
     at: dt.datetime | None,
@@ -156,7 +161,9 @@ def superseding(
 
     if not logs:
         return None, None
-    oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
+    row = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()
+    assert row is not None  # an aggregation without grouping has one row
+    oldest = row[0]
     if oldest is None:
         return None, None
     key_columns = [(n, t) for n, t in user if n in key]
@@ -165,7 +172,9 @@ def superseding(
     early = early.where(F.col(POSITION) >= F.lit(oldest))
     if at is not None:
         early = early.where(F.col(EVENT_TIME) <= times.lit(at))
-    truncate_floor = early.where(F.col(OP) == "t").agg(F.max(POSITION)).first()[0]  # one row
+    row = early.where(F.col(OP) == "t").agg(F.max(POSITION)).first()
+    assert row is not None  # an aggregation without grouping has one row
+    truncate_floor = row[0]
     floors = (
         early.where(F.col(OP) != "t")
         .join(F.broadcast(candidates.select(*cols(key)).distinct()), key, "left_semi")
@@ -179,7 +188,11 @@ MARK = "x"  # the op of an earlier event known by key and position: it supersede
 
 
 def earlier_events(
-    spark: SparkSession, chain, user, key: list[str], candidates: DataFrame
+    spark: SparkSession,
+    chain: Sequence[SnapshotFact],
+    user: Sequence[tuple[str, DataType]],
+    key: list[str],
+    candidates: DataFrame,
 ) -> DataFrame | None:
     """The events of the logs of ``chain`` (snapshot facts, oldest first) that can supersede
     ``candidates`` (events read later): key columns, ``_cdc_op`` (:data:`MARK`, or ``'t'`` for
@@ -191,7 +204,9 @@ def earlier_events(
     """
     from pyspark.sql import functions as F
 
-    oldest = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()[0]  # one row
+    row = candidates.where(F.col(OP) != "t").agg(F.min(POSITION)).first()
+    assert row is not None  # an aggregation without grouping has one row
+    oldest = row[0]
     if oldest is None:
         return None
     logs = [

@@ -255,7 +255,7 @@ def read_columns(
 
 def _file_key_types(path: str, key: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(column, Spark type) of the key columns a Parquet file holds (on an executor)."""
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs
+    import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_type
 
     location = Location.of(path)
