@@ -101,15 +101,15 @@ def _assert_sparkexts_daemon(result: dict) -> None:
     assert result["daemon"].endswith("-m sparkext.executors.daemon"), result["daemon"]
     assert result["preloaded"] is True
     # Spark's archives on the workers' path are not re-read before every task
-    assert result["invalidation"] == "sparkext/executors/daemon.py", result["invalidation"]
+    assert result["invalidation"] == "executors/daemon.py", result["invalidation"]
     # and each task runs through sparkext's wrapper, which sets the socket's TCP options
-    assert result["acks"] == "sparkext/executors/daemon.py", result["acks"]
+    assert result["acks"] == "executors/daemon.py", result["acks"]
 
 
 def _assert_pysparks_daemon(result: dict) -> None:
     assert result["daemon"].endswith("-m pyspark.daemon"), result["daemon"]
     assert result["preloaded"] is False
-    assert result["invalidation"] != "sparkext/executors/daemon.py", result["invalidation"]
+    assert result["invalidation"] != "executors/daemon.py", result["invalidation"]
     assert result["acks"] == "pyspark/daemon.py", result["acks"]
 
 
