@@ -35,6 +35,10 @@ copy holds them); every transaction it sends got its first write after ``X``.
 
 Floor: actions (the procedure :mod:`sparkext.procedures.bootstrap_cdc` calls :func:`bootstrap`
 and gets a typed :class:`Result` back; this module declares the options).
+
+Over 600 lines on purpose: the consistent point, the per-family source reads and the one
+commit holding the point are one action; the pure parts are already
+:mod:`sparkext.planning.bootstrap`.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@
 
 Floor: actions (the procedure :mod:`sparkext.procedures.reconcile` calls :func:`reconcile_table`
 and gets a typed :class:`ReconcileResult` back; this module declares the options).
+
+Over 600 lines on purpose: the segment loop, its source queries, the lake's side and the
+result are one action whose parts share the run's state; the pure parts are already
+:mod:`sparkext.planning.reconcile`.
 """
 
 from __future__ import annotations
