@@ -58,6 +58,11 @@ def describe_routines(routines: Mapping[str, Routine], args: BoundArgs) -> list[
     return _rows_for(routine)
 
 
+def _unlisted(context: object, args: BoundArgs) -> list[tuple[Any, ...]]:
+    """help outside the registry has nothing to list: fail loudly rather than answer empty."""
+    raise RuntimeError("sparkext.procedures.help.ROUTINE runs through the registry's listing()")
+
+
 def listing(routines: Mapping[str, Routine]) -> Routine:
     """help's declaration over ``routines`` (the registry hands over its own map, which it fills
     after this call: help reads it when it runs)."""
@@ -80,5 +85,5 @@ ROUTINE = Routine(
         OutputColumn("default", "string", "value used when the parameter is omitted"),
         OutputColumn("description", "string", "one-line description"),
     ),
-    run=lambda context, args: [],  # see listing(): the registry gives help its map
+    run=_unlisted,  # see listing(): the registry gives help its map
 )
