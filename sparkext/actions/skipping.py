@@ -318,9 +318,18 @@ class BuildResult:
             return f"up to date, nothing to index ({names})"
         carried = max((i.files_carried for i in self.indexes), default=0)
         return (
-            f"{self.files_read} files indexed, {carried} carried over, "
+            f"{_files(self.files_read)} indexed, {carried} carried over, "
             f"{self.index_bytes} index bytes ({names})"
         )
+
+
+def _files(count: int) -> str:
+    """``1 file``, ``2 files``.
+
+    >>> _files(1), _files(0)
+    ('1 file', '0 files')
+    """
+    return f"{count} file" if count == 1 else f"{count} files"
 
 
 def build_indexes(
