@@ -47,6 +47,11 @@ class OptionError(ProcedureArgumentError):
     """An `options => map(...)` key is unknown or its value is invalid."""
 
 
+class UsageError(ProcedureArgumentError):
+    """A statement asks for something that cannot work as given (an index of an unknown type, on
+    an unknown column or with a bad option); the message names the valid choices."""
+
+
 class TableNotFoundError(SparkextError, LookupError):
     """A table argument names no table."""
 
