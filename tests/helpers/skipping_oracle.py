@@ -270,9 +270,12 @@ def _null_rules(leaf: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Index:
+    """A declared index; ``paths``: the data files its entries list (None: every file)."""
+
     type: str
     column: str
     options: Mapping[str, str] = field(default_factory=dict)
+    paths: frozenset[str] | None = None
 
     @property
     def n(self) -> int:
@@ -480,8 +483,12 @@ def leaf_bounds(
 ) -> tuple[bool, bool]:
     """(lo, hi) of one leaf: each index on its column answers; the file is kept only if all say
     it may. A file no index lists (``facts`` None) and a column without an index: kept."""
-    on_column = [i for i in indexes if i.column == leaf["col"]]
-    if facts is None or not on_column:
+    if facts is None:
+        return (True, True)
+    on_column = [
+        i for i in indexes if i.column == leaf["col"] and (i.paths is None or facts.path in i.paths)
+    ]
+    if not on_column:
         return (True, True)
     lo = hi = True
     for index in on_column:
