@@ -509,11 +509,11 @@ def run(spark, rows: int | None = None) -> list[Result]:
                     true_in.append(_true_files(spark, sql.split(" WHERE ", 1)[1]))
             print(f"skipping_indexes: round {round_no + 1}/{rounds} done", flush=True)
         consult = list(timer.seconds)
+        index_bytes, data_bytes = _index_bytes(spark, TABLES["sparkext"])
         random_wrong, random_pruned = _random_predicates(
             spark, rows, files, random_count, changes_per_commit, rng
         )
     plan_on, plan_off = _plan_times(spark, rows, rng)
-    index_bytes, data_bytes = _index_bytes(spark, TABLES["sparkext"])
     optimize_ours, optimize_plain = _optimize_times(spark)
     return _results(
         by_class, true_in, wrong, consult, (plan_on, plan_off), (index_bytes, data_bytes),
@@ -568,8 +568,9 @@ def _random_predicates(
     for i in range(count):
         if i and i % 50 == 0:
             change = _changes(rows, 1000 + i, changes, files, rng)
-            commit_changes(spark, table, change.rows, change.deleted, "id")
-            spark.catalog.refreshTable(table)
+            for other in TABLES.values():  # all three: they stay equal for what follows
+                commit_changes(spark, other, change.rows, change.deleted, "id")
+                spark.catalog.refreshTable(other)
         where = random_predicate(rng, rows)
         sql = f"SELECT id, status, latency, message FROM {table} WHERE {where}"
         spark.conf.set("spark.sparkext.index.enabled", "true")
