@@ -331,6 +331,17 @@ def test_joins_and_subqueries_prune_each_scan(spark, history, calls):
         ), text
 
 
+def test_each_scan_is_asked_once(spark, history, calls):
+    """The optimizer runs its last batch again after one scan was pruned: the scan the index
+    kept whole is not asked twice."""
+    sql = (
+        f"SELECT a.id, b.id FROM {T} a JOIN {T} b ON a.status = b.status "
+        "WHERE a.request_id = 'k2' AND b.request_id = 'aa'"  # 'aa' is in every file
+    )
+    assert len(rows(spark.sql(sql))) == 7
+    assert len(calls) == 2
+
+
 def scanned_rows(frame, table: str) -> int:
     """Rows the scan of ``table`` returned in ``frame``'s last run (a plan without AQE)."""
     leaves = frame._jdf.queryExecution().executedPlan().collectLeaves()
