@@ -277,6 +277,24 @@ def test_the_session_switch_turns_pruning_off(spark, history, calls):
     assert f"kept 2 of 7 files {USED}" in explain(spark, sql)  # k2's, and k7's (not indexed)
 
 
+def test_every_session_prunes(spark, history, calls):
+    """Each session of the application gets the rule (the Thrift server opens one per client),
+    and gets it back when its extra optimizations are replaced."""
+    sql = f"SELECT * FROM {T} WHERE request_id = 'k2'"
+    other = spark.newSession()
+    assert f"kept 2 of 7 files {USED}" in explain(other, sql)
+    jother = other._jsparkSession
+    jvm = spark._jvm
+    nothing = jvm.org.apache.spark.api.python.PythonUtils.toSeq(jvm.java.util.ArrayList())
+    getattr(jother.experimental(), "extraOptimizations_$eq")(nothing)
+    assert rows(other.sql(sql)) == [(21, "k2", "s")]
+    assert f"kept 2 of 7 files {USED}" in explain(other, sql)
+    rules = jother.experimental().extraOptimizations()
+    assert [rules.apply(i).ruleName() for i in range(rules.size())] == [
+        "io.sparkext.spark.SkippingRule"
+    ]
+
+
 @pytest.mark.parametrize(
     ("version", "pruned"),
     [
