@@ -26,7 +26,6 @@ from tests.spark.test_every_route import via_jdbc, via_python, via_shell_e, via_
 pytestmark = pytest.mark.slow
 ROUTED = "lake.test.skipping_routes"
 THETA = "apache-datasketches-theta-v1"
-NO_SUCH_TABLE = "?"  # filled in from the first run
 
 
 def rows(spark, sql: str) -> list[tuple]:
@@ -138,7 +137,7 @@ def _run_all(run) -> list[tuple]:
 
 
 def test_every_route_declares_shows_and_drops_with_the_same_rows_and_sentences(
-    spark, server, tmp_path
+    spark, server, warehouse
 ):
     outcomes = {
         "sparkext.sql": _run_all(lambda sql: via_python(spark, sql)),
@@ -178,7 +177,8 @@ def test_every_route_declares_shows_and_drops_with_the_same_rows_and_sentences(
         "ignore a missing one).",
         "Cannot parse the SHOW INDEXES statement at line 1, column 14: expected FROM, IN or ON "
         "and the table; write SHOW INDEXES FROM table.",
-        NO_SUCH_TABLE,
+        f"Table 'lake.test.no_such_table' does not exist in catalog lake (warehouse "
+        f"{warehouse}); check the name with SHOW TABLES IN lake.test.",
         f"{T} declares no skipping index; declare one first, e.g. CREATE INDEX name ON {T} "
         "USING bloom_filter (column).",
     ]
