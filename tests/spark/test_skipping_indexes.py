@@ -204,10 +204,13 @@ def test_an_existing_name_and_a_table_that_is_not_iceberg_are_one_sentence(spark
         "Table 'spark_catalog.default.skipping_plain' is not an Iceberg table; sparkext works on "
         "tables of an Iceberg catalog such as 'lake'."
     )
-    # Spark's own CREATE INDEX (another type) and DROP INDEX (not an Iceberg table) stay Spark's
+    # Spark's own CREATE INDEX (another type) and DROP INDEX (no Iceberg table) stay Spark's
     with pytest.raises(sparkext.SparkextError) as spark_own:
         sparkext.sql(f"CREATE INDEX b ON {table_name} USING btree (id)")
-    assert "sparkext" not in str(spark_own.value).lower() or "INDEX" in str(spark_own.value)
+    assert str(spark_own.value) == f"CreateIndex is not supported in this table {table_name}."
+    with pytest.raises(sparkext.SparkextError) as missing:
+        sparkext.sql("DROP INDEX b ON spark_catalog.default.skipping_none")
+    assert str(missing.value).startswith("[TABLE_OR_VIEW_NOT_FOUND] The table or view ")
 
 
 # ---- build, storage, health ----------------------------------------------------------------
