@@ -273,18 +273,21 @@ def _bloom_range(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> Answer:
             hashes = hashing.hash_blocks(np.zeros(len(keys), np.uint64), keys)
             present = index.blooms.probe(hashes, rows[candidates])
             out[candidates] = (present & inside[candidates]).any(axis=1)
-        return out
+        ends = (low_keys[:, None] == keys[None, :]) | (high_keys[:, None] == keys[None, :])
+        return np.asarray(out | ends.any(axis=1))
     if op not in ("lt", "le", "gt", "ge", "range"):
         return None
     low, high = _bounds(index, leaf)
     overlap = np.asarray(
         (high_keys >= np.uint64(low)) & (low_keys <= np.uint64(high)) & (low <= high)
     )
-    chosen = np.nonzero(overlap)[0]
+    # a file's min and max are values of it: one inside the range answers; the bloom filter is
+    # asked only about files whose values straddle the range
+    lo, hi = np.uint64(low), np.uint64(high)
+    settled = ((lo <= low_keys) & (low_keys <= hi)) | ((lo <= high_keys) & (high_keys <= hi))
+    chosen = np.nonzero(overlap & ~settled)[0]
     if not len(chosen):
         return overlap
-    low = max(low, int(low_keys[chosen].min()))
-    high = min(high, int(high_keys[chosen].max()))
     blocks = dyadic_blocks(low, high, index.step)
     if blocks is None:
         return overlap
@@ -296,7 +299,7 @@ def _bloom_range(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> Answer:
         at = np.nonzero((block_levels == level) & (parent_of >= 0))[0]
         if len(at):
             present[:, at] &= present[:, parent_of[at]]
-    out = np.zeros(len(rows), bool)
+    out = overlap.copy()
     out[chosen] = present[:, wanted].any(axis=1)
     return out
 
