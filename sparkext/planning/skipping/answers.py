@@ -68,8 +68,11 @@ def answer(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> tuple[np.ndarray
     if op == "is_not_null":
         return index.has_non_null[rows], True
     if op == "ne_null_safe":
-        value_leaf = Leaf("ne", leaf.col, leaf.type, leaf.value)
-        found = _values(index, value_leaf, rows)
+        value_leaf = Leaf("ne", leaf.col, leaf.type, leaf.value, fold=leaf.fold)
+        try:
+            found = _values(index, value_leaf, rows)
+        except (Unanswerable, ValueError, TypeError, ArithmeticError, pa.ArrowException):
+            found = None
         values = index.has_non_null[rows] if found is None else index.has_non_null[rows] & found
         return index.has_null[rows] | values, True
     base = index.has_non_null[rows]
@@ -77,8 +80,8 @@ def answer(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> tuple[np.ndarray
         return np.ones(len(rows), bool), False
     try:
         found = _values(index, leaf, rows)
-    except Unanswerable:
-        found = None
+    except (Unanswerable, ValueError, TypeError, ArithmeticError, pa.ArrowException):
+        found = None  # a value or pattern this index cannot read: keep
     if found is None:
         return base, False
     return base & found, True
