@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 import json
 import time
+import uuid
 from decimal import Decimal
 
 import numpy as np
@@ -264,6 +265,17 @@ def test_dictionary_and_chunked_arrays_are_read_as_their_values():
         assert kept(ix, eq("qqq")) == ["b"], kind
 
 
+def test_an_iceberg_uuid_column_is_indexed_as_the_text_spark_shows():
+    one, two = uuid.UUID(int=1), uuid.UUID(int=2**127)
+    for values in (pa.array([one.bytes, None], pa.binary(16)), pa.array([one.bytes], pa.uuid())):
+        for kind in ("bloom_filter", "bitmap", "ngram_bitmap"):
+            ix = index(kind, "string", {"a": values, "b": [str(two)]})
+            assert kept(ix, eq(str(one))) == ["a"], kind
+            assert kept(ix, eq(str(two))) == ["b"], kind
+    fixed = index("bitmap", "binary", {"a": pa.array([b"\x01\x02"], pa.binary(2))})
+    assert kept(fixed, eq("AQI=", "binary")) == ["a"]
+
+
 def test_floats_make_minus_zero_zero_and_nan_one_value():
     files = {"a": [-0.0, 1.5], "b": [float("nan")], "c": [2.5, None]}
     for kind in ("bloom_filter", "bitmap", "bloom_range_filter"):
@@ -373,6 +385,9 @@ def test_bitmap_tests_string_predicates_on_its_values():
     assert kept(ix, like("100% done_ok")) == ["c"]
     assert kept(ix, like("_00\\%%")) == ["c"]
     assert kept(ix, like("bad\\x")) == ["a", "b", "c"]  # Spark refuses it: no answer
+    slashes = index("bitmap", "string", {"a": ["Error a\\b"], "b": ["a%b"]})
+    assert kept(slashes, like("% a\\\\b%", fold="lower")) == ["a"]  # an escaped backslash
+    assert kept(slashes, leaf("contains", value="a\\b")) == ["a"]
     assert kept(ix, eq("GET /API", fold="upper")) == ["a", "b"]
     assert kept(ix, leaf("lt", value="G")) == ["c"]
     assert kept(ix, leaf("rlike", pattern="^(GET|POST)")) == ["a", "b", "c"]  # not read: kept

@@ -112,7 +112,7 @@ def f32(x: float) -> float:
 
 
 POOLS = {
-    "i": list(range(-12, 12)) + [-(2**31), 2**31 - 1],
+    "i": [*range(-12, 12), -(2**31), 2**31 - 1],
     "b": [k * 10**12 + j for k in (-3, 0, 5) for j in (0, 1, 77)] + [-(2**63), 2**63 - 1],
     "d": [Decimal(v) for v in ("-2.25", "0.00", "1.50", "3.14", "99999999.99", "-99999999.99")],
     "w": [Decimal(v) for v in ("12345678901234567890.123", "-1.000", "0.001", "5.000", "-0.500")],
@@ -177,7 +177,7 @@ def build(files, indexes, rng):
     return loaded
 
 
-# -- the oracle: SQL's three-valued logic over Python values -----------------------------------------
+# -- the oracle: SQL's three-valued logic over Python values --------------------------------------
 
 
 @functools.lru_cache(maxsize=4096)
@@ -316,7 +316,7 @@ def must_keep(rows, predicate, salt: int) -> set[str]:
     return found
 
 
-# -- random predicates -----------------------------------------------------------------------------
+# -- random predicates ----------------------------------------------------------------------------
 
 
 def json_value(column: str, value):
@@ -362,7 +362,7 @@ def random_value(rng, column, files_values):
         value = rng.choice(choices)
         return rng.choice([value, value.upper(), value.lower(), value + "x", make_text(rng)])
     if rng.random() < 0.25:
-        return rng.choice(ODD_VALUES.get(column, [None]) + [None])
+        return rng.choice([*ODD_VALUES.get(column, []), None])
     return rng.choice(POOLS[column])
 
 
@@ -468,7 +468,7 @@ def present_values(files):
     return {c: sorted(set(v)) for c, v in found.items()}
 
 
-# -- 1. no false negative ----------------------------------------------------------------------------
+# -- 1. no false negative -------------------------------------------------------------------------
 
 
 def run_no_false_negative(seed: int, file_count: int, predicates: int):
@@ -501,7 +501,7 @@ def test_no_false_negative_stress():
         run_no_false_negative(seed=1000 + seed, file_count=80, predicates=10_000)
 
 
-# -- 2. the exact types answer exactly -----------------------------------------------------------------
+# -- 2. the exact types answer exactly ------------------------------------------------------------
 
 
 def never_true(leaf, negated) -> bool:
@@ -568,7 +568,7 @@ def file_may(node, column, xs):
         else:
             rest.append(part)
     for group in groups.values():
-        if not any(all(eval_leaf(l, x, None) is (not n) for l, n in group) for x in xs):
+        if not any(all(eval_leaf(lf, x, None) is (not n) for lf, n in group) for x in xs):
             return False
     return all(file_may(p, column, xs) for p in rest)
 
@@ -654,7 +654,7 @@ def test_a_token_bitmap_keeps_exactly_the_files_with_all_whole_tokens():
             (file_tokens([v for v in (f["s"] or []) if v is not None], case_sensitive), f)
             for f in files.values()
         ]
-        pool = sorted(set().union(*(t for t, _ in per_file))) + ["absent", "Absent", "zz9"]
+        pool = [*sorted(set().union(*(t for t, _ in per_file))), "absent", "Absent", "zz9"]
         for _ in range(400):
             predicate, needs = token_predicate(rng, pool, case_sensitive)
             expected = [
@@ -750,7 +750,7 @@ def test_an_ngram_bitmap_keeps_exactly_the_files_with_all_ngrams():
             assert prune([index], leaf, list(files)).keep.tolist() == expected, leaf
 
 
-# -- 3. the blooms' false positives ---------------------------------------------------------------------
+# -- 3. the blooms' false positives ---------------------------------------------------------------
 
 
 def false_positive_share(kind, column_type, make, absent, fpp, rows=400, present=set):

@@ -177,10 +177,10 @@ def _string_mask(index: LoadedIndex, sets: ExactSets, leaf: Leaf) -> np.ndarray 
     elif op == "contains":
         result = pc.match_substring(strings, pattern=leaf.value)
     elif op == "like":
-        pattern = textmod.like_pattern(leaf.pattern, leaf.escape)
-        if pattern is None:
+        regex = textmod.like_re2(leaf.pattern, leaf.escape)
+        if regex is None:
             return None
-        result = pc.match_like(strings, pattern=pattern)
+        result = pc.match_substring_regex(strings, pattern=regex)
     elif op == "rlike":
         regex = textmod.java_regex(leaf.pattern)
         if regex is None:
