@@ -177,10 +177,10 @@ def _string_mask(index: LoadedIndex, sets: ExactSets, leaf: Leaf) -> np.ndarray 
     elif op == "contains":
         result = pc.match_substring(strings, pattern=leaf.value)
     elif op == "like":
-        regex = textmod.like_re2(leaf.pattern, leaf.escape)
-        if regex is None:
+        like = textmod.like_re2(leaf.pattern, leaf.escape)
+        if like is None:
             return None
-        result = pc.match_substring_regex(strings, pattern=regex)
+        result = pc.match_substring_regex(strings, pattern=like)
     elif op == "rlike":
         regex = textmod.java_regex(leaf.pattern)
         if regex is None:
@@ -302,7 +302,7 @@ def _bloom_range(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> Answer:
         at = np.nonzero((block_levels == level) & (parent_of >= 0))[0]
         if len(at):
             present[:, at] &= present[:, parent_of[at]]
-    out = overlap.copy()
+    out = np.array(overlap, bool)
     out[chosen] = present[:, wanted].any(axis=1)
     return out
 
