@@ -600,8 +600,20 @@ EXACT = [
 
 
 def test_a_bitmap_keeps_exactly_the_files_its_values_let_through():
-    rng = random.Random(57)
-    files = make_files(rng, 30)
+    check_bitmaps_exactly(seed=57, file_count=30)
+
+
+@pytest.mark.stress
+def test_the_exact_types_stress():
+    for seed in range(6):
+        check_bitmaps_exactly(seed=2000 + seed, file_count=70)
+        check_token_bitmaps_exactly(seed=3000 + seed, file_count=70)
+        check_ngram_bitmaps_exactly(seed=4000 + seed, file_count=70)
+
+
+def check_bitmaps_exactly(seed, file_count):
+    rng = random.Random(seed)
+    files = make_files(rng, file_count)
     loaded = build(files, EXACT, rng)
     values = present_values(files)
     paths = list(files)
@@ -645,8 +657,12 @@ def file_tokens(texts, case_sensitive):
 
 
 def test_a_token_bitmap_keeps_exactly_the_files_with_all_whole_tokens():
-    rng = random.Random(58)
-    files = make_files(rng, 40)
+    check_token_bitmaps_exactly(seed=58, file_count=40)
+
+
+def check_token_bitmaps_exactly(seed, file_count):
+    rng = random.Random(seed)
+    files = make_files(rng, file_count)
     for case_sensitive in (False, True):
         options = {"case_sensitive": str(case_sensitive).lower()}
         (index,) = build(files, [("s", "token_bitmap", options)], rng)
@@ -714,8 +730,12 @@ def file_ngrams(texts, n, case_sensitive):
 
 
 def test_an_ngram_bitmap_keeps_exactly_the_files_with_all_ngrams():
-    rng = random.Random(59)
-    files = make_files(rng, 40)
+    check_ngram_bitmaps_exactly(seed=59, file_count=40)
+
+
+def check_ngram_bitmaps_exactly(seed, file_count):
+    rng = random.Random(seed)
+    files = make_files(rng, file_count)
     values = present_values(files)
     for n, case_sensitive in ((3, False), (2, True), (4, False)):
         options = {"n": str(n), "case_sensitive": str(case_sensitive).lower()}
