@@ -492,7 +492,7 @@ def run_no_false_negative(seed: int, file_count: int, predicates: int):
 
 
 def test_no_file_that_holds_a_matching_row_is_ever_skipped():
-    run_no_false_negative(seed=56, file_count=36, predicates=6000)
+    run_no_false_negative(seed=56, file_count=36, predicates=5000)
 
 
 @pytest.mark.stress
