@@ -153,9 +153,14 @@ def equality_segments(value: str) -> list[Segment]:
 
 
 def like_items(pattern: str, escape: str = "\\") -> list[str | None] | None:
-    """Spark's LIKE pattern as items: a literal character, ``"%"``-like None for ``%``... Here:
-    a one-character string is a literal, ``None`` is ``_`` and ``""`` is ``%``. ``None`` when
-    Spark would refuse the pattern (an escape before another character, or at the end)."""
+    """Spark's LIKE pattern as items: a one-character string is a literal character, ``None``
+    is ``_`` (any one character) and ``""`` is ``%`` (any characters). The result is ``None``
+    when Spark refuses the pattern: an escape before a character other than ``_``, ``%`` and
+    the escape itself, or at the end.
+
+    >>> like_items("a_%!%", "!")
+    ['a', None, '', '%']
+    """
     items: list[str | None] = []
     i = 0
     while i < len(pattern):
