@@ -399,9 +399,9 @@ def build_indexes(
         sizes[spec.name] = len(data)
     for spec in others:  # declared, not asked for: keep their blob as it is
         blob = previous_blobs.get(spec.name)
-        column = cols.get(spec.column)
-        if blob is not None and column is not None and _blob_matches(blob, spec, column):
-            blobs.append((spec.name, column.field_id, blob))
+        kept = cols.get(spec.column)
+        if blob is not None and kept is not None and _blob_matches(blob, spec, kept):
+            blobs.append((spec.name, kept.field_id, blob))
     context.progress(f"writing the index object of snapshot {snapshot_id}")
     base = table.statistics_file(snapshot_id)
     table.write(snapshot_id, blobs, base)
@@ -539,7 +539,7 @@ def _run_batch(
     spark: SparkSession,
     batch: Sequence[tuple[DataFile, tuple[str, ...]]],
     builder: Callable[[Iterable[tuple[str, str, tuple[str, ...]]]], Any],
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """One Spark job: the files spread over tasks by bytes (biggest first, to the lightest)."""
     total = sum(f.size for f, _ in batch)
     tasks = max(1, min(len(batch), max(spark.sparkContext.defaultParallelism,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from sparkext.actions.skipping import prune_files
 from sparkext.declarations import Kind
 from sparkext.errors import SparkextError
 from sparkext.iceberg.errors import one_line, translate
@@ -104,21 +105,6 @@ def sentence(error: BaseException) -> str:
     return str(translated) if translated else one_line(f"{type(error).__name__}: {error}")
 
 
-def prune_files(
-    spark: SparkSession,
-    table: object,
-    snapshot_id: int,
-    index_path: str,
-    index_size: int,
-    footer_size: int,
-    predicate: str,
-    candidates: str,
-) -> str:
-    """Which files of a scan a skipping index keeps: "" (all of them) until the index reader is
-    wired in (``sparkext.actions.skipping.prune_files``)."""
-    return ""
-
-
 ANSWERS = Answers(
     call=call_result,
     table=table_result,
@@ -128,5 +114,5 @@ ANSWERS = Answers(
     acting_as=acting_as,
     sentence=sentence,
     translate=translate,
-    prune_files=prune_files,
+    prune_files=prune_files,  # the skipping indexes' answer to the planning hook
 )

@@ -33,6 +33,7 @@ U64 = np.uint64
 _M1 = U64(0xFF51AFD7ED558CCD)
 _M2 = U64(0xC4CEB9FE1A85EC53)
 _GOLD = U64(0x9E3779B97F4A7C15)
+_GOLD2 = U64((2 * 0x9E3779B97F4A7C15) % (1 << 64))
 _S33 = U64(33)
 MIN_BYTES = 32
 MAX_K = 32
@@ -118,7 +119,7 @@ def hash_bytes(values: list[bytes]) -> np.ndarray:
 def hash_blocks(levels: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
     """Hashes of range blocks: the 9 bytes ``prefix`` (little-endian) then ``level``."""
     first = fmix(prefixes.astype(U64, copy=False) ^ _GOLD)
-    second = fmix(levels.astype(U64) ^ (U64(2) * _GOLD))
+    second = fmix(levels.astype(U64) ^ _GOLD2)
     return _finish(first + second, 9)
 
 

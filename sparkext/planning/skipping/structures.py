@@ -71,20 +71,23 @@ class BloomTable:
 def _test(matrix: np.ndarray, which: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
     """(len(which), len(positions) // k): are all k bits of each value set in each bitset?
 
-    The k probes run one after the other on the (file, value) pairs still alive: most pairs of
-    an absent value fall at the first probes, so the later gathers are small."""
+    The first probe of every (file, value) pair is one gather along the bitsets' columns; the
+    next probes run only on the pairs still alive (about half after each probe)."""
     per_value = positions.reshape(-1, k)
-    files, values = len(which), len(per_value)
-    alive_file = np.repeat(np.arange(files), values)
-    alive_value = np.tile(np.arange(values), files)
-    for probe in range(k):
-        bit = per_value[alive_value, probe]
-        hit = matrix[which[alive_file], bit >> 3] & (1 << (bit & 7)).astype(np.uint8)
-        keep = hit != 0
-        alive_file, alive_value = alive_file[keep], alive_value[keep]
+    byte, mask = per_value >> 3, (1 << (per_value & 7)).astype(np.uint8)
+    rows = matrix if len(which) == len(matrix) and (which == np.arange(len(which))).all() else None
+    if rows is None:
+        rows = matrix[which]
+    first = np.take(rows, byte[:, 0], axis=1) & mask[:, 0]
+    alive_file, alive_value = np.nonzero(first)
+    flat = rows.reshape(-1)
+    base = alive_file * matrix.shape[1]
+    for probe in range(1, k):
         if not len(alive_file):
             break
-    out = np.zeros((files, values), bool)
+        keep = (flat[base + byte[alive_value, probe]] & mask[alive_value, probe]) != 0
+        alive_file, alive_value, base = alive_file[keep], alive_value[keep], base[keep]
+    out = np.zeros((len(which), len(per_value)), bool)
     out[alive_file, alive_value] = True
     return out
 
