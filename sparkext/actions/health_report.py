@@ -9,7 +9,8 @@ in the page, so the page opens offline. Every number in the page is also in the 
 ``tiered_optimize`` L0 converts them; position deletes over 10% of its rows → L0 rewrites the
 files they touch; small files (two or more that would pack into fewer) → L0 merges them; a
 clustered table whose partition is mostly unclustered (optimised share < 50%) → L1 clusters it;
-clustering depth over 4× → L2 re-clusters; else none.
+clustering depth over 4× → L2 re-clusters; declared skipping indexes that do not list every
+live data file of the partition → ``build_indexes``; else none.
 
 Floor: actions (the work, typed results).
 """
@@ -49,6 +50,8 @@ class PartitionHealth:
     clustering_depth: float | None
     clustered: bool  # the table has sparkext.optimize.cluster-by
     snapshots: int
+    indexes: str | None = None  # the table's skipping indexes (None: none)
+    index_coverage: float | None = None  # share of the partition's files every index lists
 
     @property
     def fix(self) -> str:
@@ -71,6 +74,11 @@ def fix_for(p: PartitionHealth) -> str:
         return f"{call}'l1'): cluster the {1 - p.optimized_share:.0%} not yet clustered"
     if p.clustering_depth is not None and p.clustering_depth > 4:
         return f"{call}'l2'): re-cluster (a lookup opens {p.clustering_depth:.1f} files)"
+    if p.index_coverage is not None and p.index_coverage < 1:
+        return (
+            f"CALL sparkext.build_indexes(table => '{p.table}'): index the "
+            f"{1 - p.index_coverage:.0%} of data files its skipping indexes do not list"
+        )
     return "none needed"
 
 
@@ -102,6 +110,8 @@ def health(spark: SparkSession, tables: Sequence[str]) -> list[PartitionHealth]:
                     clustering_depth=p.clustering_depth,
                     clustered=clustered,
                     snapshots=int(p.snapshot_count),
+                    indexes=p.indexes,
+                    index_coverage=p.index_coverage,
                 )
             )
     out.sort(key=lambda p: (p.score, -p.data_files, p.table, p.partition or ""))
@@ -198,6 +208,8 @@ def rows(partitions: Sequence[PartitionHealth], trend: Trend) -> list[tuple[Any,
             p.optimized_share,
             p.fix,
             score_change(trend["health"], p.table, p.table_score),
+            p.indexes,
+            p.index_coverage,
         )
         for p in partitions
     ]
@@ -307,9 +319,20 @@ def _summary(partitions: Sequence[PartitionHealth], tables: Sequence[str]) -> st
             f"<tr><td>{html.escape(t)}</td><td class='score' style='color:{_color(score)}'>"
             f"{score}</td><td>{len(parts)}</td><td>{sum(p.data_files for p in parts)}</td>"
             f"<td>{sum(p.small_files for p in parts)}</td>"
-            f"<td>{sum(p.delete_files for p in parts)}</td><td>{parts[0].snapshots}</td></tr>"
+            f"<td>{sum(p.delete_files for p in parts)}</td><td>{parts[0].snapshots}</td>"
+            f"<td>{_indexes_cell(parts)}</td></tr>"
         )
     return "\n".join(cells)
+
+
+def _indexes_cell(parts: Sequence[PartitionHealth]) -> str:
+    """The table's skipping indexes and the share of its data files they all list."""
+    if not parts[0].indexes:
+        return "—"
+    files = sum(p.data_files for p in parts)
+    listed = sum((p.index_coverage or 0.0) * p.data_files for p in parts)
+    share = f" ({listed / files:.0%} of files)" if files else ""
+    return html.escape(parts[0].indexes) + share
 
 
 def _worst_table(partitions: Sequence[PartitionHealth]) -> str:
@@ -342,7 +365,7 @@ code {{ font-size: 12px; }} .plot {{ margin: 1em 0; }}
 table_health); the fix column is the call that would raise a partition's score.</p>
 <h2>Tables</h2>
 <table id="tables"><tr><th>table</th><th>score</th><th>partitions</th><th>data files</th>
-<th>small files</th><th>delete files</th><th>snapshots</th></tr>
+<th>small files</th><th>delete files</th><th>snapshots</th><th>skipping indexes</th></tr>
 {summary}
 </table>
 <h2>Worst partitions first</h2>

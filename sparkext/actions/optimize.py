@@ -17,6 +17,10 @@ fails alone, with one sentence in its row, and leaves nothing behind; the others
 Defaults come from table properties ``sparkext.optimize.<option>`` (and
 ``sparkext.optimize.cluster-by`` / ``sparkext.optimize.curve``), so a scheduler can call the
 action with the table name only.
+
+A table that declares skipping indexes gets them built as the run's last step
+(:func:`sparkext.actions.skipping.build_indexes`: only the files no index object lists yet, so
+the files the run just wrote), unless option ``build-indexes`` is false.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.actions import cluster as clustering
 from sparkext.actions import lease
+from sparkext.actions import skipping as indexes
 from sparkext.actions.cluster import resolve_curve
 from sparkext.actions.rewrite_deletes import run_round
 from sparkext.declarations import (
@@ -84,6 +89,7 @@ L2_MAX_DEPTH_RATIO = "l2.max-depth-ratio"
 L2_IDLE = "l2.idle"
 CONVERT_EQUALITY_DELETES = "convert-equality-deletes"
 MAX_GROUPS = "max-groups"
+BUILD_INDEXES = "build-indexes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +119,30 @@ class GroupResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class IndexStep:
+    """The run's last step: the skipping-index build (``built`` None when it failed)."""
+
+    built: indexes.BuildResult | None
+    duration_ms: int
+    error: str | None
+
+    def row(self) -> tuple[Any, ...]:
+        """The procedure's row for it: no partition, no level."""
+        built = self.built
+        if built is None:
+            return (None, None, "skipping indexes", 0, 0, 0, 0, 0, None, self.duration_ms,
+                    self.error)  # fmt: skip
+        return (
+            None, None, f"skipping indexes: {built.summary()}", built.files_read,
+            built.bytes_read, 1 if built.written else 0, built.index_bytes if built.written else 0,
+            0, built.snapshot_id, self.duration_ms, None,
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class OptimizeResult:
     groups: tuple[GroupResult, ...]
+    indexes: IndexStep | None = None  # None: the table declares none, or a dry run
 
     @property
     def committed(self) -> int:
@@ -205,6 +233,7 @@ def optimize(
     only_levels: frozenset[int] | None = None,
     only_partitions: frozenset[str] | None = None,
     leased: bool = False,
+    build_indexes: bool = True,
 ) -> OptimizeResult:
     """One tiered_optimize run (the procedure's body; ``ingest_cdc``'s ``optimize-every`` calls
     it with ``only_levels={0}``: level 0 where its trigger says so, nothing forced; the
@@ -237,7 +266,37 @@ def optimize(
         context, ref, table, where, columns, chosen_curve, settings, resolved, dry_run,
         only_partitions,
     )  # fmt: skip
-    return OptimizeResult(tuple(_optimize(run, hold)))
+    groups = tuple(_optimize(run, hold))
+    step = None
+    wanted = build_indexes and resolved[BUILD_INDEXES] and not dry_run
+    if wanted and not any(g.state_unknown for g in groups) and _declares_indexes(ref):
+        step = _build_indexes(context, ref)
+    return OptimizeResult(groups, step)
+
+
+def _declares_indexes(ref: TableRef) -> bool:
+    return any(key.startswith(indexes.PROPERTY_PREFIX) for key, _ in ref.properties)
+
+
+def _build_indexes(context: Context, ref: TableRef) -> IndexStep:
+    """The skipping-index build after the groups; a failure is the step's row, not the run's."""
+    started = time.monotonic()
+    cancellation.raise_if_cancelled()
+    context.progress(f"building the skipping indexes of {ref.name}")
+    try:
+        built = indexes.build_indexes(context, ref)
+    except cancellation.StatementCancelled:
+        raise
+    except Exception as failure:
+        text = failure if isinstance(failure, SparkextError) else translate(failure) or failure
+        first = (str(text).strip().splitlines() or [type(failure).__name__])[0].rstrip(".")
+        return IndexStep(
+            None,
+            int((time.monotonic() - started) * 1000),
+            f"The skipping-index build failed ({first}); the optimisation's commits stand: run "
+            f"CALL sparkext.build_indexes(table => '{ref.name}').",
+        )
+    return IndexStep(built, int((time.monotonic() - started) * 1000), None)
 
 
 def _lease_for(context: Context, ref: TableRef) -> AbstractContextManager[None]:
@@ -605,4 +664,11 @@ OPTIONS = (
         parse_boolean,
     ),
     Option(MAX_GROUPS, "1000", "at most this many (partition, level) groups per call", parse_count),
+    Option(
+        BUILD_INDEXES,
+        "true",
+        "build the table's skipping indexes as the last step (the files no index object lists "
+        "yet); false leaves them to build_indexes",
+        parse_boolean,
+    ),
 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.actions.cdc.lag import table_lags
 from sparkext.actions.optimize import CLUSTER_BY_PROPERTY
+from sparkext.actions.skipping import TableIndexes, table_indexes
 from sparkext.declarations import Option, or_empty, parse_bytes, parse_columns
 from sparkext.iceberg.files import PartitionFiles, table_files
 from sparkext.planning.health import (
@@ -78,6 +79,9 @@ class PartitionHealth:
     cdc_source_time: dt.datetime | None
     cdc_source_position: str | None
     cdc_complete_through: dt.datetime | None
+    indexes: str | None  # the declared skipping indexes; None: none
+    index_bytes: int | None  # the current index object's bytes for them
+    index_coverage: float | None  # share of the partition's live data files every index lists
 
     def row(self) -> tuple[Any, ...]:
         return dataclasses.astuple(self)
@@ -114,6 +118,8 @@ def table_health(
     layout = _layouts(table, files, cluster_by)
     empty = Layout((0, 0, 0), None)
     cdc = _cdc_state(spark, table.name)
+    found = table_indexes(spark, table)
+    coverage = _coverage(found, files)
     return [
         PartitionHealth(
             p.partition,
@@ -137,9 +143,24 @@ def table_health(
             layout.get(p.partition, empty).optimized_share,
             layout.get(p.partition, empty).clustering_depth,
             *cdc,
+            found.names if found is not None else None,
+            found.index_bytes if found is not None else None,
+            coverage.get(p.partition),
         )
         for p, score in scored
     ]
+
+
+def _coverage(found: TableIndexes | None, files: Any) -> dict[str | None, float | None]:
+    """Per partition (as ``PartitionHealth.partition``): the share of its live data files that
+    every declared index lists."""
+    if found is None:
+        return {}
+    paths: dict[str | None, list[str]] = {}
+    for f in files:
+        body = f.partition.split(":", 1)[1] if ":" in f.partition else f.partition
+        paths.setdefault(None if body in ("{}", "") else body, []).append(f.path)
+    return {partition: found.coverage(listed) for partition, listed in paths.items()}
 
 
 def _time(ms: int | None) -> dt.datetime | None:

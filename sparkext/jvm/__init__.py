@@ -4,15 +4,19 @@ The Java sources are in ``src/``; ``sparkext-spark.jar`` beside them is built fr
 ``python -m sparkext.jvm`` (javac from a JDK, against the jars of the installed pyspark) and kept in
 the repository so an install needs no JDK. A test rebuilds it and checks the classes are the same.
 
-The extension only routes: ``CALL sparkext.<name>(...)`` and ``sparkext.<name>(...)`` in FROM are
-turned into calls back into the Python driver (``sparkext.spark.extension``), which binds and
-runs the routine exactly as ``sparkext.sql`` does and hands Spark the result's plan.
+The extension routes: ``CALL sparkext.<name>(...)``, ``sparkext.<name>(...)`` in FROM and the
+index statements (``CREATE INDEX … USING <type>``, ``DROP INDEX``, ``SHOW INDEXES``) are turned into
+calls back into the Python driver (``sparkext.spark.extension``), which binds and runs the routine
+exactly as ``sparkext.sql`` does and hands Spark the result's plan. Its optimizer hook prunes
+Iceberg scans by sparkext's skipping indexes, asking the Python driver which files to keep; those
+classes compile against the Iceberg runtime and are loaded only where Iceberg's classes are.
 
 Floor: spark (the JVM extension's sources and jar).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +31,8 @@ JAR = HERE / "sparkext-spark.jar"
 EXTENSION = "io.sparkext.spark.SparkextExtensions"
 BRIDGE = "io.sparkext.spark.Bridge"
 JAVA_RELEASE = "17"
+# The Iceberg Spark runtime the skipping-index hook compiles against (the bundled one).
+ICEBERG_RUNTIME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 # Fixed entry times make the jar a function of the classes alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _MANIFEST = "Manifest-Version: 1.0\r\nCreated-By: sparkext\r\n\r\n"
@@ -39,6 +45,18 @@ def spark_jars() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
+def iceberg_runtime() -> Path:
+    """The bundled Iceberg runtime jar: on the compile classpath, not in ours."""
+    try:
+        from snowpark_connect_deps_iceberg import get_jar_path
+    except ImportError as error:
+        raise EnvironmentSetupError(
+            "Building sparkext's JVM extension needs the bundled Iceberg runtime; run pip "
+            "install 'snowpark-connect-deps-iceberg==1.0.2'."
+        ) from error
+    return Path(get_jar_path(ICEBERG_RUNTIME))
+
+
 def compile_classes(out: Path) -> dict[str, bytes]:
     """Compile ``src/`` into ``out`` and return every class file's bytes by its path in the jar."""
     javac = shutil.which("javac")
@@ -49,7 +67,8 @@ def compile_classes(out: Path) -> dict[str, bytes]:
         )
     sources = sorted(str(p) for p in SOURCES.rglob("*.java"))
     command = [javac, "--release", JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8"]
-    command += ["-cp", f"{spark_jars()}/*", "-d", str(out), *sources]
+    classpath = os.pathsep.join([f"{spark_jars()}/*", str(iceberg_runtime())])
+    command += ["-cp", classpath, "-d", str(out), *sources]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise EnvironmentSetupError(f"javac failed on sparkext's JVM sources:\n{done.stderr}")

@@ -59,6 +59,14 @@ ROUTINE = Routine(
             "int",
             "table score now minus the first one the run log recorded in 14 days (NULL: none)",
         ),
+        OutputColumn(
+            "indexes", "string", "the table's skipping indexes (table_health; NULL: none)"
+        ),
+        OutputColumn(
+            "index_coverage",
+            "double",
+            "share of the partition's live data files every index lists (NULL: no index)",
+        ),
     ),
     run=run,
 )

@@ -93,6 +93,20 @@ ROUTINE = Routine(
             "CDC tables: the lake holds every source change up to here (heartbeats included; "
             "cdc_lag has the lag)",
         ),
+        OutputColumn(
+            "indexes",
+            "string",
+            "the table's skipping indexes, e.g. 'rid (bloom_filter on request_id)' (NULL: none)",
+        ),
+        OutputColumn(
+            "index_bytes", "bigint", "bytes of the current index object's indexes (NULL: none)"
+        ),
+        OutputColumn(
+            "index_coverage",
+            "double",
+            "share of the partition's live data files every index lists (NULL: no index; "
+            "build_indexes fills it)",
+        ),
     ),
     run=run,
 )

@@ -23,7 +23,10 @@ def run(context: Context, args: BoundArgs) -> list[tuple[Any, ...]]:
         options=args["options"] or {},
         dry_run=bool(args["dry_run"]),
     )
-    return [group.row() for group in result.groups]
+    rows = [group.row() for group in result.groups]
+    if result.indexes is not None:  # the skipping-index build, the run's last step
+        rows.append(result.indexes.row())
+    return rows
 
 
 CLUSTER_BY_PROPERTY = optimize.CLUSTER_BY_PROPERTY
@@ -63,24 +66,44 @@ ROUTINE = Routine(
     ),
     options=optimize.OPTIONS,
     output=(
-        OutputColumn("partition", "string", "partition as JSON (NULL: unpartitioned)"),
+        OutputColumn(
+            "partition",
+            "string",
+            "partition as JSON (NULL: unpartitioned, or the skipping-index build)",
+        ),
         OutputColumn(
             "level",
             "int",
-            "0: merge / delete conversion, 1: cluster new data, 2: re-cluster the partition",
+            "0: merge / delete conversion, 1: cluster new data, 2: re-cluster the partition; "
+            "NULL: the skipping-index build, the last step (tables that declare indexes)",
         ),
-        OutputColumn("reason", "string", "the trigger that chose this group"),
-        OutputColumn("input_files", "bigint", "data files rewritten"),
+        OutputColumn(
+            "reason", "string", "the trigger that chose this group (the index build: its summary)"
+        ),
+        OutputColumn(
+            "input_files", "bigint", "data files rewritten (the index build: data files read)"
+        ),
         OutputColumn("input_bytes", "bigint", "bytes of the rewritten data files"),
-        OutputColumn("output_files", "bigint", "data files written (NULL: dry run)"),
-        OutputColumn("output_bytes", "bigint", "bytes written (NULL: dry run)"),
+        OutputColumn(
+            "output_files",
+            "bigint",
+            "data files written (NULL: dry run; the index build: index objects written)",
+        ),
+        OutputColumn(
+            "output_bytes", "bigint", "bytes written (NULL: dry run; the index build: index bytes)"
+        ),
         OutputColumn(
             "deletes_removed",
             "bigint",
             "equality-delete files converted plus DVs / "
             "file-scoped position deletes dropped with their data files",
         ),
-        OutputColumn("snapshot_id", "bigint", "the group's commit (NULL: dry run or failed)"),
+        OutputColumn(
+            "snapshot_id",
+            "bigint",
+            "the group's commit (NULL: dry run or failed; the index build: the snapshot its "
+            "index object belongs to)",
+        ),
         OutputColumn("duration_ms", "bigint", "wall-clock time of the group"),
         OutputColumn("error", "string", "why the group was not committed (NULL: committed)"),
     ),

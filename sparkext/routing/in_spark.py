@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from sparkext.actions.skipping import prune_files
 from sparkext.declarations import Kind
 from sparkext.errors import SparkextError
 from sparkext.iceberg.errors import one_line, translate
 from sparkext.routing.invocations import find_table_functions, parse_call
-from sparkext.routing.router import expand_and_run, run_invocation
+from sparkext.routing.router import expand_and_run, index_statement, run_invocation
 from sparkext.routing.tokens import split_statements
 from sparkext.security import guard
 from sparkext.security.caller import acting_as as acting_as_caller
@@ -32,7 +33,8 @@ _LOG = logging.getLogger("sparkext.extension")
 
 
 def call_result(spark: SparkSession, sql: str) -> DataFrame:
-    """Run the procedure of ``sql``, one ``CALL sparkext.<name>(...)`` statement."""
+    """Run the procedure of ``sql``, one ``CALL sparkext.<name>(...)`` statement, or one
+    ``CREATE INDEX`` / ``DROP INDEX`` / ``SHOW INDEXES`` statement of sparkext's."""
     statements = split_statements(sql)
     if len(statements) > 1:
         raise SparkextError(
@@ -40,7 +42,7 @@ def call_result(spark: SparkSession, sql: str) -> DataFrame:
             "by one, or all at once with sparkext.sql(...)."
         )
     for statement in statements:
-        call = parse_call(statement)
+        call = parse_call(statement) or index_statement(spark, statement)
         if call is not None:
             return run_invocation(spark, call, Kind.PROCEDURE)
     raise SparkextError(
@@ -112,4 +114,5 @@ ANSWERS = Answers(
     acting_as=acting_as,
     sentence=sentence,
     translate=translate,
+    prune_files=prune_files,  # the skipping indexes' answer to the planning hook
 )

@@ -18,10 +18,17 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from sparkext.declarations import BoundArgs, Context, Kind, Routine
-from sparkext.errors import SparkextError, UnknownRoutineError, did_you_mean
+from sparkext.errors import (
+    NotAnIcebergTableError,
+    SparkextError,
+    TableNotFoundError,
+    UnknownRoutineError,
+    did_you_mean,
+)
 from sparkext.iceberg.catalog import activate_session, resolve_table
 from sparkext.iceberg.errors import translate
 from sparkext.procedures.registry import ROUTINES
+from sparkext.routing import index_statements
 from sparkext.routing.binding import bind, evaluator
 from sparkext.routing.invocations import Invocation, find_table_functions, parse_call
 from sparkext.routing.local_rows import local_frame
@@ -154,6 +161,9 @@ def execute(
         call = parse_call(statement)
         if call is not None:
             return run_invocation(spark, call, Kind.PROCEDURE, progress)
+        index = index_statement(spark, statement)
+        if index is not None:
+            return run_invocation(spark, index, Kind.PROCEDURE, progress)
         functions = find_table_functions(statement)
         if not functions:
             return spark.sql(statement.text)
@@ -165,6 +175,21 @@ def execute(
         if translated is None:
             raise
         raise (scalar_use(str(translated)) or translated) from error
+
+
+def index_statement(spark: SparkSession, statement: Statement) -> Invocation | None:
+    """The routine invocation of a CREATE INDEX, DROP INDEX or SHOW INDEXES statement that is
+    sparkext's (:mod:`sparkext.routing.index_statements`); None for any other statement, and
+    for a DROP INDEX on a table that is not an Iceberg table (Spark's own DROP INDEX)."""
+    found = index_statements.recognise(statement)
+    if found is None:
+        return None
+    if found.routine == index_statements.DROP:
+        try:
+            resolve_table(spark, found.table)
+        except (TableNotFoundError, NotAnIcebergTableError):
+            return None
+    return found.invocation
 
 
 def scalar_use(message: str) -> UnknownRoutineError | None:

@@ -4,7 +4,9 @@ Order (smallest key first):
 
 1. **tier** — 0: optimisation of a *fresh* partition (data committed within ``fresh_window``,
    default 1 hour: what real-time readers query now); 1: due maintenance actions of a table;
-   2: optimisation of older partitions (history, backfills);
+   2: optimisation of older partitions (history, backfills). A table's skipping-index build
+   (job kind ``index``) is tier 1 too, with benefit 0: after the fresh groups that write the
+   files it indexes;
 2. **expected benefit**, highest first:
    ``(files_in − files_out + 8 × [converts equality deletes]) / (1 + GiB rewritten)`` where
    ``files_out = ceil(bytes_in / target file size)``: files a reader no longer opens (an
@@ -29,12 +31,13 @@ from dataclasses import dataclass, field
 GIB = 1 << 30
 DELETE_FILE_WEIGHT = 8
 FRESH, MAINTENANCE, HISTORY = 0, 1, 2
+INDEX = "index"  # a job kind: build the table's skipping indexes (tier MAINTENANCE)
 
 
 @dataclass(frozen=True)
 class Job:
     table: str
-    kind: str  # "L0", "L1", "L2" or "maintain"
+    kind: str  # "L0", "L1", "L2", "maintain" or "index"
     partition: str | None = None
     reason: str = ""
     tier: int = HISTORY

@@ -5,9 +5,11 @@ Each cycle (every ``poll_interval``):
 1. **discover** the tables that match the patterns (``lake.ods.*``, exact names);
 2. **poll** each table's current snapshot from its metadata file (one small read per table, no
    Spark job); a table whose snapshot changed since it was last planned is **planned** with
-   ``tiered_optimize``'s own planner (metadata only) and its groups are queued as jobs; its
-   maintenance actions are queued when their interval since the last successful run (kept in
-   the run log, so a restart remembers) has passed. A table that no poll finds changed is not
+   ``tiered_optimize``'s own planner (metadata only) and its groups are queued as jobs (and,
+   for a table that declares skipping indexes the current snapshot's index object does not
+   cover, an ``index`` job that builds them, after the fresh groups); its maintenance actions
+   are queued when their interval since the last successful run (kept in the run log, so a
+   restart remembers) has passed. A table that no poll finds changed is not
    planned again — except when a job of it failed or was busy, so nothing is ever missed: the
    plan is always made from the table's state, never from an event.
 3. **run** jobs from the priority queue (:mod:`sparkext.service.queue`) on up to
@@ -38,6 +40,7 @@ from sparkext.actions import lease, runlog
 from sparkext.actions.cdc.lag import table_lags
 from sparkext.actions.maintain import maintain
 from sparkext.actions.optimize import optimize, planned
+from sparkext.actions.skipping import build_indexes, index_due
 from sparkext.declarations import Context
 from sparkext.durations import parse_ms as parse_duration_ms
 from sparkext.errors import ProcedureArgumentError, SparkextError, TableBusyError
@@ -53,7 +56,7 @@ from sparkext.literals import sql_string
 from sparkext.planning.lag import table_lag
 from sparkext.security.caller import Caller, spark_user
 from sparkext.security.guard import governed
-from sparkext.service.queue import MAINTENANCE, Job, JobQueue, benefit, tier_of
+from sparkext.service.queue import INDEX, MAINTENANCE, Job, JobQueue, benefit, tier_of
 from sparkext.spark import cancellation
 from sparkext.spark.environment import check_executors
 
@@ -241,6 +244,7 @@ class Service:
         try:
             ref = resolve_table(self.spark, name)
             groups = planned(Context(self.spark), ref) if current is not None else []
+            stale = index_due(self.spark, ref)
         except Exception as error:
             self._log_line("failed", f"{name} plan", _sentence(error))
             return
@@ -266,6 +270,8 @@ class Service:
                     label=group.label,
                 )
             )
+        if stale is not None:  # after the table's fresh groups, which write files to index
+            self.queue.put(Job(name, INDEX, None, stale, MAINTENANCE, 0.0))
 
     def _plan_maintenance(self, name: str) -> None:
 
@@ -383,7 +389,9 @@ class Service:
 
     def _execute(self, job: Job) -> list[runlog.Entry]:
 
-        routine = "sparkext.maintain" if job.kind == "maintain" else "sparkext.tiered_optimize"
+        routine = {"maintain": "sparkext.maintain", INDEX: "sparkext.build_indexes"}.get(
+            job.kind, "sparkext.tiered_optimize"
+        )
         arguments = f"table => {sql_string(job.table)}, job => {sql_string(job.kind)}"
         # the policy names users, so the service acts as Spark's user; its owner name (which
         # holds the host and pid) is the audit row's client
@@ -422,6 +430,8 @@ class Service:
                 )
                 for a in result.actions
             ]
+        if job.kind == INDEX:
+            return [self._index(job, ref)]
         level = int(job.kind[1:])
         optimized = optimize(
             context,
@@ -429,6 +439,7 @@ class Service:
             only_levels=frozenset({level}),
             only_partitions=frozenset({job.partition or ""}),
             leased=True,
+            build_indexes=False,  # the table's index job builds them once its groups are done
         )
         if not optimized.groups:
             return [self._entry(job, "skipped", None, 0, "nothing due any more")]
@@ -451,6 +462,27 @@ class Service:
             )
             for g in optimized.groups
         ]
+
+    def _index(self, job: Job, ref: TableRef) -> runlog.Entry:
+        """Build the table's skipping indexes (the files no index object lists yet)."""
+
+        started = time.monotonic()
+        built = build_indexes(Context(self.spark), ref)
+        return runlog.Entry(
+            runlog.utc_now(),
+            self.owner,
+            job.table,
+            None,
+            INDEX,
+            built.summary(),
+            built.files_read,
+            built.bytes_read,
+            1 if built.written else 0,
+            built.index_bytes if built.written else 0,
+            built.snapshot_id,
+            int((time.monotonic() - started) * 1000),
+            "ok" if built.written else "skipped",
+        )
 
     def _record_health(self, name: str) -> None:
         """A data point of the report's trends, with each maintenance run (hourly)."""

@@ -207,6 +207,10 @@ class Answers:
     acting_as: Callable[[SparkSession, str], AbstractContextManager[object]]  # the JVM's caller
     sentence: Callable[[BaseException], str]  # the one sentence a failure reaches SQL as
     translate: Callable[[BaseException], Exception | None]  # a Java failure as sparkext's error
+    # which candidate files of a scan to read, by a skipping index (Routines.pruneFiles: table,
+    # snapshot id, index path, size, footer size, predicate JSON, '\n'-joined paths): "" keeps
+    # every file, else {"keep": "0110…", "used": [...]}; called from the optimizer
+    prune_files: Callable[[SparkSession, Any, int, str, int, int, str, str], str]
 
 
 class _Routines:
@@ -236,6 +240,35 @@ class _Routines:
 
     def endProcedure(self, token: str, error: str | None) -> None:  # the Java interface's name
         self.answers.end_procedure(token, error)
+
+    def pruneFiles(  # the Java interface's name
+        self,
+        jsession: Any,
+        table: Any,
+        snapshot_id: int,
+        index_path: str,
+        index_size: int,
+        footer_size: int,
+        predicate: str,
+        candidates: str,
+    ) -> str:
+        """Never raises into Java: any failure keeps every file (the query reads them all)."""
+        try:
+            spark = self._session(jsession)
+            answer = self.answers.prune_files(
+                spark,
+                table,
+                snapshot_id,
+                index_path,
+                index_size,
+                footer_size,
+                predicate,
+                candidates,
+            )
+            return answer if isinstance(answer, str) else ""
+        except Exception:
+            _LOG.debug("sparkext's skipping index kept every file of a scan", exc_info=True)
+            return ""
 
     def _session(self, jsession: Any) -> SparkSession:
         """The Python face of the calling session (the Thrift server has one per client). Made

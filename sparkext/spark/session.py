@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from sparkext.conf import load_defaults
 from sparkext.errors import EnvironmentSetupError
+from sparkext.jvm import ICEBERG_RUNTIME
 from sparkext.resources import resource_dir
 from sparkext.spark.extension import Answers, attach, has_extension, spark_conf, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+ICEBERG_JAR = ICEBERG_RUNTIME  # the extension's skipping hook compiles against this one
 ICEBERG_JAR_ENV = "SPARKEXT_ICEBERG_JAR"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SUPPORTED_JAVA = (17, 21)

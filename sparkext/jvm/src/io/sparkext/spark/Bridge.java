@@ -79,6 +79,45 @@ public final class Bridge {
   }
 
   /**
+   * The Python driver's answer to {@link Routines#pruneFiles}; "" (keep every file) without a
+   * driver or when it fails: an index never fails a query.
+   */
+  static String pruneFiles(
+      SparkSession session,
+      Object table,
+      long snapshotId,
+      String indexPath,
+      long indexSize,
+      long footerSize,
+      String predicate,
+      String candidates) {
+    Routines python = routines;
+    if (python == null || PRUNING.get() != null) {
+      return ""; // a query the driver runs while it answers is not pruned (nor asked again)
+    }
+    PRUNING.set(Boolean.TRUE);
+    try {
+      String answer =
+          python.pruneFiles(
+              session,
+              table,
+              snapshotId,
+              indexPath,
+              indexSize,
+              footerSize,
+              predicate,
+              candidates);
+      return answer == null ? "" : answer;
+    } catch (RuntimeException failed) {
+      return "";
+    } finally {
+      PRUNING.remove();
+    }
+  }
+
+  private static final ThreadLocal<Boolean> PRUNING = new ThreadLocal<>();
+
+  /**
    * Runs an Iceberg procedure call as Spark would have (its rows, its errors), once sparkext's
    * policy allows it, and reports it to the audit log. Without a Python driver it runs as is.
    */

@@ -39,4 +39,22 @@ public interface Routines {
 
   /** Closes the audit record of {@code token}: {@code error} is null when the call succeeded. */
   void endProcedure(String token, String error);
+
+  /**
+   * Which of {@code candidates} ('\n'-joined data-file paths of the scan) may hold rows matching
+   * {@code predicate} (the predicate JSON, see {@link PredicateJson}), by the skipping index in
+   * the Puffin file {@code indexPath} of {@code table} (an {@code org.apache.iceberg.Table}) read
+   * at {@code snapshotId}. Returns "" to keep every file (no usable index, or any failure), else
+   * JSON {@code {"keep": "0110…", "used": ["bloom_filter, request_id", …]}}: one character per
+   * candidate, '1' to read it.
+   */
+  String pruneFiles(
+      SparkSession session,
+      Object table,
+      long snapshotId,
+      String indexPath,
+      long indexSize,
+      long footerSize,
+      String predicate,
+      String candidates);
 }

@@ -12,7 +12,8 @@ import scala.runtime.BoxedUnit;
 /**
  * {@code spark.sql.extensions=io.sparkext.spark.SparkextExtensions} (after Iceberg's): sparkext's
  * SQL in every statement of every session of this Spark application, the Thrift server's
- * included. Its parser writes {@link PendingRoutine}s; its analyser rule runs them.
+ * included. Its parser writes {@link PendingRoutine}s; its analyser rule runs them; its optimizer
+ * hook ({@link IndexHook}) prunes Iceberg scans by sparkext's skipping indexes.
  */
 public final class SparkextExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   @Override
@@ -29,6 +30,13 @@ public final class SparkextExtensions extends AbstractFunction1<SparkSessionExte
           @Override
           public Rule<LogicalPlan> apply(SparkSession session) {
             return new RoutineRule(session);
+          }
+        });
+    extensions.injectOptimizerRule(
+        new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+          @Override
+          public Rule<LogicalPlan> apply(SparkSession session) {
+            return IndexHook.install(session); // see there: the rule runs in a later batch
           }
         });
     return BoxedUnit.UNIT;

@@ -1,25 +1,37 @@
 package io.sparkext.spark;
 
+import java.util.List;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTable;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.CacheTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.DropIndex;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.connector.catalog.CatalogManager;
+import org.apache.spark.sql.connector.catalog.CatalogPlugin;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.internal.VariableSubstitution;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import scala.collection.JavaConverters;
 import scala.collection.Seq;
 
 /**
  * Wraps the session's parser (Iceberg's, then Spark's).
  *
  * <ul>
- *   <li>{@code CALL sparkext.<name>(...)} becomes a {@link PendingRoutine};
+ *   <li>{@code CALL sparkext.<name>(...)} becomes a {@link PendingRoutine}, and so do {@code
+ *       SHOW INDEXES}, {@code CREATE INDEX ... USING <one of sparkext's index types>} and {@code
+ *       DROP INDEX} on an Iceberg table (Spark's own index statements, for tables that support
+ *       indexes, stay Spark's);
  *   <li>a statement Spark refuses that names sparkext is parsed again by {@link
  *       SparkextAstBuilder}, which turns each {@code sparkext.<name>(...)} in FROM into one;
  *   <li>{@code CACHE TABLE ... AS} over such functions is run by the Python driver, as {@code
@@ -34,6 +46,7 @@ final class SparkextParser implements ParserInterface {
       "org.apache.spark.sql.catalyst.plans.logical.CallStatement";
   private static final String ICEBERG_VIEWS =
       "org.apache.spark.sql.catalyst.analysis.RewriteViewCommands";
+  private static final String ICEBERG_TABLE = "org.apache.iceberg.spark.source.SparkTable";
 
   private final SparkSession session;
   private final ParserInterface delegate;
@@ -56,13 +69,18 @@ final class SparkextParser implements ParserInterface {
     if (sql.contains("${") && SERVER_VARIABLE.matcher(sql).find() && Caller.isServe()) {
       return new RefusedStatement(SERVER_VARIABLES);
     }
-    if (Sql.isSparkextCall(sql)) {
-      String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
-      return new PendingRoutine(substituted, 0, true, PendingRoutine.nextParse());
+    Sql.IndexStatement index = Sql.indexStatement(sql);
+    if (Sql.isSparkextCall(sql)
+        || index == Sql.IndexStatement.SHOW
+        || (index == Sql.IndexStatement.CREATE && Sql.usesSkippingIndex(sql))) {
+      return pending(sql);
     }
     LogicalPlan parsed;
     try {
       parsed = delegate.parsePlan(sql);
+      if (index == Sql.IndexStatement.DROP && dropsIcebergIndex(parsed)) {
+        return pending(sql);
+      }
     } catch (ParseException refused) {
       if (!Sql.mentionsSparkext(sql)) {
         throw refused;
@@ -74,6 +92,51 @@ final class SparkextParser implements ParserInterface {
       return icebergViews(plan);
     }
     return Bridge.isRegistered() ? governed(parsed, sql) : parsed;
+  }
+
+  /** A statement the Python driver runs as a whole (as it runs {@code CALL sparkext.<name>}). */
+  private static LogicalPlan pending(String sql) {
+    String substituted = new VariableSubstitution().substitute(sql); // as Spark's parser does
+    return new PendingRoutine(substituted, 0, true, PendingRoutine.nextParse());
+  }
+
+  /**
+   * Whether {@code plan} is Spark's {@code DROP INDEX} on a table of Iceberg's (then the index
+   * is sparkext's: Iceberg tables have no other); on any other table it stays Spark's.
+   */
+  private boolean dropsIcebergIndex(LogicalPlan plan) {
+    if (!(plan instanceof DropIndex) || !(((DropIndex) plan).table() instanceof UnresolvedTable)) {
+      return false;
+    }
+    List<String> name =
+        JavaConverters.seqAsJavaList(
+            ((UnresolvedTable) ((DropIndex) plan).table()).multipartIdentifier());
+    try {
+      CatalogManager manager = session.sessionState().catalogManager();
+      CatalogPlugin catalog = manager.currentCatalog();
+      List<String> rest = name;
+      if (name.size() > 1 && manager.isCatalogRegistered(name.get(0))) {
+        catalog = manager.catalog(name.get(0));
+        rest = name.subList(1, name.size());
+      }
+      if (!(catalog instanceof TableCatalog) || rest.isEmpty()) {
+        return false;
+      }
+      String[] namespace =
+          rest.size() == 1 && rest == name // t alone: in the current namespace
+              ? manager.currentNamespace()
+              : rest.subList(0, rest.size() - 1).toArray(new String[0]);
+      Table table =
+          ((TableCatalog) catalog).loadTable(Identifier.of(namespace, rest.get(rest.size() - 1)));
+      for (Class<?> c = table.getClass(); c != null; c = c.getSuperclass()) {
+        if (ICEBERG_TABLE.equals(c.getName())) {
+          return true;
+        }
+      }
+      return false;
+    } catch (Exception | LinkageError unknown) { // no such table or catalog: Spark's to say
+      return false;
+    }
   }
 
   /**
