@@ -43,6 +43,7 @@ BENCHMARKS = (
     "reconcile_live",
     "bootstrap",
     "cdc_lag",
+    "skipping_indexes",
     "cdc_soak",  # two hours by default (SPARKEXT_SOAK_SECONDS): not part of a run of all
 )
 LONG = {"cdc_soak"}
@@ -71,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rows",
         type=int,
-        help="table size for the benchmarks that take one (changelog); default: theirs",
+        help="table size for the benchmarks that take one (changelog, skipping_indexes); "
+        "default: theirs",
     )
     args = parser.parse_args(argv)
     if args.out is None:
