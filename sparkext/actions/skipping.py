@@ -361,26 +361,37 @@ def build_indexes(
     live = table.live_data_files(snapshot_id)
     live_paths = {f.path for f in live}
     previous = table.index_object(snapshot_id)
-    previous_blobs = table.index_blobs(previous) if previous is not None else {}
-    carried: dict[str, list[tuple[str, bytes]]] = {}
-    valid: set[str] = set()
-    for spec in chosen:
-        blob = previous_blobs.get(spec.name)
-        entries: list[tuple[str, bytes]] = []
-        if blob is not None and _blob_matches(blob, spec, _column_of(ref.name, spec, cols)):
-            valid.add(spec.name)
-            if not rebuild:
-                entries = [(p, e) for p, e in core.blob_entries(blob) if p in live_paths]
-        carried[spec.name] = entries
+    # what the previous object lists, from its decoded indexes (cached: the planner's too), so
+    # a build with nothing to do reads no blob
+    loaded = {i.spec.name: i for i in table.loaded(previous)} if previous is not None else {}
+    valid = {
+        spec.name
+        for spec in chosen
+        if spec.name in loaded
+        and same_spec(loaded[spec.name].spec, spec)
+        and loaded[spec.name].column_type == _column_of(ref.name, spec, cols).spark_type
+    }
+    listed = {
+        spec.name: set(loaded[spec.name].paths) & live_paths
+        if spec.name in valid and not rebuild
+        else set()
+        for spec in chosen
+    }
     need: dict[str, list[str]] = {}
     for spec in chosen:
-        have = {p for p, _ in carried[spec.name]}
         for f in live:
-            if f.path not in have:
+            if f.path not in listed[spec.name]:
                 need.setdefault(f.path, []).append(spec.name)
     if not need and not rebuild and valid == {s.name for s in chosen}:
         assert previous is not None  # every chosen index has a valid blob in it
-        return _up_to_date(chosen, previous, live, carried, table, started)
+        return _up_to_date(chosen, previous, live, listed, table, started)
+    previous_blobs = table.index_blobs(previous) if previous is not None else {}
+    carried = {
+        spec.name: [(p, e) for p, e in core.blob_entries(previous_blobs[spec.name])
+                    if p in listed[spec.name]]
+        if listed[spec.name] else []
+        for spec in chosen
+    }  # fmt: skip
     by_path = {f.path: f for f in live}
     todo = [(by_path[p], tuple(names)) for p, names in need.items()]
     targets = [
@@ -425,14 +436,14 @@ def _up_to_date(
     chosen: Sequence[core.IndexSpec],
     previous: IndexObject,
     live: Sequence[DataFile],
-    carried: Mapping[str, Sequence[tuple[str, bytes]]],
+    listed: Mapping[str, set[str]],
     table: SkippingTable,
     started: float,
 ) -> BuildResult:
     sizes = {b.index_name: b.length for b in table.blobs(previous) if b.index_name is not None}
     results = tuple(
         _built(
-            spec, len(live), 0, len(carried[spec.name]), len(live) - len(carried[spec.name]),
+            spec, len(live), 0, len(listed[spec.name]), len(live) - len(listed[spec.name]),
             sizes.get(spec.name, 0), previous.snapshot_id, started,
         )
         for spec in chosen
