@@ -49,6 +49,7 @@ from sparkext.iceberg.skipping import (
     property_key,
     same_spec,
     swap_declaration,
+    warm,
 )
 from sparkext.planning import skipping as core
 from sparkext.spark import cancellation
@@ -415,7 +416,8 @@ def build_indexes(
             blobs.append((spec.name, kept.field_id, blob))
     context.progress(f"writing the index object of snapshot {snapshot_id}")
     base = table.statistics_file(snapshot_id)
-    table.write(snapshot_id, blobs, base)
+    written = table.write(snapshot_id, blobs, base)
+    warm(written, [data for _, _, data in blobs])  # the planner's next question, decoded ahead
     counts = {s.name: len(built.get(s.name, [])) for s in chosen}
     results = tuple(
         _built(
