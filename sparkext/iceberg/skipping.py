@@ -14,8 +14,11 @@
   data file never changes, so an entry about it stays true for every snapshot that holds it,
   and a file the object does not list is read.
 
+Reading takes the footer from Iceberg's Puffin reader and the blobs' bytes straight from the
+file with pyarrow (Iceberg's reader when a blob is compressed or pyarrow cannot open the file).
 Decoded indexes are kept in one process-wide LRU cache keyed by the Puffin path (a path is
-never rewritten), bounded by the bytes the decoded indexes hold.
+never rewritten), bounded by the bytes the decoded indexes hold; a build decodes the object it
+wrote into it ahead of the first query.
 
 Floor: iceberg (the Iceberg Java API, through py4j). No JavaObject leaves this module.
 """
