@@ -37,6 +37,8 @@ from sparkext.planning.skipping.entries import build_entry
 from sparkext.planning.skipping.prune import Pruned, prune
 from sparkext.planning.skipping.spec import (
     INDEX_TYPES,
+    TAKES,
+    TYPE_DOCS,
     IndexSpec,
     options_doc,
     validate_spec,
@@ -45,6 +47,8 @@ from sparkext.planning.skipping.spec import (
 __all__ = [
     "BLOB_TYPE",
     "INDEX_TYPES",
+    "TAKES",
+    "TYPE_DOCS",
     "IndexSpec",
     "LoadedIndex",
     "Pruned",

@@ -68,8 +68,11 @@ def answer(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> tuple[np.ndarray
     if op == "is_not_null":
         return index.has_non_null[rows], True
     if op == "ne_null_safe":
-        value_leaf = Leaf("ne", leaf.col, leaf.type, leaf.value)
-        found = _values(index, value_leaf, rows)
+        value_leaf = Leaf("ne", leaf.col, leaf.type, leaf.value, fold=leaf.fold)
+        try:
+            found = _values(index, value_leaf, rows)
+        except (Unanswerable, ValueError, TypeError, ArithmeticError, pa.ArrowException):
+            found = None
         values = index.has_non_null[rows] if found is None else index.has_non_null[rows] & found
         return index.has_null[rows] | values, True
     base = index.has_non_null[rows]
@@ -77,8 +80,8 @@ def answer(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> tuple[np.ndarray
         return np.ones(len(rows), bool), False
     try:
         found = _values(index, leaf, rows)
-    except Unanswerable:
-        found = None
+    except (Unanswerable, ValueError, TypeError, ArithmeticError, pa.ArrowException):
+        found = None  # a value or pattern this index cannot read: keep
     if found is None:
         return base, False
     return base & found, True
@@ -174,10 +177,10 @@ def _string_mask(index: LoadedIndex, sets: ExactSets, leaf: Leaf) -> np.ndarray 
     elif op == "contains":
         result = pc.match_substring(strings, pattern=leaf.value)
     elif op == "like":
-        pattern = textmod.like_pattern(leaf.pattern, leaf.escape)
-        if pattern is None:
+        like = textmod.like_re2(leaf.pattern, leaf.escape)
+        if like is None:
             return None
-        result = pc.match_like(strings, pattern=pattern)
+        result = pc.match_substring_regex(strings, pattern=like)
     elif op == "rlike":
         regex = textmod.java_regex(leaf.pattern)
         if regex is None:
@@ -273,18 +276,21 @@ def _bloom_range(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> Answer:
             hashes = hashing.hash_blocks(np.zeros(len(keys), np.uint64), keys)
             present = index.blooms.probe(hashes, rows[candidates])
             out[candidates] = (present & inside[candidates]).any(axis=1)
-        return out
+        ends = (low_keys[:, None] == keys[None, :]) | (high_keys[:, None] == keys[None, :])
+        return np.asarray(out | ends.any(axis=1))
     if op not in ("lt", "le", "gt", "ge", "range"):
         return None
     low, high = _bounds(index, leaf)
     overlap = np.asarray(
         (high_keys >= np.uint64(low)) & (low_keys <= np.uint64(high)) & (low <= high)
     )
-    chosen = np.nonzero(overlap)[0]
+    # a file's min and max are values of it: one inside the range answers; the bloom filter is
+    # asked only about files whose values straddle the range
+    lo, hi = np.uint64(low), np.uint64(high)
+    settled = ((lo <= low_keys) & (low_keys <= hi)) | ((lo <= high_keys) & (high_keys <= hi))
+    chosen = np.nonzero(overlap & ~settled)[0]
     if not len(chosen):
         return overlap
-    low = max(low, int(low_keys[chosen].min()))
-    high = min(high, int(high_keys[chosen].max()))
     blocks = dyadic_blocks(low, high, index.step)
     if blocks is None:
         return overlap
@@ -296,7 +302,7 @@ def _bloom_range(index: LoadedIndex, leaf: Leaf, rows: np.ndarray) -> Answer:
         at = np.nonzero((block_levels == level) & (parent_of >= 0))[0]
         if len(at):
             present[:, at] &= present[:, parent_of[at]]
-    out = np.zeros(len(rows), bool)
+    out = np.array(overlap, bool)
     out[chosen] = present[:, wanted].any(axis=1)
     return out
 

@@ -2,8 +2,8 @@
 
 A blob is an Arrow IPC stream (zstd-compressed buffers) of one record batch with the columns
 ``path`` (string: the data file) and ``entry`` (binary: :mod:`.entries`), and the schema metadata
-``sparkext.skipping.format`` (``1``), ``sparkext.index.name``, ``sparkext.index.spec`` (the
-declaration's JSON) and ``sparkext.index.column-type`` (the column's Spark type when built).
+``skipping-index-format`` (``1``), ``index-name``, ``index-spec`` (the declaration's JSON) and
+``column-type`` (the column's Spark type when built).
 
 Floor: planning (pure: no pyspark, no py4j).
 """
@@ -23,10 +23,10 @@ from sparkext.planning.skipping.values import ColumnType, column_type, order_key
 
 BLOB_TYPE = "sparkext-skipping-index-v1"
 BLOB_FORMAT = "1"
-_FORMAT_KEY = b"sparkext.skipping.format"
-_NAME_KEY = b"sparkext.index.name"
-_SPEC_KEY = b"sparkext.index.spec"
-_TYPE_KEY = b"sparkext.index.column-type"
+_FORMAT_KEY = b"skipping-index-format"
+_NAME_KEY = b"index-name"
+_SPEC_KEY = b"index-spec"
+_TYPE_KEY = b"column-type"
 
 
 def encode_blob(

@@ -84,7 +84,10 @@ def parse(predicate: str | Mapping[str, Any]) -> Node:
     Leaf(op='not_in', col='c', type='int', value=None, values=(1, 2), pattern='', escape='\\\\', \
 fold=None, bounds=())
     """
-    data = json.loads(predicate) if isinstance(predicate, str) else predicate
+    try:
+        data = json.loads(predicate) if isinstance(predicate, str) else predicate
+    except ValueError:
+        return TRUE  # no predicate to read: every file may match
     return _node(data, False)
 
 

@@ -106,7 +106,7 @@ def _boolean(text: str) -> str:
 _FPP_OPTION = _Option(FPP_DEFAULT, "the false-positive probability of one probe", _fpp)
 _MAX_BYTES_OPTION = _Option(
     MAX_BYTES_DEFAULT,
-    "the largest bloom filter of one data file, in bytes (rounded down to a power of two); a "
+    "the largest bloom filter of one data file, in bytes (rounded down to a multiple of 8); a "
     "file with more distinct values gets this size and a higher false-positive probability",
     _max_bytes,
 )
@@ -177,6 +177,44 @@ TAKES: dict[str, str] = {
     TOKEN_BITMAP: "string",
     NGRAM_BLOOM_FILTER: "string",
     NGRAM_BITMAP: "string",
+}
+
+
+TYPE_DOCS: dict[str, str] = {
+    BLOOM_FILTER: (
+        "A bloom filter of the file's distinct values: answers =, <=>, IN (a file whose filter "
+        "lacks every value is skipped; false positives at about fpp per value)."
+    ),
+    BITMAP: (
+        "The file's exact set of distinct values (up to max_distinct; a file with more is "
+        "always read): answers =, <=>, IN, <>, NOT IN, <, <=, >, >=, and for strings "
+        "starts_with, ends_with, contains, LIKE, RLIKE (a simple Java regex), also on "
+        "lower(col)/upper(col), with no false positive."
+    ),
+    BLOOM_RANGE_FILTER: (
+        "The file's min and max and a bloom filter of the aligned blocks holding its values "
+        "(step bits per level): answers =, IN and ranges (<, <=, >, >=, BETWEEN), skipping "
+        "files whose values straddle the range without a value in it."
+    ),
+    TOKEN_BLOOM_FILTER: (
+        "A bloom filter of the words (runs of letters and digits) of the file's text: answers "
+        "=, IN, LIKE, RLIKE, starts_with, ends_with, contains whose literal text holds whole "
+        "words (LIKE '% timeout %', 'ERROR:%'); lower-cased unless case_sensitive."
+    ),
+    TOKEN_BITMAP: (
+        "The exact set of words of the file's text (up to max_distinct): answers what "
+        "token_bloom_filter answers with no false positive, and also parts of words "
+        "(LIKE '%meout%': some word contains 'meout')."
+    ),
+    NGRAM_BLOOM_FILTER: (
+        "A bloom filter of the n-grams (n consecutive characters) of the file's text: answers "
+        "=, IN, LIKE, RLIKE, starts_with, ends_with, contains whose literal parts have at least "
+        "n characters; lower-cased unless case_sensitive."
+    ),
+    NGRAM_BITMAP: (
+        "The exact set of n-grams of the file's text (up to max_distinct): answers what "
+        "ngram_bloom_filter answers with no false positive of the n-grams themselves."
+    ),
 }
 
 
@@ -291,7 +329,8 @@ def validate_spec(
 
 
 def options_doc() -> Mapping[str, Sequence[tuple[str, str, str]]]:
-    """Per index type: its options as (option, default, meaning), for the docs."""
+    """Per index type: its options as (option, default, meaning), for the docs (what each type
+    answers: :data:`TYPE_DOCS`; the column types it takes: :data:`TAKES`)."""
     return {
         index_type: [(key, option.default, option.meaning) for key, option in options.items()]
         for index_type, options in OPTIONS.items()

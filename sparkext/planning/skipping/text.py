@@ -153,9 +153,14 @@ def equality_segments(value: str) -> list[Segment]:
 
 
 def like_items(pattern: str, escape: str = "\\") -> list[str | None] | None:
-    """Spark's LIKE pattern as items: a literal character, ``"%"``-like None for ``%``... Here:
-    a one-character string is a literal, ``None`` is ``_`` and ``""`` is ``%``. ``None`` when
-    Spark would refuse the pattern (an escape before another character, or at the end)."""
+    """Spark's LIKE pattern as items: a one-character string is a literal character, ``None``
+    is ``_`` (any one character) and ``""`` is ``%`` (any characters). The result is ``None``
+    when Spark refuses the pattern: an escape before a character other than ``_``, ``%`` and
+    the escape itself, or at the end.
+
+    >>> like_items("a_%!%", "!")
+    ['a', None, '', '%']
+    """
     items: list[str | None] = []
     i = 0
     while i < len(pattern):
@@ -199,19 +204,25 @@ at_end=False), Segment(text='c', at_start=False, at_end=True)]
     return segments
 
 
-def like_pattern(pattern: str, escape: str = "\\") -> str | None:
-    """The same LIKE pattern with backslash escapes (pyarrow's ``match_like``)."""
+def like_re2(pattern: str, escape: str = "\\") -> str | None:
+    r"""The same LIKE pattern as an anchored RE2 regex (pyarrow's ``match_substring_regex``;
+    pyarrow's own ``match_like`` misreads an escaped backslash inside ``%...%``).
+
+    >>> print(like_re2("a_c%!%", "!"))
+    (?s)\Aa.c.*\x{25}\z
+    """
     items = like_items(pattern, escape)
     if items is None:
         return None
-    out = []
+    out = ["(?s)\\A"]
     for item in items:
         if item is None:
-            out.append("_")
+            out.append(".")
         elif item == "":
-            out.append("%")
+            out.append(".*")
         else:
-            out.append("\\" + item if item in "\\%_" else item)
+            out.append(item if item.isascii() and item.isalnum() else f"\\x{{{ord(item):x}}}")
+    out.append("\\z")
     return "".join(out)
 
 

@@ -30,6 +30,7 @@ import base64
 import math
 import re
 import struct
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -160,7 +161,13 @@ def _one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _convert(column: ColumnType, array: pa.Array) -> Any:
     kind = column.kind
+    if isinstance(array.type, pa.BaseExtensionType):
+        array = array.storage
     arrow = array.type
+    if kind == "string" and pa.types.is_fixed_size_binary(arrow) and arrow.byte_width == 16:
+        # an Iceberg uuid column: Spark shows it as the UUID's text
+        text = [str(uuid.UUID(bytes=b)).encode() for b in array.to_pylist()]
+        return pa.array(text, pa.large_binary())
     if kind in ("string", "binary"):
         return array.cast(pa.large_binary())
     if kind == "float":
