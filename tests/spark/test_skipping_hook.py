@@ -277,6 +277,24 @@ def test_the_session_switch_turns_pruning_off(spark, history, calls):
     assert f"kept 2 of 7 files {USED}" in explain(spark, sql)  # k2's, and k7's (not indexed)
 
 
+def test_every_session_prunes(spark, history, calls):
+    """Each session of the application gets the rule (the Thrift server opens one per client),
+    and gets it back when its extra optimizations are replaced."""
+    sql = f"SELECT * FROM {T} WHERE request_id = 'k2'"
+    other = spark.newSession()
+    assert f"kept 2 of 7 files {USED}" in explain(other, sql)
+    jother = other._jsparkSession
+    jvm = spark._jvm
+    nothing = jvm.org.apache.spark.api.python.PythonUtils.toSeq(jvm.java.util.ArrayList())
+    getattr(jother.experimental(), "extraOptimizations_$eq")(nothing)
+    assert rows(other.sql(sql)) == [(21, "k2", "s")]
+    assert f"kept 2 of 7 files {USED}" in explain(other, sql)
+    rules = jother.experimental().extraOptimizations()
+    assert [rules.apply(i).ruleName() for i in range(rules.size())] == [
+        "io.sparkext.spark.SkippingRule"
+    ]
+
+
 @pytest.mark.parametrize(
     ("version", "pruned"),
     [
@@ -297,13 +315,17 @@ def test_time_travel_uses_that_snapshots_ancestry(spark, history, calls, version
         assert {c.index_path for c in calls} == {history.index_path}
 
 
-def test_time_travel_by_snapshot_id_before_and_after_the_index(spark, history, calls):
+def test_time_travel_by_id_and_by_time_before_and_after_the_index(spark, history, calls):
     before, indexed, after = history.snapshots[4], history.snapshots[5], history.snapshots[7]
     for snapshot, pruned in ((before, False), (indexed, True), (after, True)):
-        sql = f"SELECT * FROM {T} VERSION AS OF {snapshot} WHERE request_id = 'k2'"
-        on, off = pruned_and_not(spark, sql)
-        assert on == off == [(21, "k2", "s")]
-        assert ("sparkext index" in explain(spark, sql)) is pruned
+        committed = spark.sql(
+            f"SELECT CAST(committed_at AS STRING) FROM {T}.snapshots WHERE snapshot_id = {snapshot}"
+        ).first()[0]
+        for version in (f"VERSION AS OF {snapshot}", f"TIMESTAMP AS OF '{committed}'"):
+            sql = f"SELECT * FROM {T} {version} WHERE request_id = 'k2'"
+            on, off = pruned_and_not(spark, sql)
+            assert on == off == [(21, "k2", "s")]
+            assert ("sparkext index" in explain(spark, sql)) is pruned, version
     assert {c.snapshot_id for c in calls} == {indexed, after}
 
 
@@ -329,6 +351,17 @@ def test_joins_and_subqueries_prune_each_scan(spark, history, calls):
             for line in text.splitlines()
             if "sparkext index: " in line
         ), text
+
+
+def test_each_scan_is_asked_once(spark, history, calls):
+    """The optimizer runs its last batch again after one scan was pruned: the scan the index
+    kept whole is not asked twice."""
+    sql = (
+        f"SELECT a.id, b.id FROM {T} a JOIN {T} b ON a.status = b.status "
+        "WHERE a.request_id = 'k2' AND b.request_id = 'aa'"  # 'aa' is in every file
+    )
+    assert len(rows(spark.sql(sql))) == 7
+    assert len(calls) == 2
 
 
 def scanned_rows(frame, table: str) -> int:

@@ -92,9 +92,10 @@ public final class Bridge {
       String predicate,
       String candidates) {
     Routines python = routines;
-    if (python == null) {
-      return "";
+    if (python == null || PRUNING.get() != null) {
+      return ""; // a query the driver runs while it answers is not pruned (nor asked again)
     }
+    PRUNING.set(Boolean.TRUE);
     try {
       String answer =
           python.pruneFiles(
@@ -109,8 +110,12 @@ public final class Bridge {
       return answer == null ? "" : answer;
     } catch (RuntimeException failed) {
       return "";
+    } finally {
+      PRUNING.remove();
     }
   }
+
+  private static final ThreadLocal<Boolean> PRUNING = new ThreadLocal<>();
 
   /**
    * Runs an Iceberg procedure call as Spark would have (its rows, its errors), once sparkext's

@@ -3,11 +3,14 @@ package io.sparkext.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
+import java.lang.ref.WeakReference;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -60,9 +63,48 @@ final class SkippingRule extends IndexHook.Installed {
   private static final Logger LOG = LoggerFactory.getLogger(SkippingRule.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, Method> METHODS = new ConcurrentHashMap<>();
+  private static final int DECLINED = 64;
+
+  /**
+   * Scans the driver kept whole: the batch runs to a fixed point, and a plan changed by another
+   * scan's pruning is run again; the same scan is asked once. Weak: planned scans hold their
+   * tasks.
+   */
+  private final Map<Object, Boolean> declined =
+      Collections.synchronizedMap(
+          new LinkedHashMap<Object, Boolean>(16, 0.75f, true) {
+            private static final long serialVersionUID = 1L;
+
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<Object, Boolean> eldest) {
+              return size() > DECLINED;
+            }
+          });
 
   SkippingRule(SparkSession session) {
     super(session);
+  }
+
+  /** A scan by identity, held weakly. */
+  private static final class Same {
+    private final WeakReference<Scan> scan;
+    private final int hash;
+
+    Same(Scan scan) {
+      this.scan = new WeakReference<>(scan);
+      this.hash = System.identityHashCode(scan);
+    }
+
+    @Override
+    public boolean equals(Object other) {
+      Scan mine = scan.get();
+      return other instanceof Same && mine != null && mine == ((Same) other).scan.get();
+    }
+
+    @Override
+    public int hashCode() {
+      return hash;
+    }
   }
 
   @Override
@@ -124,9 +166,17 @@ final class SkippingRule extends IndexHook.Installed {
 
     @Override
     public LogicalPlan apply(LogicalPlan node) {
+      Same scan = new Same(relation(node).scan());
+      if (declined.containsKey(scan)) {
+        return node;
+      }
       try {
         LogicalPlan pruned = prune((Filter) node);
-        return pruned == null ? node : pruned;
+        if (pruned == null) {
+          declined.put(scan, Boolean.TRUE);
+          return node;
+        }
+        return pruned;
       } catch (ReflectiveOperationException | IOException | RuntimeException | LinkageError e) {
         LOG.warn("sparkext's skipping indexes left a scan as it was", e);
         return node;
@@ -134,11 +184,16 @@ final class SkippingRule extends IndexHook.Installed {
     }
   }
 
+  private static DataSourceV2ScanRelation relation(LogicalPlan filter) {
+    LogicalPlan child = ((Filter) filter).child();
+    return (DataSourceV2ScanRelation)
+        (child instanceof Project ? ((Project) child).child() : child);
+  }
+
   /** {@code filter} over a pruned scan, or null to leave it as it is. */
   private LogicalPlan prune(Filter filter) throws ReflectiveOperationException, IOException {
     Project project = filter.child() instanceof Project ? (Project) filter.child() : null;
-    DataSourceV2ScanRelation relation =
-        (DataSourceV2ScanRelation) (project == null ? filter.child() : project.child());
+    DataSourceV2ScanRelation relation = relation(filter);
     if (!(relation.relation().table() instanceof SparkTable)
         || relation.keyGroupedPartitioning().isDefined()
         || relation.ordering().isDefined()) {
