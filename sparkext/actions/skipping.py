@@ -260,11 +260,23 @@ def _listed(
         return {}, {}
     sizes = {b.index_name: b.length for b in table.blobs(found) if b.index_name is not None}
     listed = {}
-    for loaded in table.loaded(found):
+    for loaded in _decoded(table, found):
         spec = specs.get(loaded.spec.name)
         if spec is not None and same_spec(spec, loaded.spec):
             listed[spec.name] = set(loaded.paths)
     return listed, {n: s for n, s in sizes.items() if n in listed}
+
+
+def _decoded(table: SkippingTable, found: IndexObject | None) -> list[core.LoadedIndex]:
+    """The decoded indexes of ``found``; none when it cannot be decoded (written by another
+    version of the format, damaged): then nothing counts as indexed, and a build starts afresh."""
+    if found is None:
+        return []
+    try:
+        return table.loaded(found)
+    except Exception:
+        _LOG.debug("index object %s not decoded", found.path, exc_info=True)
+        return []
 
 
 # ---- build --------------------------------------------------------------------------------
@@ -364,7 +376,7 @@ def build_indexes(
     previous = table.index_object(snapshot_id)
     # what the previous object lists, from its decoded indexes (cached: the planner's too), so
     # a build with nothing to do reads no blob
-    loaded = {i.spec.name: i for i in table.loaded(previous)} if previous is not None else {}
+    loaded = {i.spec.name: i for i in _decoded(table, previous)}
     valid = {
         spec.name
         for spec in chosen
