@@ -675,6 +675,8 @@ def prune_files(
         if not usable:
             return ""
         pruned = core.prune(usable, predicate, candidates.split("\n"))
+        if bool(np.all(pruned.keep)):
+            return ""  # nothing to skip: the scan stays Iceberg's own
         keep = (np.asarray(pruned.keep, dtype=np.uint8) + ord("0")).tobytes().decode("ascii")
         return json.dumps({"keep": keep, "used": list(pruned.used)})
     except Exception:
