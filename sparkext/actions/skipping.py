@@ -49,6 +49,7 @@ from sparkext.iceberg.skipping import (
     property_key,
     same_spec,
     swap_declaration,
+    warm,
 )
 from sparkext.planning import skipping as core
 from sparkext.spark import cancellation
@@ -259,11 +260,23 @@ def _listed(
         return {}, {}
     sizes = {b.index_name: b.length for b in table.blobs(found) if b.index_name is not None}
     listed = {}
-    for loaded in table.loaded(found):
+    for loaded in _decoded(table, found):
         spec = specs.get(loaded.spec.name)
         if spec is not None and same_spec(spec, loaded.spec):
             listed[spec.name] = set(loaded.paths)
     return listed, {n: s for n, s in sizes.items() if n in listed}
+
+
+def _decoded(table: SkippingTable, found: IndexObject | None) -> list[core.LoadedIndex]:
+    """The decoded indexes of ``found``; none when it cannot be decoded (written by another
+    version of the format, damaged): then nothing counts as indexed, and a build starts afresh."""
+    if found is None:
+        return []
+    try:
+        return table.loaded(found)
+    except Exception:
+        _LOG.debug("index object %s not decoded", found.path, exc_info=True)
+        return []
 
 
 # ---- build --------------------------------------------------------------------------------
@@ -363,7 +376,7 @@ def build_indexes(
     previous = table.index_object(snapshot_id)
     # what the previous object lists, from its decoded indexes (cached: the planner's too), so
     # a build with nothing to do reads no blob
-    loaded = {i.spec.name: i for i in table.loaded(previous)} if previous is not None else {}
+    loaded = {i.spec.name: i for i in _decoded(table, previous)}
     valid = {
         spec.name
         for spec in chosen
@@ -415,7 +428,8 @@ def build_indexes(
             blobs.append((spec.name, kept.field_id, blob))
     context.progress(f"writing the index object of snapshot {snapshot_id}")
     base = table.statistics_file(snapshot_id)
-    table.write(snapshot_id, blobs, base)
+    written = table.write(snapshot_id, blobs, base)
+    warm(written, [data for _, _, data in blobs])  # the planner's next question, decoded ahead
     counts = {s.name: len(built.get(s.name, [])) for s in chosen}
     results = tuple(
         _built(
@@ -661,6 +675,8 @@ def prune_files(
         if not usable:
             return ""
         pruned = core.prune(usable, predicate, candidates.split("\n"))
+        if bool(np.all(pruned.keep)):
+            return ""  # nothing to skip: the scan stays Iceberg's own
         keep = (np.asarray(pruned.keep, dtype=np.uint8) + ord("0")).tobytes().decode("ascii")
         return json.dumps({"keep": keep, "used": list(pruned.used)})
     except Exception:
