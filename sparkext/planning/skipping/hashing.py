@@ -116,7 +116,8 @@ def hash_parts(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     position = np.arange(total_words, dtype=np.int64) - np.repeat(word_start, nwords)
     mixed = fmix(words ^ ((position + 1).astype(U64) * _GOLD))
     running = np.concatenate([np.zeros(1, U64), np.cumsum(mixed, dtype=U64)])
-    sums = running[word_end] - running[word_start]
+    with np.errstate(over="ignore"):  # wrapping arithmetic is the hash's own
+        sums = running[word_end] - running[word_start]
     return _finish(sums, lengths)
 
 
