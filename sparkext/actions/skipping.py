@@ -49,6 +49,7 @@ from sparkext.iceberg.skipping import (
     property_key,
     same_spec,
     swap_declaration,
+    warm,
 )
 from sparkext.planning import skipping as core
 from sparkext.spark import cancellation
@@ -259,11 +260,23 @@ def _listed(
         return {}, {}
     sizes = {b.index_name: b.length for b in table.blobs(found) if b.index_name is not None}
     listed = {}
-    for loaded in table.loaded(found):
+    for loaded in _decoded(table, found):
         spec = specs.get(loaded.spec.name)
         if spec is not None and same_spec(spec, loaded.spec):
             listed[spec.name] = set(loaded.paths)
     return listed, {n: s for n, s in sizes.items() if n in listed}
+
+
+def _decoded(table: SkippingTable, found: IndexObject | None) -> list[core.LoadedIndex]:
+    """The decoded indexes of ``found``; none when it cannot be decoded (written by another
+    version of the format, damaged): then nothing counts as indexed, and a build starts afresh."""
+    if found is None:
+        return []
+    try:
+        return table.loaded(found)
+    except Exception:
+        _LOG.debug("index object %s not decoded", found.path, exc_info=True)
+        return []
 
 
 # ---- build --------------------------------------------------------------------------------
@@ -361,26 +374,37 @@ def build_indexes(
     live = table.live_data_files(snapshot_id)
     live_paths = {f.path for f in live}
     previous = table.index_object(snapshot_id)
-    previous_blobs = table.index_blobs(previous) if previous is not None else {}
-    carried: dict[str, list[tuple[str, bytes]]] = {}
-    valid: set[str] = set()
-    for spec in chosen:
-        blob = previous_blobs.get(spec.name)
-        entries: list[tuple[str, bytes]] = []
-        if blob is not None and _blob_matches(blob, spec, _column_of(ref.name, spec, cols)):
-            valid.add(spec.name)
-            if not rebuild:
-                entries = [(p, e) for p, e in core.blob_entries(blob) if p in live_paths]
-        carried[spec.name] = entries
+    # what the previous object lists, from its decoded indexes (cached: the planner's too), so
+    # a build with nothing to do reads no blob
+    loaded = {i.spec.name: i for i in _decoded(table, previous)}
+    valid = {
+        spec.name
+        for spec in chosen
+        if spec.name in loaded
+        and same_spec(loaded[spec.name].spec, spec)
+        and loaded[spec.name].column_type == _column_of(ref.name, spec, cols).spark_type
+    }
+    listed = {
+        spec.name: set(loaded[spec.name].paths) & live_paths
+        if spec.name in valid and not rebuild
+        else set()
+        for spec in chosen
+    }
     need: dict[str, list[str]] = {}
     for spec in chosen:
-        have = {p for p, _ in carried[spec.name]}
         for f in live:
-            if f.path not in have:
+            if f.path not in listed[spec.name]:
                 need.setdefault(f.path, []).append(spec.name)
     if not need and not rebuild and valid == {s.name for s in chosen}:
         assert previous is not None  # every chosen index has a valid blob in it
-        return _up_to_date(chosen, previous, live, carried, table, started)
+        return _up_to_date(chosen, previous, live, listed, table, started)
+    previous_blobs = table.index_blobs(previous) if previous is not None else {}
+    carried = {
+        spec.name: [(p, e) for p, e in core.blob_entries(previous_blobs[spec.name])
+                    if p in listed[spec.name]]
+        if listed[spec.name] else []
+        for spec in chosen
+    }  # fmt: skip
     by_path = {f.path: f for f in live}
     todo = [(by_path[p], tuple(names)) for p, names in need.items()]
     targets = [
@@ -404,7 +428,8 @@ def build_indexes(
             blobs.append((spec.name, kept.field_id, blob))
     context.progress(f"writing the index object of snapshot {snapshot_id}")
     base = table.statistics_file(snapshot_id)
-    table.write(snapshot_id, blobs, base)
+    written = table.write(snapshot_id, blobs, base)
+    warm(written, [data for _, _, data in blobs])  # the planner's next question, decoded ahead
     counts = {s.name: len(built.get(s.name, [])) for s in chosen}
     results = tuple(
         _built(
@@ -425,14 +450,14 @@ def _up_to_date(
     chosen: Sequence[core.IndexSpec],
     previous: IndexObject,
     live: Sequence[DataFile],
-    carried: Mapping[str, Sequence[tuple[str, bytes]]],
+    listed: Mapping[str, set[str]],
     table: SkippingTable,
     started: float,
 ) -> BuildResult:
     sizes = {b.index_name: b.length for b in table.blobs(previous) if b.index_name is not None}
     results = tuple(
         _built(
-            spec, len(live), 0, len(carried[spec.name]), len(live) - len(carried[spec.name]),
+            spec, len(live), 0, len(listed[spec.name]), len(live) - len(listed[spec.name]),
             sizes.get(spec.name, 0), previous.snapshot_id, started,
         )
         for spec in chosen
@@ -650,6 +675,8 @@ def prune_files(
         if not usable:
             return ""
         pruned = core.prune(usable, predicate, candidates.split("\n"))
+        if bool(np.all(pruned.keep)):
+            return ""  # nothing to skip: the scan stays Iceberg's own
         keep = (np.asarray(pruned.keep, dtype=np.uint8) + ord("0")).tobytes().decode("ascii")
         return json.dumps({"keep": keep, "used": list(pruned.used)})
     except Exception:

@@ -14,8 +14,11 @@
   data file never changes, so an entry about it stays true for every snapshot that holds it,
   and a file the object does not list is read.
 
+Reading takes the footer from Iceberg's Puffin reader and the blobs' bytes straight from the
+file with pyarrow (Iceberg's reader when a blob is compressed or pyarrow cannot open the file).
 Decoded indexes are kept in one process-wide LRU cache keyed by the Puffin path (a path is
-never rewritten), bounded by the bytes the decoded indexes hold.
+never rewritten), bounded by the bytes the decoded indexes hold; a build decodes the object it
+wrote into it ahead of the first query.
 
 Floor: iceberg (the Iceberg Java API, through py4j). No JavaObject leaves this module.
 """
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkext.errors import CommitConflictError
+from sparkext.fs import filesystem
 from sparkext.iceberg.catalog import load_java_table
 from sparkext.iceberg.commit import (
     CommitRequest,
@@ -160,6 +164,9 @@ class Blob:
     offset: int
     length: int
     properties: Mapping[str, str]
+    codec: str | None = None  # how its bytes are compressed in the file (None: not at all)
+    snapshot_id: int = -1
+    sequence_number: int = -1
 
     @property
     def index_name(self) -> str | None:
@@ -336,16 +343,16 @@ class SkippingTable:
                 for meta, data in _read(self._jvm, self._table, base, None):
                     if meta.type == core.BLOB_TYPE:
                         continue
-                    codec = meta.properties.get("__codec__")
+                    codec = meta.codec
                     writer.add(
                         puffin.Blob(
                             meta.type,
                             _int_list(self._jvm, meta.fields),
-                            int(meta.properties["__snapshot__"]),
-                            int(meta.properties["__sequence__"]),
+                            meta.snapshot_id,
+                            meta.sequence_number,
                             self._jvm.java.nio.ByteBuffer.wrap(data),
                             puffin.PuffinCompressionCodec.forName(codec) if codec else None,
-                            _string_map(self._jvm, _public(meta.properties)),
+                            _string_map(self._jvm, meta.properties),
                         )
                     )
             for name, field_id, data in blobs:
@@ -414,20 +421,17 @@ def _string_map(jvm: Any, values: Mapping[str, str]) -> Any:
     return out
 
 
-_PRIVATE = ("__codec__", "__snapshot__", "__sequence__")
-
-
-def _public(properties: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in properties.items() if k not in _PRIVATE}
-
-
 def _blob(meta: Any) -> Blob:
+    codec = meta.compressionCodec()
     return Blob(
         str(meta.type()),
         tuple(int(i) for i in iterate(meta.inputFields())),
         int(meta.offset()),
         int(meta.length()),
         string_map(meta.properties()),
+        str(codec) if codec else None,
+        int(meta.snapshotId()),
+        int(meta.sequenceNumber()),
     )
 
 
@@ -445,34 +449,47 @@ def _read(
     jvm: Any, table: Any, found: IndexObject, blob_type: str | None
 ) -> list[tuple[Blob, bytes]]:
     """The blobs of ``found`` (of ``blob_type`` only, unless None) with their bytes,
-    decompressed; a blob's codec, snapshot and sequence number ride in its properties under
-    private keys, for copying it."""
+    decompressed. The footer comes from Iceberg's Puffin reader; the bytes of uncompressed blobs
+    are read straight from the file with pyarrow (:func:`sparkext.fs.filesystem`: megabytes
+    through py4j take seconds), others — and any file pyarrow cannot open — by Iceberg's
+    reader."""
     reader = _reader(jvm, table, found)
     try:
-        wanted = jvm.java.util.ArrayList()
-        metas = []
-        for meta in iterate(reader.fileMetadata().blobs()):
-            if blob_type is None or str(meta.type()) == blob_type:
-                wanted.add(meta)
-                metas.append(meta)
-        if not metas:
+        metas = [
+            meta
+            for meta in iterate(reader.fileMetadata().blobs())
+            if blob_type is None or str(meta.type()) == blob_type
+        ]
+        blobs = [_blob(meta) for meta in metas]
+        if not blobs:
             return []
-        out = []
+        direct = _read_directly(found.path, blobs)
+        if direct is not None:
+            return list(zip(blobs, direct, strict=True))
+        wanted = jvm.java.util.ArrayList()
+        for meta in metas:
+            wanted.add(meta)
         to_bytes = jvm.org.apache.iceberg.util.ByteBuffers.toByteArray
-        for pair in iterate(reader.readAll(wanted)):
-            meta = pair.first()
-            blob = _blob(meta)
-            private = {
-                "__codec__": str(meta.compressionCodec() or ""),
-                "__snapshot__": str(int(meta.snapshotId())),
-                "__sequence__": str(int(meta.sequenceNumber())),
-            }
-            blob = Blob(blob.type, blob.fields, blob.offset, blob.length,
-                        {**blob.properties, **private})  # fmt: skip
-            out.append((blob, bytes(to_bytes(pair.second()))))
-        return out
+        data = {
+            int(pair.first().offset()): bytes(to_bytes(pair.second()))
+            for pair in iterate(reader.readAll(wanted))
+        }
+        return [(blob, data[blob.offset]) for blob in blobs]
     finally:
         reader.close()
+
+
+def _read_directly(path: str, blobs: Sequence[Blob]) -> list[bytes] | None:
+    """The bytes of uncompressed ``blobs`` of the Puffin file at ``path``, read with pyarrow
+    (None: a blob is compressed, or pyarrow cannot read the file where Iceberg's FileIO can)."""
+    if any(blob.codec for blob in blobs):
+        return None
+    try:
+        found, local = filesystem(path)
+        with found.open_input_file(local) as handle:
+            return [bytes(handle.read_at(blob.length, blob.offset)) for blob in blobs]
+    except Exception:
+        return None
 
 
 def index_object_of(jvm: Any, table: Any, snapshot_id: int | None) -> IndexObject | None:
@@ -539,6 +556,20 @@ class _Cache:
 
 
 CACHE = _Cache(CACHE_BYTES)
+
+
+def warm(found: IndexObject, blobs: Sequence[bytes]) -> None:
+    """Decode a just-written object's blobs into :data:`CACHE` on a thread of its own, so the
+    first query after a build (in this driver) does not pay the decoding; a query that comes
+    first decodes for itself."""
+
+    def decode() -> None:
+        try:
+            CACHE.put(found.path, [core.decode_blob(data) for data in blobs])
+        except Exception:  # the query decodes it then, and says why if it cannot
+            return
+
+    threading.Thread(target=decode, name="sparkext-index-warm", daemon=True).start()
 
 
 def load_indexes(jvm: Any, table: Any, found: IndexObject) -> list[core.LoadedIndex]:

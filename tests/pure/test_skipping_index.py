@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import math
 import time
 import uuid
 from decimal import Decimal
@@ -29,10 +30,11 @@ from sparkext.planning.skipping import (
     validate_spec,
 )
 from sparkext.planning.skipping.answers import dyadic_blocks
-from sparkext.planning.skipping.entries import parse_entry
-from sparkext.planning.skipping.hashing import hash_bytes, hash_words
+from sparkext.planning.skipping.entries import parse_entry, range_blocks
+from sparkext.planning.skipping.hashing import bloom_positions, hash_bytes, hash_words
 from sparkext.planning.skipping.predicate import FALSE, TRUE, All, Leaf, parse
 from sparkext.planning.skipping.text import java_regex, like_segments, tokens
+from sparkext.planning.skipping.values import order_keys
 
 pytestmark = pytest.mark.pure
 
@@ -343,15 +345,108 @@ def test_timestamps_with_and_without_zone_and_dates_are_numbers():
 def test_bloom_filters_are_sized_by_distinct_count_and_capped_at_max_bytes():
     spec = validate_spec("ix", "bloom_filter", ["c"], {"max_bytes": "1k"}, {"c": "bigint"})
     small = parse_entry(build_entry(spec, "bigint", pa.array([1, 1, 1, 2])), "bloom_filter", "")
-    assert (small.distinct, len(small.bits), small.capped) == (2, 32, False)
+    assert (small.distinct, len(small.bits), small.capped, small.k) == (2, 32, False, 7)
     many = pa.array(range(5000), pa.int64())
     big = parse_entry(build_entry(spec, "bigint", many), "bloom_filter", "")
-    assert (big.distinct, len(big.bits), big.capped) == (5000, 1024, True)
+    # capped: 1.6 bits per value, so k is the optimal round(m / n * ln 2) = 1 for them (fpp 0.46;
+    # the fpp's k = 7 would make it 0.91)
+    assert (big.distinct, len(big.bits), big.capped, big.k) == (5000, 1024, True, 1)
     roomy = validate_spec("ix", "bloom_filter", ["c"], {}, {"c": "bigint"})
     sized = parse_entry(build_entry(roomy, "bigint", many), "bloom_filter", "")
-    assert (len(sized.bits), sized.capped) == (8192, False)  # 5000 * 7 / ln 2 bits, rounded up
+    # entry format 2: -5000 ln(0.01) / (ln 2)^2 = 47,926 bits = 749 words, up to the size class
+    # ceil(2^(77/8)) = 790 words (format 1 rounded up to a power of two: 8192 bytes)
+    assert (len(sized.bits), sized.capped, sized.k) == (6320, False, 7)
     ix = index("bloom_filter", "bigint", {"a": many}, {"max_bytes": "1k"})
     assert kept(ix, eq(4999, "bigint")) == ["a"]  # capped: more false positives, no misses
+    odd = validate_spec("ix", "bloom_filter", ["c"], {"max_bytes": "1001"}, {"c": "bigint"})
+    assert len(parse_entry(build_entry(odd, "bigint", many), "bloom_filter", "").bits) == 1000
+
+
+def test_bloom_table_probes_every_size_class_and_k_like_one_filter_at_a_time():
+    """Files of many sizes (size classes) and k (capped files take fewer probes) in one index:
+    the vectorised probe equals testing each file's bits one by one, and no value is missed."""
+    rng = np.random.default_rng(5)
+    counts = [1, 3, 50, 51, 70, 400, 1000, 2000, 5000, 9000, 20000]
+    files = {f"f{i}": pa.array(rng.integers(0, 1 << 40, n)) for i, n in enumerate(counts)}
+    ix = index(
+        "bloom_filter",
+        "bigint",
+        files | {"empty": pa.array([None], pa.int64())},
+        {"max_bytes": "4k"},
+    )
+    assert len({(k, nbytes) for k, nbytes, _ in ix.blooms.classes}) >= 8
+    assert len({k for k, _, _ in ix.blooms.classes}) >= 3  # 7, and capped files' 2 and 1
+    probes = np.concatenate([files["f3"].to_numpy(), rng.integers(0, 1 << 40, 3000)])
+    hashes = hash_words(probes.view(np.uint64))
+    rows = np.array([ix.row_of[p] for p in ix.paths])
+    got = ix.blooms.probe(hashes, rows)
+    spec = validate_spec("ix", "bloom_filter", ["c"], {"max_bytes": "4k"}, {"c": "bigint"})
+    for at, path in enumerate(ix.paths):
+        entry = parse_entry(build_entry(spec, "bigint", files.get(path)), "bloom_filter", "")
+        if not entry.bits:
+            assert not got[at].any()
+            continue
+        bits = np.unpackbits(np.frombuffer(entry.bits, np.uint8), bitorder="little")
+        positions = bloom_positions(hashes, entry.k, len(entry.bits))
+        assert (got[at] == bits[positions].all(axis=1)).all(), path
+        own = hash_words(files[path].to_numpy().view(np.uint64))
+        assert ix.blooms.probe_all(own, rows[at : at + 1]).all(), path
+    chunked = ix.blooms.probe(np.tile(hashes, 30), rows)  # over a million cells: in chunks
+    assert (chunked == np.tile(got, 30)).all()
+
+
+def _bloom_bits(kind, fpp, distinct):
+    """(bits of one entry, the items it holds) for ``distinct`` items of a bloom type."""
+    column_type = "bigint" if kind in ("bloom_filter", "bloom_range_filter") else "string"
+    spec = validate_spec("ix", kind, ["c"], {"fpp": str(fpp)}, {"c": column_type})
+    if kind == "bloom_filter":
+        values, items = pa.array(np.arange(distinct) * 7919), distinct
+    elif kind == "bloom_range_filter":
+        keys = np.arange(distinct, dtype=np.uint64) * np.uint64(1_000_003)
+        values = pa.array(keys.astype(np.int64))
+        items = len(range_blocks(order_keys("int", keys.astype(np.int64)), 4)[0])
+    elif kind == "token_bloom_filter":
+        values, items = pa.array([f"w{i}" for i in range(distinct)]), distinct
+    else:  # 3-grams of distinct 3-letter words
+        letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+        grams = [
+            "".join(t) for t in itertools.islice(itertools.product(letters, repeat=3), distinct)
+        ]
+        values, items = pa.array(grams), distinct
+    entry = parse_entry(build_entry(spec, column_type, values), kind, column_type)
+    return len(entry.bits) * 8, items
+
+
+@pytest.mark.parametrize(
+    "kind", ["bloom_filter", "bloom_range_filter", "token_bloom_filter", "ngram_bloom_filter"]
+)
+def test_bloom_entries_are_within_15_percent_of_the_optimal_size(kind):
+    """Bitsets come in size classes 2^(1/8) apart (64-bit words), not powers of two: at most
+    ~9% above the optimal -n ln(fpp) / (ln 2)^2 bits."""
+    for distinct, fpp in [
+        (300, 0.01),
+        (1000, 0.05),
+        (5000, 0.01),
+        (5000, 0.001),
+        (20000, 0.0001),
+        (40000, 0.02),
+    ]:
+        if kind == "bloom_range_filter" and distinct > 5000:
+            continue  # 16 blocks per value: 80,000 items already
+        bits, items = _bloom_bits(kind, fpp, distinct)
+        optimal = -items * math.log(fpp) / math.log(2) ** 2
+        assert optimal <= bits <= 1.15 * optimal, (kind, distinct, fpp, bits / optimal)
+
+
+@pytest.mark.parametrize("fpp", [0.05, 0.01, 0.001, 0.0001])
+def test_one_probe_false_positive_rate_stays_within_twice_fpp_at_5000_values(fpp):
+    rng = np.random.default_rng(11)
+    values = rng.choice(np.int64(1) << 40, 5000, replace=False)
+    ix = index("bloom_filter", "bigint", {"a": pa.array(values)}, {"fpp": str(fpp)})
+    absent = rng.integers(np.int64(1) << 41, np.int64(1) << 42, 400_000)
+    present = ix.blooms.probe(hash_words(absent.view(np.uint64)), np.zeros(1, np.int64))[0]
+    assert ix.blooms.probe_all(hash_words(values.view(np.uint64)), np.zeros(1, np.int64)).all()
+    assert present.mean() <= 2 * fpp, (fpp, present.mean())
 
 
 # -- bitmap ---------------------------------------------------------------------------------------

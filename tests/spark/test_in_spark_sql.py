@@ -232,6 +232,29 @@ def test_bootstrap_cdc_through_spark_sql(spark, orders, tmp_path):
     assert rows(copied[0]) == rows(copied[1])
 
 
+def test_skipping_indexes_through_spark_sql(spark, table_name):
+    """The statements and the procedures of skipping indexes, through spark.sql; the table
+    function agrees with sparkext.sql."""
+    spark.sql(f"CREATE TABLE {table_name} (id bigint, k string) USING iceberg")
+    spark.sql(f"INSERT INTO {table_name} VALUES (1, 'a'), (2, 'b')")
+    declared("create_index", spark.sql(f"CREATE INDEX kb ON {table_name} USING bitmap (k)"))
+    declared(
+        "create_index",
+        spark.sql(
+            f"CALL sparkext.create_index(table => '{table_name}', name => 'ib', "
+            "type => 'bloom_filter', column => 'id', build => true)"
+        ),
+    )
+    declared("build_indexes", spark.sql(f"CALL sparkext.build_indexes('{table_name}')"))
+    declared("show_indexes", spark.sql(f"SHOW INDEXES FROM {table_name}"))
+    declared("show_indexes", spark.sql(f"CALL sparkext.show_indexes('{table_name}')"))
+    shown = both(spark, f"SELECT * FROM sparkext.show_indexes('{table_name}')", "show_indexes")
+    assert {(r.name, r.coverage) for r in shown.collect()} == {("kb", 1.0), ("ib", 1.0)}
+    declared("drop_index", spark.sql(f"DROP INDEX kb ON {table_name}"))
+    declared("drop_index", spark.sql(f"CALL sparkext.drop_index('{table_name}', 'ib')"))
+    assert spark.sql(f"SHOW INDEXES IN {table_name}").collect() == []
+
+
 def test_every_routine_was_called_through_spark_sql():
     """Run last in this module: a new routine needs its spark.sql case above."""
     assert set(ROUTINES) == EXERCISED
@@ -243,7 +266,7 @@ def test_a_table_function_goes_wherever_a_table_does(spark, orders):
     queries = {
         "alias": f"SELECT h.live_rows FROM {health} AS h",
         "columns": f"SELECT p FROM {health} AS h(p, f, b, s, pf, pr, ef, er, d, dr, db, dre, "
-        "lr, lc, hs, sc, ths, l0, l1, l2, os, cd, cst, csp, cct) WHERE p IS NULL",
+        "lr, lc, hs, sc, ths, l0, l1, l2, os, cd, cst, csp, cct, ix, ib, ic) WHERE p IS NULL",
         "cte": f"WITH h AS (SELECT * FROM {health}) SELECT live_rows FROM h",
         "nested cte": f"WITH a AS (WITH h AS (SELECT * FROM {health}) SELECT * FROM h) "
         "SELECT live_rows FROM a",

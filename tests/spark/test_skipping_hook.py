@@ -315,13 +315,17 @@ def test_time_travel_uses_that_snapshots_ancestry(spark, history, calls, version
         assert {c.index_path for c in calls} == {history.index_path}
 
 
-def test_time_travel_by_snapshot_id_before_and_after_the_index(spark, history, calls):
+def test_time_travel_by_id_and_by_time_before_and_after_the_index(spark, history, calls):
     before, indexed, after = history.snapshots[4], history.snapshots[5], history.snapshots[7]
     for snapshot, pruned in ((before, False), (indexed, True), (after, True)):
-        sql = f"SELECT * FROM {T} VERSION AS OF {snapshot} WHERE request_id = 'k2'"
-        on, off = pruned_and_not(spark, sql)
-        assert on == off == [(21, "k2", "s")]
-        assert ("sparkext index" in explain(spark, sql)) is pruned
+        committed = spark.sql(
+            f"SELECT CAST(committed_at AS STRING) FROM {T}.snapshots WHERE snapshot_id = {snapshot}"
+        ).first()[0]
+        for version in (f"VERSION AS OF {snapshot}", f"TIMESTAMP AS OF '{committed}'"):
+            sql = f"SELECT * FROM {T} {version} WHERE request_id = 'k2'"
+            on, off = pruned_and_not(spark, sql)
+            assert on == off == [(21, "k2", "s")]
+            assert ("sparkext index" in explain(spark, sql)) is pruned, version
     assert {c.snapshot_id for c in calls} == {indexed, after}
 
 

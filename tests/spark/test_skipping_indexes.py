@@ -440,3 +440,30 @@ def test_a_query_plans_through_the_index_with_the_same_rows(spark, table_name):
     with ThreadPoolExecutor(4) as pool:  # planned from several threads at once, same answers
         answers = list(pool.map(lambda q: rows(spark, q), queries * 2))
     assert answers[: len(queries)] == answers[len(queries) :]
+
+
+def test_a_failed_commit_deletes_the_new_object_and_an_unknown_one_keeps_it(
+    spark, table_name, monkeypatch
+):
+    from sparkext.errors import CommitConflictError, CommitStateUnknownError
+    from sparkext.iceberg import skipping as storage
+
+    events(spark, table_name, 2)
+    sparkext.sql(f"CREATE INDEX st ON {table_name} USING bitmap (status)").collect()
+    metadata = os.path.dirname(
+        str(load_java_table(spark, table_name).operations().current().metadataFileLocation())
+    ).removeprefix("file:")
+
+    def objects() -> set[str]:
+        return {f for f in os.listdir(metadata) if f.startswith(storage.FILE_PREFIX)}
+
+    for error, kept in ((CommitConflictError("lost"), 0), (CommitStateUnknownError("?"), 1)):
+
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(storage, "commit", fail)
+        with pytest.raises(type(error)):
+            sparkext.sql(f"CALL sparkext.build_indexes('{table_name}')").collect()
+        assert len(objects()) == kept, error
+        assert statistics(spark, table_name) == {}  # nothing attached either way

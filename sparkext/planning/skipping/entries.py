@@ -1,16 +1,19 @@
 """One data file's index entry: built from the column's Arrow values, and read back.
 
-An entry is little-endian bytes: a format byte (1), a flags byte (1 = the file holds a NULL,
+An entry is little-endian bytes: a format byte (2), a flags byte (1 = the file holds a NULL,
 2 = it holds a non-null value, 4 = too many distinct values for a bitmap: the entry answers
 only NULL questions, 8 = the bloom filter was capped at ``max_bytes``), then by type:
 
 - bloom_filter, token_bloom_filter, ngram_bloom_filter: ``u8 k, u32 distinct, u32 nbytes``,
-  the bitset (``nbytes`` bytes);
+  the bitset (``nbytes`` bytes, a multiple of 8: :mod:`.hashing` says how it is sized and probed);
 - bloom_range_filter: ``u8 k, u64 min_key, u64 max_key, u32 distinct, u32 blocks, u32 nbytes``,
   the bitset;
 - bitmap, token_bitmap, ngram_bitmap: ``u32 count``, then (unless flag 4) the distinct values:
   ``count`` int64 or float64 (int and float domains, sorted by order key), or ``count`` u32
   lengths then the bytes (bytes domain, tokens in UTF-8, n-grams in UTF-32LE).
+
+Format 1 (power-of-two bitsets probed by a mask) is refused: :func:`parse_entry` raises, so a
+blob holding such an entry does not decode and its queries read every file until it is rebuilt.
 
 Floor: planning (pure: no pyspark, no py4j).
 """
@@ -36,7 +39,7 @@ from sparkext.planning.skipping.values import (
     order_keys,
 )
 
-FORMAT = 1
+FORMAT = 2  # 2: bitsets in size classes of 64-bit words, probed by multiply-shift
 HAS_NULL = 1
 HAS_NON_NULL = 2
 OVERFLOW = 4
@@ -97,13 +100,20 @@ def value_hashes(canon: Canonical) -> np.ndarray:
 
 def _bloom(index: IndexSpec, flags: int, hashes: np.ndarray) -> bytes:
     hashes = np.unique(hashes)
-    k = hashing.bloom_k(float(index.option(spec.FPP)))
-    max_bytes = int(index.option(spec.MAX_BYTES))
-    nbytes = hashing.bloom_bytes(len(hashes), k, max_bytes)
-    if nbytes and hashing.bloom_bytes(len(hashes), k, hashing.MAX_K << 40) > nbytes:
-        flags |= CAPPED
+    k, nbytes, flags = _sized(index, flags, len(hashes))
     bits = hashing.bloom_build(hashes, k, nbytes)
     return _HEAD.pack(FORMAT, flags) + _BLOOM.pack(k, len(hashes), nbytes) + bits
+
+
+def _sized(index: IndexSpec, flags: int, distinct: int) -> tuple[int, int, int]:
+    """(k, nbytes, flags) of a bloom filter of ``distinct`` values (:mod:`.hashing`)."""
+    fpp = float(index.option(spec.FPP))
+    k = hashing.bloom_k(fpp)
+    nbytes = hashing.bloom_bytes(distinct, fpp, int(index.option(spec.MAX_BYTES)))
+    if nbytes and hashing.bloom_bytes(distinct, fpp, spec.MAX_BLOOM_BYTES << 10) > nbytes:
+        flags |= CAPPED
+        k = hashing.capped_k(distinct, nbytes, k)
+    return k, nbytes, flags
 
 
 def levels(step: int) -> int:
@@ -126,10 +136,7 @@ def _range(index: IndexSpec, flags: int, unique: Canonical) -> bytes:
     step = int(index.option(spec.STEP))
     level_of, prefixes = range_blocks(keys, step)
     hashes = hashing.hash_blocks(level_of, prefixes)
-    k = hashing.bloom_k(float(index.option(spec.FPP)))
-    nbytes = hashing.bloom_bytes(len(hashes), k, int(index.option(spec.MAX_BYTES)))
-    if nbytes and hashing.bloom_bytes(len(hashes), k, hashing.MAX_K << 40) > nbytes:
-        flags |= CAPPED
+    k, nbytes, flags = _sized(index, flags, len(hashes))
     low, high = (int(keys.min()), int(keys.max())) if len(keys) else (0, 0)
     head = _RANGE.pack(k, low, high, len(keys), len(hashes), nbytes)
     return _HEAD.pack(FORMAT, flags) + head + hashing.bloom_build(hashes, k, nbytes)

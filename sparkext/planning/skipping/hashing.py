@@ -12,12 +12,22 @@ where ``w_j`` is the j-th 8-byte little-endian word of ``b`` padded with zero by
 bytes (int64, float64 bits); strings their UTF-8 bytes; an n-gram its UTF-32LE bytes; a range
 block (level, prefix) the 9 bytes ``prefix`` (8, little-endian) then ``level``.
 
-A bloom filter is ``m = 2^i`` bits (bytes: bit ``p`` is bit ``p & 7`` of byte ``p >> 3``);
-a value with hash ``h`` sets bits ``(h + t * h2) mod m`` for ``t = 0..k-1``, with
-``h2 = fmix(h ^ 0xc4ceb9fe1a85ec53) | 1`` (double hashing; odd, so the k bits differ). For a
-false-positive probability ``fpp``: ``k = ceil(log2(1 / fpp))`` (at most 32) and
-``m = n * k / ln 2`` bits for ``n`` distinct values, rounded up to a power of two bytes, at
-least 32 bytes and at most ``max_bytes`` (rounded down to a power of two).
+A bloom filter is ``m = 64 * W`` bits in ``W`` little-endian 64-bit words (bytes: bit ``p`` is
+bit ``p & 7`` of byte ``p >> 3``). A value with hash ``h`` sets, for ``t = 0..k-1``, bit
+``64 * w + (g & 63)`` where ``g = h + t * h2`` and ``w = ((g >> 32) * W) >> 32`` (the high 32
+bits of ``g`` mapped onto ``0..W-1`` by a multiply-shift, "fastrange": no modulo, no power of
+two); ``h2 = fmix(h ^ 0xc4ceb9fe1a85ec53) | 1`` (double hashing; odd, so the k bits differ).
+
+Sizing, for ``n`` distinct values and a false-positive probability ``fpp``: the optimal
+``m* = -n ln(fpp) / (ln 2)^2`` bits, rounded up to whole words and then to the next *size
+class*: ``W = ceil(2^(i/8))`` words for some integer ``i`` (classes 2^(1/8) apart, computed with
+exact integer roots), so an entry is at most ~9% above ``m*`` (plus under one word) while files
+of similar distinct counts share a size and are probed together (:class:`.BloomTable`). At
+least 32 bytes; at most ``max_bytes`` rounded down to whole words (a file over it is *capped*).
+``k = round(log2(1 / fpp))`` (the optimal ``m*/n * ln 2``), one per index so one size class is
+one group; a capped entry, with fewer bits per value than ``fpp`` asks, takes the optimal
+``k = round(m / n * ln 2)`` for its bits instead. Each entry records its ``k`` and size, so
+probing never recomputes them.
 
 Floor: planning (pure: no pyspark, no py4j).
 """
@@ -35,6 +45,9 @@ _M2 = U64(0xC4CEB9FE1A85EC53)
 _GOLD = U64(0x9E3779B97F4A7C15)
 _GOLD2 = U64((2 * 0x9E3779B97F4A7C15) % (1 << 64))
 _S33 = U64(33)
+_S32 = U64(32)
+_S6 = U64(6)
+_LOW6 = U64(63)
 MIN_BYTES = 32
 MAX_K = 32
 
@@ -103,7 +116,8 @@ def hash_parts(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     position = np.arange(total_words, dtype=np.int64) - np.repeat(word_start, nwords)
     mixed = fmix(words ^ ((position + 1).astype(U64) * _GOLD))
     running = np.concatenate([np.zeros(1, U64), np.cumsum(mixed, dtype=U64)])
-    sums = running[word_end] - running[word_start]
+    with np.errstate(over="ignore"):  # wrapping arithmetic is the hash's own
+        sums = running[word_end] - running[word_start]
     return _finish(sums, lengths)
 
 
@@ -127,27 +141,60 @@ def hash_blocks(levels: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
 
 
 def bloom_k(fpp: float) -> int:
-    """Probes per value for a false-positive probability."""
-    return max(1, min(MAX_K, math.ceil(-math.log2(fpp))))
+    """Probes per value for a false-positive probability (the optimal ``log2(1 / fpp)``)."""
+    return max(1, min(MAX_K, round(-math.log2(fpp))))
 
 
-def bloom_bytes(distinct: int, k: int, max_bytes: int) -> int:
-    """The bitset's size for ``distinct`` values: a power of two from 32 to ``max_bytes``'s
-    power of two (0 for no value)."""
+def capped_k(distinct: int, nbytes: int, k: int) -> int:
+    """Probes per value of a capped bitset: the optimal ``m / n * ln 2``, at most ``k``."""
+    return max(1, min(k, round(nbytes * 8 / distinct * math.log(2))))
+
+
+def size_class(words: int) -> int:
+    """The smallest size class ``ceil(2^(i/8))`` (integer ``i``) of at least ``words`` words.
+
+    >>> [size_class(w) for w in (4, 5, 6, 749, 790, 791)]
+    [4, 5, 6, 790, 790, 862]
+    """
+    if words <= 1:
+        return 1
+    exponent = ((words - 1) ** 8).bit_length()  # the least i with 2^i > (words - 1)^8
+    power = 1 << exponent
+    root = math.isqrt(math.isqrt(math.isqrt(power)))  # floor(2^(i/8)), exactly
+    return root if root**8 >= power else root + 1
+
+
+def optimal_bits(distinct: int, fpp: float) -> float:
+    """The optimal bitset size for ``distinct`` values: ``-n ln(fpp) / (ln 2)^2`` bits."""
+    return -distinct * math.log(fpp) / math.log(2) ** 2
+
+
+def bloom_bytes(distinct: int, fpp: float, max_bytes: int) -> int:
+    """The bitset's size for ``distinct`` values: a size class of 64-bit words from 32 bytes to
+    ``max_bytes`` rounded down to whole words (0 for no value)."""
     if distinct == 0:
         return 0
-    cap = 1 << (max(max_bytes, MIN_BYTES).bit_length() - 1)
-    wanted = math.ceil(distinct * k / math.log(2) / 8)
-    size = 1 << max(wanted - 1, 1).bit_length()
-    return max(MIN_BYTES, min(size, cap))
+    words = max(MIN_BYTES // 8, math.ceil(optimal_bits(distinct, fpp) / 64))
+    return 8 * min(size_class(words), max(max_bytes, MIN_BYTES) // 8)
+
+
+def bloom_probes(hashes: np.ndarray, k: int) -> np.ndarray:
+    """The k double-hashed probes ``g = h + t * h2`` of each hash, shape (len(hashes), k)."""
+    h2 = fmix(hashes ^ _M2) | U64(1)
+    steps = np.arange(k, dtype=U64)[None, :]
+    return np.asarray(hashes[:, None] + steps * h2[:, None])
+
+
+def probe_bits(probes: np.ndarray, words: np.ndarray | np.uint64) -> np.ndarray:
+    """Bit positions of probes in bitsets of ``words`` 64-bit words (broadcast together): word
+    ``((g >> 32) * words) >> 32``, bit ``g & 63`` of it."""
+    word = ((probes >> _S32) * words) >> _S32  # < 2^32 * 2^27: no overflow up to 1GB
+    return np.asarray((word << _S6) | (probes & _LOW6), np.int64)
 
 
 def bloom_positions(hashes: np.ndarray, k: int, nbytes: int) -> np.ndarray:
-    """Bit positions, shape (len(hashes), k), in a bitset of ``nbytes`` bytes."""
-    mask = U64(nbytes * 8 - 1)
-    h2 = fmix(hashes ^ _M2) | U64(1)
-    steps = np.arange(k, dtype=U64)[None, :]
-    return np.asarray((hashes[:, None] + steps * h2[:, None]) & mask, np.int64)
+    """Bit positions, shape (len(hashes), k), in a bitset of ``nbytes`` bytes (whole words)."""
+    return probe_bits(bloom_probes(hashes, k), U64(nbytes // 8))
 
 
 def bloom_build(hashes: np.ndarray, k: int, nbytes: int) -> bytes:

@@ -106,7 +106,7 @@ def _boolean(text: str) -> str:
 _FPP_OPTION = _Option(FPP_DEFAULT, "the false-positive probability of one probe", _fpp)
 _MAX_BYTES_OPTION = _Option(
     MAX_BYTES_DEFAULT,
-    "the largest bloom filter of one data file, in bytes (rounded down to a power of two); a "
+    "the largest bloom filter of one data file, in bytes (rounded down to a multiple of 8); a "
     "file with more distinct values gets this size and a higher false-positive probability",
     _max_bytes,
 )

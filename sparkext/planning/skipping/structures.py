@@ -1,9 +1,10 @@
 """The decoded forms that answer a probe for many files at once.
 
-:class:`BloomTable` keeps the bitsets of equal size and ``k`` in one 2-D uint8 array, so one
-fancy-indexing gather tests every (file, value) pair. :class:`ExactSets` keeps the exact value
-sets of many files as one vocabulary (every distinct value once) and, per vocabulary entry, the
-files holding it: a test runs once per distinct value, then maps to files.
+:class:`BloomTable` keeps the bitsets of equal size and ``k`` in one 2-D uint8 array (all of
+them views of one flat array), so one fancy-indexing gather tests every (file, value) pair of
+every size class. :class:`ExactSets` keeps the exact value sets of many files as one vocabulary
+(every distinct value once) and, per vocabulary entry, the files holding it: a test runs once
+per distinct value, then maps to files.
 
 Floor: planning (pure: no pyspark, no py4j).
 """
@@ -21,7 +22,8 @@ from sparkext.planning.skipping import hashing
 
 
 class BloomTable:
-    """The bloom filters of many files (rows), grouped by (size, k)."""
+    """The bloom filters of many files (rows), grouped by (size, k) into 2-D arrays that are
+    views of one flat byte array, so one probe pass serves every size class at once."""
 
     def __init__(self, nrows: int, bitsets: Sequence[tuple[int, int, bytes]]):
         """``bitsets``: (row, k, bits) for each row that has a bitset."""
@@ -29,35 +31,79 @@ class BloomTable:
         for row, k, bits in bitsets:
             if bits:
                 groups.setdefault((len(bits), k), []).append((row, bits))
+        ordered = sorted(groups.items())
+        self.flat = np.frombuffer(
+            b"".join(bits for _, members in ordered for _, bits in members), np.uint8
+        )
         self.class_of = np.full(nrows, -1, np.int32)
-        self.position = np.zeros(nrows, np.int64)
+        self.offset = np.zeros(nrows, np.int64)  # of the row's bitset in flat
         self.classes: list[tuple[int, int, np.ndarray]] = []  # (k, nbytes, matrix)
-        for index, ((nbytes, k), members) in enumerate(sorted(groups.items())):
+        at = 0
+        for index, ((nbytes, k), members) in enumerate(ordered):
             rows = np.array([row for row, _ in members], np.int64)
-            matrix = np.frombuffer(b"".join(bits for _, bits in members), np.uint8)
-            self.classes.append((k, nbytes, matrix.reshape(len(members), nbytes)))
+            matrix = self.flat[at : at + nbytes * len(members)].reshape(len(members), nbytes)
+            self.classes.append((k, nbytes, matrix))
             self.class_of[rows] = index
-            self.position[rows] = np.arange(len(members))
+            self.offset[rows] = at + nbytes * np.arange(len(members))
+            at += nbytes * len(members)
+        self.class_words = np.array([nbytes // 8 for _, nbytes, _ in self.classes], np.uint64)
+        self.class_k = np.array([k for k, _, _ in self.classes], np.int64)
+        self.max_k = int(self.class_k.max()) if self.classes else 0
 
     @property
     def nbytes(self) -> int:
-        return sum(m.nbytes for _, _, m in self.classes) + self.class_of.nbytes * 3
+        return int(self.flat.nbytes + self.class_of.nbytes * 3)
 
     def probe(self, hashes: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """bool (len(rows), len(hashes)): may row r hold the value of hash h? (A row without a
         bitset holds no value.)"""
         out = np.zeros((len(rows), len(hashes)), bool)
-        if not len(hashes) or not len(rows):
-            return out
         of = self.class_of[rows]
-        for index, (k, nbytes, matrix) in enumerate(self.classes):
-            chosen = np.nonzero(of == index)[0]
-            if not len(chosen):
-                continue
-            positions = hashing.bloom_positions(hashes, k, nbytes).reshape(-1)
-            which = self.position[rows[chosen]]
-            out[chosen] = _test(matrix, which, positions, k)
+        live = np.nonzero(of >= 0)[0]
+        if not len(hashes) or not len(live):
+            return out
+        # bounds the (rows, values) and (classes, values, k) temporaries to about a million cells
+        chunk = max(1, _CELLS // max(len(live), len(self.classes) * self.max_k))
+        for start in range(0, len(hashes), chunk):
+            part = hashes[start : start + chunk]
+            out[live, start : start + len(part)] = self._probe(part, rows[live], of[live])
         return out
+
+    def _probe(self, hashes: np.ndarray, rows: np.ndarray, of: np.ndarray) -> np.ndarray:
+        """bool (len(rows), len(hashes)) for rows that all have a bitset (class ``of``).
+
+        A probe's byte and bit are computed once per (size class, value, t). The first probe of
+        every (row, value) pair is one gather from the flat array; the next probes run only on
+        the pairs still alive (about half after each probe), for all classes at once."""
+        kmax, nvalues = self.max_k, len(hashes)
+        bits = hashing.probe_bits(
+            hashing.bloom_probes(hashes, kmax)[None, :, :], self.class_words[:, None, None]
+        )
+        over = np.arange(kmax)[None, :] >= self.class_k[:, None]  # (class, t): past its k
+        if over.any():  # a class with fewer probes repeats its first (already tested) one
+            bits = np.where(over[:, None, :], bits[:, :, :1], bits)
+        byte, mask = bits >> 3, (1 << (bits & 7)).astype(np.uint8)  # [class, value, t]
+        offset = self.offset[rows]
+        if (of == of[0]).all():  # one size class: its first probes broadcast over the rows
+            first_byte, first_mask = byte[of[0], None, :, 0], mask[of[0], None, :, 0]
+        else:
+            first_byte = np.take(byte[:, :, 0], of, axis=0)
+            first_mask = np.take(mask[:, :, 0], of, axis=0)
+        hit = (np.take(self.flat, offset[:, None] + first_byte) & first_mask) != 0
+        cell = np.flatnonzero(hit)  # row * nvalues + value
+        row = cell // nvalues
+        base, pair = offset[row], of[row].astype(np.int64) * nvalues + (cell - row * nvalues)
+        byte = byte.transpose(2, 0, 1).reshape(kmax, -1)  # [t, class * nvalues + value]
+        mask = mask.transpose(2, 0, 1).reshape(kmax, -1)
+        for t in range(1, kmax):
+            if not len(cell):
+                break
+            got = np.take(self.flat, base + np.take(byte[t], pair)) & np.take(mask[t], pair)
+            keep = got != 0
+            cell, base, pair = cell[keep], base[keep], pair[keep]
+        out = np.zeros(len(rows) * nvalues, bool)
+        out[cell] = True
+        return out.reshape(len(rows), nvalues)
 
     def probe_any(self, hashes: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """bool per row: may it hold one of the values?"""
@@ -68,28 +114,7 @@ class BloomTable:
         return np.asarray(self.probe(hashes, rows).all(axis=1))
 
 
-def _test(matrix: np.ndarray, which: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
-    """(len(which), len(positions) // k): are all k bits of each value set in each bitset?
-
-    The first probe of every (file, value) pair is one gather along the bitsets' columns; the
-    next probes run only on the pairs still alive (about half after each probe)."""
-    per_value = positions.reshape(-1, k)
-    byte, mask = per_value >> 3, (1 << (per_value & 7)).astype(np.uint8)
-    rows = matrix if len(which) == len(matrix) and (which == np.arange(len(which))).all() else None
-    if rows is None:
-        rows = matrix[which]
-    first = np.take(rows, byte[:, 0], axis=1) & mask[:, 0]
-    alive_file, alive_value = np.nonzero(first)
-    flat = rows.reshape(-1)
-    base = alive_file * matrix.shape[1]
-    for probe in range(1, k):
-        if not len(alive_file):
-            break
-        keep = (flat[base + byte[alive_value, probe]] & mask[alive_value, probe]) != 0
-        alive_file, alive_value, base = alive_file[keep], alive_value[keep], base[keep]
-    out = np.zeros((len(which), len(per_value)), bool)
-    out[alive_file, alive_value] = True
-    return out
+_CELLS = 1 << 20
 
 
 class ExactSets:

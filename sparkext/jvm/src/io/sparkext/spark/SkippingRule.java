@@ -63,6 +63,7 @@ final class SkippingRule extends IndexHook.Installed {
   private static final Logger LOG = LoggerFactory.getLogger(SkippingRule.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Map<String, Method> METHODS = new ConcurrentHashMap<>();
+  private static final int DECLINED = 64;
 
   /**
    * Scans the driver kept whole: the batch runs to a fixed point, and a plan changed by another
@@ -79,8 +80,6 @@ final class SkippingRule extends IndexHook.Installed {
               return size() > DECLINED;
             }
           });
-
-  private static final int DECLINED = 64;
 
   SkippingRule(SparkSession session) {
     super(session);
