@@ -28,7 +28,7 @@ def test_the_skipping_indexes_benchmark_runs_at_a_small_size(spark, monkeypatch)
     wrong = next(r for r in results if r.metric.startswith("wrong answers"))
     assert wrong.ours == 0, wrong.notes
     for kind in ("needle present", "needle absent"):
-        planned = by_metric[f"{kind}: planned files (most of 2)"]
+        planned = by_metric[f"{kind}: planned files (median of 2)"]
         assert planned.ours <= 2 and planned.baseline >= FILES, planned
     assert by_metric["IN of 100 ids: planned files (mean)"].met
     assert by_metric["status IN ('E','F'): planned files (mean)"].ours < FILES
