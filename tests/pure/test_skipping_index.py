@@ -27,6 +27,7 @@ from sparkext.planning.skipping import (
     encode_blob,
     options_doc,
     prune,
+    text,
     validate_spec,
 )
 from sparkext.planning.skipping.answers import dyadic_blocks
@@ -616,6 +617,25 @@ def test_token_pattern_reading():
 
 
 # -- n-gram indexes -------------------------------------------------------------------------------
+
+
+def test_the_vectorised_token_and_ngram_cutters_equal_the_per_string_ones():
+    # ASCII values are cut with numpy over Arrow's buffers, the others one string at a time:
+    # the sets must be the same as the per-string definition, with and without case folding.
+    rng = np.random.default_rng(7)
+    mixed, plain = list("aAbBzZ09 _-/.?=\tÜüİıΣσςß日本\u0301x"), list("aAbB09 _-.")
+    for trial in range(400):
+        alphabet = mixed if trial % 2 else plain
+        values = [
+            "".join(rng.choice(alphabet, rng.integers(0, 13))) for _ in range(rng.integers(0, 7))
+        ]
+        array = pa.array([v.encode() for v in values] + [None], pa.binary())
+        for folded in (False, True):
+            expected = sorted(t.encode() for t in text.index_tokens(values, not folded))
+            assert text.index_tokens_of(array, not folded).to_pylist() == expected
+            for n in (2, 3, 8):
+                got = text.index_ngrams_of(array, n, not folded).to_pylist()
+                assert sorted(got) == sorted(text.index_ngrams(values, n, not folded).to_pylist())
 
 
 def test_ngram_indexes_need_every_ngram_of_long_enough_literals():

@@ -74,21 +74,15 @@ def build_entry(
         return _set(flags, unique.domain, unique.values, int(index.option(spec.MAX_DISTINCT)))
     if kind == spec.BLOOM_RANGE_FILTER:
         return _range(index, flags, distinct(canon))
-    texts = _texts(canon)
+    unique_texts = pc.unique(canon.values)
     case_sensitive = index.option(spec.CASE_SENSITIVE) == "true"
     if kind in (spec.TOKEN_BLOOM_FILTER, spec.TOKEN_BITMAP):
-        found = sorted(text.index_tokens(texts, case_sensitive))
-        words = pa.array([t.encode("utf-8", "surrogatepass") for t in found], pa.large_binary())
+        words = text.index_tokens_of(unique_texts, case_sensitive)
     else:
-        words = text.index_ngrams(texts, int(index.option(spec.N)), case_sensitive)
+        words = text.index_ngrams_of(unique_texts, int(index.option(spec.N)), case_sensitive)
     if kind in (spec.TOKEN_BLOOM_FILTER, spec.NGRAM_BLOOM_FILTER):
         return _bloom(index, flags, hashing.hash_binary(words))
     return _set(flags, "bytes", words, int(index.option(spec.MAX_DISTINCT)))
-
-
-def _texts(canon: Canonical) -> list[str]:
-    unique = pc.unique(canon.values)
-    return [v.decode("utf-8", "surrogatepass") for v in unique.to_pylist()]
 
 
 def value_hashes(canon: Canonical) -> np.ndarray:

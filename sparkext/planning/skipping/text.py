@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _TOKEN = re.compile(r"[^\W_]+")
 _SIGMA = "Σ"
@@ -58,6 +59,67 @@ def index_tokens(texts: Iterable[str], case_sensitive: bool) -> set[str]:
     return found
 
 
+def index_tokens_of(values: pa.Array, case_sensitive: bool) -> pa.Array:
+    """Every token an index of these values (binary, UTF-8) holds, as sorted distinct UTF-8
+    bytes: the same set as :func:`index_tokens` of the decoded values. ASCII values are cut
+    with numpy over Arrow's buffers; the others go through :func:`index_tokens`.
+
+    >>> index_tokens_of(pa.array([b"GET /a?id=42", b"get \\xc3\\x9cber"]), False).to_pylist()
+    [b'42', b'a', b'get', b'id', b'\\xc3\\xbcber']
+    """
+    ascii_values, others = _split_ascii(values)
+    offsets, data = _parts(ascii_values)
+    if not case_sensitive:
+        data = _ascii_lower(data)
+    alnum = _ASCII_ALNUM[data]
+    boundary = np.zeros(len(data) + 1, bool)
+    boundary[offsets] = True
+    joined = alnum[1:] & alnum[:-1] & ~boundary[1:-1]  # byte i+1 continues byte i's token
+    starts = np.nonzero(alnum & ~np.concatenate([[False], joined]))[0]
+    ends = np.nonzero(alnum & ~np.concatenate([joined, [False]]))[0] + 1
+    token_offsets = np.concatenate([[0], np.cumsum(ends - starts)])
+    found = pa.Array.from_buffers(
+        pa.large_binary(),
+        len(starts),
+        [None, pa.py_buffer(token_offsets.astype(np.int64)), pa.py_buffer(data[alnum])],
+    )
+    if len(others):
+        texts = [v.decode("utf-8", "surrogatepass") for v in others.to_pylist()]
+        words = [t.encode("utf-8", "surrogatepass") for t in index_tokens(texts, case_sensitive)]
+        found = pa.concat_arrays([found, pa.array(words, pa.large_binary())])
+    found = found.unique()
+    return found.take(pc.sort_indices(found))
+
+
+_ASCII_ALNUM = np.zeros(256, bool)
+_ASCII_ALNUM[[*range(48, 58), *range(65, 91), *range(97, 123)]] = True
+
+
+def _ascii_lower(data: np.ndarray) -> np.ndarray:
+    upper = (data >= 65) & (data <= 90)
+    return np.where(upper, data + 32, data).astype(np.uint8)
+
+
+def _parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets from 0, data) of a large_binary array."""
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+
+
+def _split_ascii(values: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(the ASCII values, the others) of a binary array, NULLs dropped."""
+    values = values.cast(pa.large_binary()).drop_null()
+    offsets, data = _parts(values)
+    if not len(data) or data.max() < 0x80:
+        return values, values.slice(0, 0)
+    high = np.concatenate([[0], np.cumsum(data >= 0x80)])
+    ascii_rows = high[offsets[1:]] == high[offsets[:-1]]
+    mask = pa.array(ascii_rows)
+    return values.filter(mask), values.filter(pc.invert(mask))
+
+
 def _per_char(text: str) -> bool:
     """Whether lower-casing maps each character of ``text`` to one character, out of context."""
     return len(text.lower()) == len(text) and _SIGMA not in text
@@ -84,6 +146,39 @@ def index_ngrams(texts: Sequence[str], n: int, case_sensitive: bool) -> pa.Array
     if extra:
         array = pa.concat_arrays([array, pa.array(sorted(extra), pa.large_binary())])
     return array.unique()
+
+
+def index_ngrams_of(values: pa.Array, n: int, case_sensitive: bool) -> pa.Array:
+    """Every n-gram an index of these values (binary, UTF-8) holds, as distinct UTF-32LE byte
+    strings: the same set as :func:`index_ngrams` of the decoded values. ASCII values are cut
+    with numpy over Arrow's buffers (each n-gram packed into one 64-bit word); the others go
+    through :func:`index_ngrams`.
+
+    >>> sorted(index_ngrams_of(pa.array([b"AbcA", b"ab"]), 3, False).to_pylist())[0]
+    b'a\\x00\\x00\\x00b\\x00\\x00\\x00c\\x00\\x00\\x00'
+    """
+    ascii_values, others = _split_ascii(values)
+    offsets, data = _parts(ascii_values)
+    if not case_sensitive:
+        data = _ascii_lower(data)
+    lengths = np.diff(offsets)
+    ends = np.repeat(offsets[1:], lengths)
+    starts = np.nonzero(np.arange(len(data)) + n <= ends)[0]
+    packed = np.zeros(len(starts), np.uint64)
+    for j in range(n):
+        packed |= data[starts + j].astype(np.uint64) << np.uint64(8 * j)
+    distinct = pc.unique(pa.array(packed)).to_numpy()
+    codes = (distinct[:, None] >> (np.arange(n, dtype=np.uint64) * np.uint64(8))) & np.uint64(255)
+    keys = np.ascontiguousarray(codes.astype("<u4"))
+    found = pa.Array.from_buffers(
+        pa.large_binary(),
+        len(keys),
+        [None, pa.py_buffer(np.arange(len(keys) + 1, dtype=np.int64) * 4 * n), pa.py_buffer(keys)],
+    )
+    if len(others):
+        texts = [v.decode("utf-8", "surrogatepass") for v in others.to_pylist()]
+        found = pa.concat_arrays([found, index_ngrams(texts, n, case_sensitive)]).unique()
+    return found
 
 
 def _windows(texts: Sequence[str], n: int) -> np.ndarray:
