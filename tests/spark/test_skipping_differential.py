@@ -479,7 +479,7 @@ class Tally:
     converted: int = 0  # equality-delete files tiered_optimize converted along the way
 
 
-BATCH = 20  # predicates per pinned snapshot: their index-off answer is one scan
+BATCH = 20  # predicates per pinned snapshot: one scan with the index off, one UNION ALL with it on
 
 
 def truth_rows(spark, name: str, snapshot: int, wheres: list[str]) -> list[list[tuple]]:
@@ -495,6 +495,36 @@ def truth_rows(spark, name: str, snapshot: int, wheres: list[str]) -> list[list[
     return [[tuple(r)[:width] for r in rows if r[width + i] is True] for i in range(len(wheres))]
 
 
+def answers_on(spark, name: str, snapshot: int, wheres: list[str]) -> list[list[tuple]]:
+    """Per predicate, the matching rows at ``snapshot`` with the index on: one job, a UNION ALL
+    of one branch per predicate, each a scan of its own that the index prunes. Each branch's
+    filter carries its number as ``k <> -1 - i`` (a column no index answers: it changes no
+    answer), so each recorded ``prune_files`` call can be told to which predicate it belongs."""
+    branches = [
+        f"SELECT {i} AS __q, * FROM {name} VERSION AS OF {snapshot} WHERE ({w}) AND k <> {-1 - i}"
+        for i, w in enumerate(wheres)
+    ]
+    rows = spark.sql(" UNION ALL ".join(branches)).collect()
+    out: list[list[tuple]] = [[] for _ in wheres]
+    for row in rows:
+        out[row[0]].append(tuple(row)[1:])
+    return out
+
+
+def _calls_of(calls: list[Call], number: int) -> list[Call]:
+    """The calls made for predicate ``number`` (its marker literal is in the predicate)."""
+    marker = -1 - number
+
+    def literals(node) -> list:
+        if isinstance(node, dict):
+            return [v for value in node.values() for v in literals(value)]
+        if isinstance(node, list):
+            return [v for value in node for v in literals(value)]
+        return [node]
+
+    return [c for c in calls if str(marker) in map(str, literals(json.loads(c.predicate)))]
+
+
 def check_batch(spark, name: str, wheres: list[str], recorder: Recorder, facts: Facts, tally):
     jt = java_table(spark, name)
     jt.refresh()
@@ -502,13 +532,15 @@ def check_batch(spark, name: str, wheres: list[str], recorder: Recorder, facts: 
     recorder.calls.clear()
     truths = truth_rows(spark, name, snapshot, wheres)
     assert all(not c.answer for c in recorder.calls), "pruned with the index turned off"
-    for where, off_rows in zip(wheres, truths, strict=True):
-        recorder.calls.clear()
-        on = spark.sql(f"SELECT * FROM {name} VERSION AS OF {snapshot} WHERE {where}").collect()
+    recorder.calls.clear()
+    ons = answers_on(spark, name, snapshot, wheres)
+    calls = list(recorder.calls)
+    for number, (where, off_rows, on) in enumerate(zip(wheres, truths, ons, strict=True)):
         off = [r[:-1] for r in off_rows]
-        assert sorted(map(tuple, on), key=repr) == sorted(off, key=repr), where
+        assert sorted(on, key=repr) == sorted(off, key=repr), where
         tally.predicates += 1
-        check_files(where, list(recorder.calls), {str(r[-1]) for r in off_rows}, facts, tally)
+        mine = _calls_of(calls, number)
+        check_files(where, mine, {str(r[-1]) for r in off_rows}, facts, tally)
 
 
 def check_files(where: str, calls: list[Call], truth: set[str], facts: Facts, tally) -> None:
