@@ -467,3 +467,94 @@ def test_a_failed_commit_deletes_the_new_object_and_an_unknown_one_keeps_it(
             sparkext.sql(f"CALL sparkext.build_indexes('{table_name}')").collect()
         assert len(objects()) == kept, error
         assert statistics(spark, table_name) == {}  # nothing attached either way
+
+
+# ---- other readers and other ways in -------------------------------------------------------
+
+
+def _recording_prunes(spark):
+    """A context manager recording every ``prune_files`` answer (kept, of candidates)."""
+    import contextlib
+    import dataclasses
+
+    from sparkext.routing.in_spark import ANSWERS
+    from sparkext.spark.extension import attach
+
+    answers: list[tuple[int, int]] = []
+
+    def recorded(*args):
+        out = ANSWERS.prune_files(*args)
+        candidates = len(args[-1].split("\n"))
+        kept = json.loads(out)["keep"].count("1") if out else candidates
+        answers.append((kept, candidates))
+        return out
+
+    @contextlib.contextmanager
+    def recording():
+        attach(spark, dataclasses.replace(ANSWERS, prune_files=recorded))
+        try:
+            yield answers
+        finally:
+            attach(spark, ANSWERS)
+
+    return recording()
+
+
+def test_a_streaming_backfill_is_pruned_by_the_index_with_the_same_rows(spark, table_name):
+    """A job's batch SQL (``run_backfill``) plans through the same rule: its scan of the source
+    is pruned, and the sink gets the rows the same filter gives with the index off."""
+    from sparkext.streaming import run_backfill
+
+    source, sink = f"{table_name}_src", f"{table_name}_sink"
+    for name in (source, sink):
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(
+        f"CREATE TABLE {source} (id bigint, request_id string, status string, ts timestamp) "
+        "USING iceberg TBLPROPERTIES ('format-version' = '2')"
+    )
+    for i in range(6):  # one file per commit, each spanning the whole day and every status
+        spark.sql(
+            f"SELECT {i} AS id, 'a{i}' AS request_id, '{'E' if i % 3 == 0 else 'OK'}' AS status, "
+            f"TIMESTAMP '2026-11-20 0{i}:00:00' AS ts UNION ALL SELECT {100 + i}, 'z{i}', 'A', "
+            "TIMESTAMP '2026-11-20 23:00:00'"
+        ).coalesce(1).writeTo(source).append()
+    sparkext.sql(
+        f"CREATE INDEX st ON {source} USING bitmap (status); CALL sparkext.build_indexes('{source}')"
+    ).collect()
+    job = f"""
+        CREATE TABLE {source} (id BIGINT, request_id STRING, status STRING, ts TIMESTAMP,
+                               WATERMARK FOR ts AS ts - INTERVAL '5' SECONDS);
+        CREATE TABLE {sink} (id BIGINT, ts TIMESTAMP);
+        INSERT INTO {sink} SELECT id, ts FROM {source} WHERE status = 'E';
+    """
+    with _recording_prunes(spark) as answers:
+        _, results = run_backfill(spark, job, "2026-11-20", "2026-11-21")
+    assert results[0].rows_added == 2
+    assert sorted(spark.table(sink).collect()) == sorted(
+        spark.sql(f"SELECT id, ts FROM {source} WHERE status = 'E'").collect()
+    )
+    assert (2, 6) in answers, answers  # the source scan planned 2 of its 6 files
+
+
+def test_duckdb_and_iceberg_read_an_indexed_table_unchanged(spark, table_name):
+    """The index object is a statistics file other engines ignore: DuckDB's iceberg_scan and
+    Iceberg's own metadata tables see the same rows and files with it attached."""
+    from tests.helpers.readers import duckdb_query
+
+    events(spark, table_name, 4)
+    sparkext.sql(
+        f"CREATE INDEX rid ON {table_name} USING bloom_filter (request_id);"
+        f"CREATE INDEX msg ON {table_name} USING ngram_bloom_filter (message);"
+        f"CALL sparkext.build_indexes('{table_name}');"
+    ).collect()
+    assert statistics(spark, table_name)  # attached
+    spark.conf.set("spark.sparkext.index.enabled", "false")
+    try:
+        expected = sorted(tuple(r) for r in spark.table(table_name).collect())
+    finally:
+        spark.conf.unset("spark.sparkext.index.enabled")
+    assert sorted(duckdb_query(spark, table_name, "SELECT * FROM {table}")) == expected
+    needle = "SELECT id FROM {table} WHERE request_id = 'a0002'"
+    assert duckdb_query(spark, table_name, needle) == [(2,)]
+    files = spark.sql(f"SELECT count(*) FROM {table_name}.files").first()[0]
+    assert files == 4
