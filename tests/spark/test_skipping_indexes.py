@@ -519,7 +519,7 @@ def test_a_streaming_backfill_is_pruned_by_the_index_with_the_same_rows(spark, t
             "TIMESTAMP '2026-11-20 23:00:00'"
         ).coalesce(1).writeTo(source).append()
     sparkext.sql(
-        f"CREATE INDEX st ON {source} USING bitmap (status); CALL sparkext.build_indexes('{source}')"
+        f"CREATE INDEX st ON {source} USING bitmap (status);CALL sparkext.build_indexes('{source}')"
     ).collect()
     job = f"""
         CREATE TABLE {source} (id BIGINT, request_id STRING, status STRING, ts TIMESTAMP,
