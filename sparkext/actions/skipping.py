@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sparkext.declarations import Context, Option, bind_declared, parse_boolean
-from sparkext.errors import UsageError, did_you_mean
+from sparkext.errors import CommitConflictError, UsageError, did_you_mean
 from sparkext.executors.skipping import Target, entry_builder
 from sparkext.iceberg.commit import PropertyChange
 from sparkext.iceberg.skipping import (
@@ -354,8 +354,33 @@ def build_indexes(
     """Build the missing entries of ``indexes`` (None: every declared index) for the live data
     files of the current snapshot and attach the index object to that snapshot (module
     docstring). Raises :class:`UsageError` when the table declares none, names an index it
-    does not declare, or an index's column is gone."""
+    does not declare, or an index's column is gone.
+
+    Two builds racing on one snapshot: the first to commit wins; the other's commit is refused
+    (its file deleted) and it starts again from the winner's object, which lists the files it
+    had built, so the second attempt has little or nothing left to do. After
+    ``BUILD_ATTEMPTS`` refusals the conflict is raised."""
     started = time.monotonic()
+    for attempt in range(1, BUILD_ATTEMPTS + 1):
+        try:
+            return _build_once(context, ref, indexes, options, started)
+        except CommitConflictError:
+            if attempt == BUILD_ATTEMPTS:
+                raise
+            context.progress(f"another build of {ref.name} committed first: building again")
+    raise AssertionError("unreachable")
+
+
+BUILD_ATTEMPTS = 3
+
+
+def _build_once(
+    context: Context,
+    ref: TableRef,
+    indexes: Sequence[str] | None,
+    options: Mapping[str, str] | None,
+    started: float,
+) -> BuildResult:
     rebuild = bool(bind_declared("sparkext.build_indexes", BUILD_OPTIONS, options)[REBUILD])
     spark = context.spark
     table = SkippingTable(spark, ref)

@@ -469,6 +469,37 @@ def test_a_failed_commit_deletes_the_new_object_and_an_unknown_one_keeps_it(
         assert statistics(spark, table_name) == {}  # nothing attached either way
 
 
+def test_a_build_that_loses_a_race_builds_again_from_the_winners_object(
+    spark, table_name, monkeypatch
+):
+    """Another build attaches its object to the same snapshot between this build's planning
+    and its commit: this one's commit is refused, its file deleted, and it starts again from
+    the winner's object (which lists every file: nothing left to build)."""
+    from sparkext.iceberg import skipping as storage
+
+    events(spark, table_name, 3)
+    sparkext.sql(f"CREATE INDEX st ON {table_name} USING bitmap (status)").collect()
+    original = storage.SkippingTable.write
+    writes: list[str] = []
+
+    def racing(self, snapshot_id, blobs, base):
+        if not writes:  # the rival commits first, with the same base
+            writes.append(original(self, snapshot_id, blobs, base).path)
+        written = original(self, snapshot_id, blobs, base)
+        writes.append(written.path)
+        return written
+
+    monkeypatch.setattr(storage.SkippingTable, "write", racing)
+    (row,) = sparkext.sql(f"CALL sparkext.build_indexes('{table_name}')").collect()
+    assert len(writes) == 1, writes  # the retry found nothing to build: no second write
+    assert (row.files_indexed, row.files_carried) == (0, 3), row
+    ((path, _),) = statistics(spark, table_name).values()
+    assert path == writes[0]
+    metadata = os.path.dirname(path.removeprefix("file:"))
+    objects = [f for f in os.listdir(metadata) if f.startswith(storage.FILE_PREFIX)]
+    assert objects == [os.path.basename(path)]  # the loser's file is gone
+
+
 # ---- other readers and other ways in -------------------------------------------------------
 
 
