@@ -17,7 +17,7 @@ rebuilt now and then. For every predicate:
   oracle's set wherever the answer is exact (bitmap, token_bitmap, ngram_bitmap, NULL tests),
   a superset of the files with a matching value for the bloom types.
 
-Default tier: ~200 predicates; ``stress``: 10,000. Also: a build killed between writing its
+Default tier: ~200 predicates (20 per pinned snapshot); ``stress``: 10,000 (50 per snapshot). Also: a build killed between writing its
 Puffin file and committing it, and expire_snapshots of indexed snapshots.
 """
 
@@ -479,9 +479,6 @@ class Tally:
     converted: int = 0  # equality-delete files tiered_optimize converted along the way
 
 
-BATCH = 20  # predicates per pinned snapshot: one scan with the index off, one UNION ALL with it on
-
-
 def truth_rows(spark, name: str, snapshot: int, wheres: list[str]) -> list[list[tuple]]:
     """Per predicate, the matching rows at ``snapshot`` with the index off, ``_file`` last: one
     scan computing every predicate as a column (TRUE exactly where its filter keeps the row)."""
@@ -575,12 +572,14 @@ def check_files(where: str, calls: list[Call], truth: set[str], facts: Facts, ta
 
 
 def differential(
-    spark, name: str, count: int, seed: int, commits_every: float, max_commits: int, builds: int
-):
+    spark, name: str, count: int, seed: int, commits_every: float, max_commits: int, builds: int,
+    batch: int = 20,
+):  # fmt: skip
     """``count`` predicates while a thread commits CDC changes every ``commits_every`` s (at
     most ``max_commits``: each equality delete applies to every older file, so every commit
     makes later scans slower); the index is brought up to date ``builds`` times along the way,
-    by ``build_indexes`` and by ``tiered_optimize`` in turn."""
+    by ``build_indexes`` and by ``tiered_optimize`` in turn. ``batch`` predicates share a pinned
+    snapshot: one scan with the index off, one UNION ALL with it on."""
     model = create_table(spark, name, seed)
     rng = random.Random(seed)
     writer_rng = random.Random(seed + 1)
@@ -602,7 +601,7 @@ def differential(
     with Recorder(spark) as recorder:
         thread.start()
         try:
-            batches = range(0, count, BATCH)
+            batches = range(0, count, batch)
             rebuild_at = [batches[len(batches) * (j + 1) // (builds + 1)] for j in range(builds)]
             for number in batches:
                 if number and number in rebuild_at and rebuild_at.index(number) % 2:
@@ -611,7 +610,7 @@ def differential(
                     build(name)
                 with lock:
                     generator = Predicates(model, rng)
-                wheres = [generator.predicate() for _ in range(min(BATCH, count - number))]
+                wheres = [generator.predicate() for _ in range(min(batch, count - number))]
                 check_batch(spark, name, wheres, recorder, facts, tally)
                 assert not errors, errors
         finally:
@@ -644,7 +643,7 @@ def test_ten_thousand_random_predicates_under_cdc(spark):
         differential(
             spark, "lake.test.skipdiff_stress",
             count=int(os.environ.get("SKIPDIFF_STRESS_COUNT", "10000")), seed=5656,
-            commits_every=10.0, max_commits=300, builds=50,
+            commits_every=10.0, max_commits=300, builds=20, batch=50,
         )  # fmt: skip
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
