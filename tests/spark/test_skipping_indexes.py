@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -182,6 +183,33 @@ def test_every_route_declares_shows_and_drops_with_the_same_rows_and_sentences(
         f"{T} declares no skipping index; declare one first, e.g. CREATE INDEX name ON {T} "
         "USING bloom_filter (column).",
     ]
+
+
+def test_a_query_through_the_thrift_server_plans_through_the_index(spark, server):
+    """The Thrift server's own session (another process) declares, builds and prunes: EXPLAIN
+    over JDBC names what the index kept, and the rows equal those with the index off."""
+    jdbc = lambda sql: via_jdbc(server, sql)  # noqa: E731
+    created = jdbc(f"CREATE INDEX IF NOT EXISTS rq ON {T} USING bloom_filter (request_id)")
+    assert created[0] == "rows", created
+    assert jdbc(f"CALL sparkext.build_indexes('{T}')")[0] == "rows"
+    query = f"SELECT id, status FROM {T} WHERE request_id = 'a0001'"
+    plan = str(jdbc(f"EXPLAIN {query}"))
+    kept = re.search(r"sparkext index: kept 1 of [23] files \(bloom_filter, request_id\)", plan)
+    assert kept, plan  # min/max may rule a file out before the index is asked
+    on = jdbc(query)
+    assert len(on[2]) == 1, on
+    from pyhive import hive
+
+    cursor = hive.connect(host="localhost", port=server, auth="NONE", username="t").cursor()
+    try:  # one JDBC session: SET lasts for its later statements
+        cursor.execute("SET spark.sparkext.index.enabled = false")
+        cursor.execute(f"EXPLAIN {query}")
+        assert "sparkext index" not in cursor.fetchall()[0][0]
+        cursor.execute(query)
+        assert [list(r) for r in cursor.fetchall()] == [[1, "OK"]]
+    finally:
+        cursor.close()
+    jdbc(f"DROP INDEX rq ON {T}")
 
 
 def test_an_existing_name_and_a_table_that_is_not_iceberg_are_one_sentence(spark, table_name):
