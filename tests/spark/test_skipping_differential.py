@@ -643,7 +643,7 @@ def test_ten_thousand_random_predicates_under_cdc(spark):
         differential(
             spark, "lake.test.skipdiff_stress",
             count=int(os.environ.get("SKIPDIFF_STRESS_COUNT", "10000")), seed=5656,
-            commits_every=5.0, max_commits=40, builds=40, batch=50,
+            commits_every=45.0, max_commits=60, builds=40, batch=50,
         )  # fmt: skip
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
