@@ -17,8 +17,9 @@ rebuilt now and then. For every predicate:
   oracle's set wherever the answer is exact (bitmap, token_bitmap, ngram_bitmap, NULL tests),
   a superset of the files with a matching value for the bloom types.
 
-Default tier: ~200 predicates (20 per pinned snapshot); ``stress``: 10,000 (50 per snapshot). Also: a build killed between writing its
-Puffin file and committing it, and expire_snapshots of indexed snapshots.
+Default tier: ~200 predicates (20 per pinned snapshot); ``stress``: 10,000 (50 per snapshot).
+Also: a build killed between writing its Puffin file and committing it, and expire_snapshots of
+indexed snapshots.
 """
 
 from __future__ import annotations
