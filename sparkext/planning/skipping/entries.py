@@ -146,16 +146,8 @@ def _set(flags: int, domain: str, values: Any, max_distinct: int) -> bytes:
             head
             + np.ascontiguousarray(values).astype("<i8" if domain == "int" else "<f8").tobytes()
         )
-    offsets, data = _binary_parts(values)
+    offsets, data = hashing.binary_parts(values)
     return head + np.diff(offsets).astype("<u4").tobytes() + data.tobytes()
-
-
-def _binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    values = values.cast(pa.large_binary())
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64)[values.offset : values.offset + len(values) + 1]
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
 
 
 @dataclass(frozen=True)

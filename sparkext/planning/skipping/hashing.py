@@ -100,6 +100,16 @@ def hash_binary(array: pa.Array) -> np.ndarray:
     return hash_parts(offsets, data)
 
 
+def binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets counted from 0, data bytes) of a binary or string Arrow array's values, read
+    from its buffers without copying (cast to large_binary first when it is not one)."""
+    values = values.cast(pa.large_binary())
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+
+
 def hash_parts(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Hashes of the byte strings ``data[offsets[i]:offsets[i + 1]]``."""
     lengths = np.diff(offsets)

@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkext.planning.skipping.hashing import binary_parts
+
 _TOKEN = re.compile(r"[^\W_]+")
 _SIGMA = "Σ"
 
@@ -68,7 +70,7 @@ def index_tokens_of(values: pa.Array, case_sensitive: bool) -> pa.Array:
     [b'42', b'a', b'get', b'id', b'\\xc3\\xbcber']
     """
     ascii_values, others = _split_ascii(values)
-    offsets, data = _parts(ascii_values)
+    offsets, data = binary_parts(ascii_values)
     if not case_sensitive:
         data = _ascii_lower(data)
     alnum = _ASCII_ALNUM[data]
@@ -100,18 +102,10 @@ def _ascii_lower(data: np.ndarray) -> np.ndarray:
     return np.where(upper, data + 32, data).astype(np.uint8)
 
 
-def _parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets from 0, data) of a large_binary array."""
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64)[values.offset : values.offset + len(values) + 1]
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
-
-
 def _split_ascii(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     """(the ASCII values, the others) of a binary array, NULLs dropped."""
     values = values.cast(pa.large_binary()).drop_null()
-    offsets, data = _parts(values)
+    offsets, data = binary_parts(values)
     if not len(data) or data.max() < 0x80:
         return values, values.slice(0, 0)
     high = np.concatenate([[0], np.cumsum(data >= 0x80)])
@@ -158,7 +152,7 @@ def index_ngrams_of(values: pa.Array, n: int, case_sensitive: bool) -> pa.Array:
     b'a\\x00\\x00\\x00b\\x00\\x00\\x00c\\x00\\x00\\x00'
     """
     ascii_values, others = _split_ascii(values)
-    offsets, data = _parts(ascii_values)
+    offsets, data = binary_parts(ascii_values)
     if not case_sensitive:
         data = _ascii_lower(data)
     lengths = np.diff(offsets)
